@@ -1,0 +1,289 @@
+"""Declarative descriptions of the supported architectures, and the normalized model config.
+
+Everything that differs between Qwen3 and Gemma3 lives here as data: HF and GGUF tensor
+names, which norms exist and where, the RMSNorm form, activation, embedding scale, attention
+pattern and rope. The ONNX exporter, the GGUF converter and the PyTorch reference all read it;
+adding an architecture means adding an ``ArchSpec`` to ``ARCHITECTURES``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from .errors import BitnetOnnxError
+
+# Tensor kinds.
+EMBEDDING = "embedding"  # [vocab, hidden]
+LINEAR = "linear"  # a projection [out, in]; ternary in BitNet models
+NORM = "norm"  # an architecture's own RMSNorm weight (form given by ArchSpec.norm_offset)
+HEAD_NORM = "head_norm"  # QK per-head RMSNorm weight [head_dim] (same form as NORM)
+NORM_IN = "norm_in"  # BitNet per-projection RMSNorm weight, always plain x/rms*w
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """One tensor of the model. Names use ``{i}`` for the layer index; shapes name config dims."""
+
+    role: str  # canonical role, e.g. "attn_q"
+    hf: str  # HF name without the optional "model." prefix
+    gguf: str
+    shape: tuple[str, ...]  # dims of ModelConfig.dims, e.g. ("q_dim", "hidden")
+    kind: str
+    per_layer: bool = True
+    optional: bool = False  # NORM_IN tensors exist only in BitNet checkpoints
+
+
+@dataclass(frozen=True)
+class Projection:
+    """A linear projection: its weight role and the role of its BitNet input norm."""
+
+    name: str  # "q", "k", ... ; also the ONNX node name suffix
+    weight: str  # role of the LINEAR tensor
+    norm_in: str  # role of the NORM_IN tensor
+    in_dim: str
+    out_dim: str
+
+
+PROJECTIONS: tuple[Projection, ...] = (
+    Projection("q", "attn_q", "attn_q_norm_in", "hidden", "q_dim"),
+    Projection("k", "attn_k", "attn_k_norm_in", "hidden", "kv_dim"),
+    Projection("v", "attn_v", "attn_v_norm_in", "hidden", "kv_dim"),
+    Projection("o", "attn_output", "attn_output_norm_in", "q_dim", "hidden"),
+    Projection("gate", "ffn_gate", "ffn_gate_norm_in", "hidden", "ffn"),
+    Projection("up", "ffn_up", "ffn_up_norm_in", "hidden", "ffn"),
+    Projection("down", "ffn_down", "ffn_down_norm_in", "ffn", "hidden"),
+)
+
+_HF_PROJ = {"q": "self_attn.q_proj", "k": "self_attn.k_proj", "v": "self_attn.v_proj",
+            "o": "self_attn.o_proj", "gate": "mlp.gate_proj", "up": "mlp.up_proj", "down": "mlp.down_proj"}
+
+
+def _common_tensors() -> list[TensorSpec]:
+    tensors = [
+        TensorSpec("token_embd", "embed_tokens.weight", "token_embd.weight", ("vocab", "hidden"), EMBEDDING, per_layer=False),
+        TensorSpec("output_norm", "norm.weight", "output_norm.weight", ("hidden",), NORM, per_layer=False),
+        TensorSpec("attn_norm", "layers.{i}.input_layernorm.weight", "blk.{i}.attn_norm.weight", ("hidden",), NORM),
+        TensorSpec("attn_q_norm", "layers.{i}.self_attn.q_norm.weight", "blk.{i}.attn_q_norm.weight", ("head_dim",), HEAD_NORM),
+        TensorSpec("attn_k_norm", "layers.{i}.self_attn.k_norm.weight", "blk.{i}.attn_k_norm.weight", ("head_dim",), HEAD_NORM),
+    ]
+    for p in PROJECTIONS:
+        hf = f"layers.{{i}}.{_HF_PROJ[p.name]}"
+        gguf = f"blk.{{i}}.{p.weight}"
+        tensors.append(TensorSpec(p.weight, f"{hf}.weight", f"{gguf}.weight", (p.out_dim, p.in_dim), LINEAR))
+        tensors.append(TensorSpec(p.norm_in, f"{hf}.norm.weight", f"{gguf}_norm_in.weight", (p.in_dim,), NORM_IN, optional=True))
+    return tensors
+
+
+@dataclass(frozen=True)
+class ArchSpec:
+    name: str  # our name and the GGUF general.architecture
+    model_types: tuple[str, ...]  # config.json model_type values
+    hf_class: str  # transformers model class for the reference
+    activation: str  # "silu" | "gelu_tanh"
+    norm_offset: float  # own norms compute x/rms * (offset + w)
+    scale_embeddings: bool  # multiply embeddings by sqrt(hidden)
+    # Ordered norm roles of one layer: attn_norm -> attention -> [post_attn_norm] -> residual,
+    # ffn_norm -> MLP -> [post_ffn_norm] -> residual.
+    post_attn_norm: str | None
+    post_ffn_norm: str | None
+    sliding_window: bool  # layers may be "sliding_attention"
+    query_scale_key: str | None  # config key whose value^-0.5 scales QK (None: head_dim^-0.5)
+    default_pooling: str | None  # pooling when the folder has no sentence-transformers Pooling
+    append_eos: str | None  # token appended to every input (Qwen3's last-token rule)
+    tensors: tuple[TensorSpec, ...] = field(default_factory=tuple)
+
+    def tensor(self, role: str) -> TensorSpec:
+        for t in self.tensors:
+            if t.role == role:
+                return t
+        raise KeyError(f"architecture {self.name} has no tensor role {role!r}")
+
+    def layer_tensors(self) -> list[TensorSpec]:
+        return [t for t in self.tensors if t.per_layer]
+
+    def global_tensors(self) -> list[TensorSpec]:
+        return [t for t in self.tensors if not t.per_layer]
+
+
+QWEN3 = ArchSpec(
+    name="qwen3",
+    model_types=("qwen3",),
+    hf_class="Qwen3Model",
+    activation="silu",
+    norm_offset=0.0,
+    scale_embeddings=False,
+    post_attn_norm=None,
+    post_ffn_norm=None,
+    sliding_window=False,
+    query_scale_key=None,
+    default_pooling="lasttoken",
+    append_eos="<|endoftext|>",
+    tensors=tuple(_common_tensors() + [
+        TensorSpec("ffn_norm", "layers.{i}.post_attention_layernorm.weight", "blk.{i}.ffn_norm.weight", ("hidden",), NORM),
+    ]),
+)
+
+GEMMA3 = ArchSpec(
+    name="gemma3",
+    model_types=("gemma3_text",),
+    hf_class="Gemma3TextModel",
+    activation="gelu_tanh",
+    norm_offset=1.0,
+    scale_embeddings=True,
+    post_attn_norm="post_attention_norm",
+    post_ffn_norm="post_ffw_norm",
+    sliding_window=True,
+    query_scale_key="query_pre_attn_scalar",
+    default_pooling=None,
+    append_eos=None,
+    tensors=tuple(_common_tensors() + [
+        TensorSpec("post_attention_norm", "layers.{i}.post_attention_layernorm.weight", "blk.{i}.post_attention_norm.weight", ("hidden",), NORM),
+        TensorSpec("ffn_norm", "layers.{i}.pre_feedforward_layernorm.weight", "blk.{i}.ffn_norm.weight", ("hidden",), NORM),
+        TensorSpec("post_ffw_norm", "layers.{i}.post_feedforward_layernorm.weight", "blk.{i}.post_ffw_norm.weight", ("hidden",), NORM),
+    ]),
+)
+
+ARCHITECTURES: dict[str, ArchSpec] = {a.name: a for a in (QWEN3, GEMMA3)}
+
+
+class ConfigError(BitnetOnnxError):
+    """A config.json that does not describe a supported model."""
+
+
+def detect_arch(config: dict, asserted: str | None = None, source: str = "config.json") -> ArchSpec:
+    """The ArchSpec for a config's model_type; ``asserted`` (--arch) must agree."""
+    model_type = config.get("model_type")
+    found = next((a for a in ARCHITECTURES.values() if model_type in a.model_types), None)
+    supported = ", ".join(f"{t} ({a.name})" for a in ARCHITECTURES.values() for t in a.model_types)
+    if found is None:
+        raise ConfigError(f"{source}: unsupported model_type {model_type!r}; supported: {supported}")
+    if asserted is not None and asserted != found.name:
+        if asserted not in ARCHITECTURES:
+            raise ConfigError(f"--arch {asserted!r} is not supported; choose one of {', '.join(ARCHITECTURES)}")
+        raise ConfigError(f"--arch {asserted} does not match {source}: model_type {model_type!r} is {found.name}")
+    return found
+
+
+FULL = "full_attention"
+SLIDING = "sliding_attention"
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Hyperparameters read from config.json, same meaning for both transformers-4 and -5 configs."""
+
+    arch: ArchSpec
+    hidden: int
+    n_heads: int
+    n_kv_heads: int
+    head_dim: int
+    ffn: int
+    n_layers: int
+    vocab: int
+    rms_eps: float
+    rope_theta: float  # full-attention layers
+    rope_local_theta: float  # sliding layers (== rope_theta when there are none)
+    layer_types: tuple[str, ...]  # FULL or SLIDING per layer
+    sliding_window: int | None
+    causal: bool
+    query_scale: float  # multiplies q.k
+    max_positions: int
+
+    @property
+    def dims(self) -> dict[str, int]:
+        return {"hidden": self.hidden, "q_dim": self.n_heads * self.head_dim,
+                "kv_dim": self.n_kv_heads * self.head_dim, "ffn": self.ffn,
+                "head_dim": self.head_dim, "vocab": self.vocab}
+
+    def shape(self, t: TensorSpec) -> tuple[int, ...]:
+        return tuple(self.dims[d] for d in t.shape)
+
+    @property
+    def embed_scale(self) -> float:
+        return math.sqrt(self.hidden) if self.arch.scale_embeddings else 1.0
+
+    @classmethod
+    def from_dict(cls, config: dict, arch: ArchSpec, source: str = "config.json") -> "ModelConfig":
+        def need(key: str):
+            if key not in config:
+                raise ConfigError(f"{source}: missing {key!r}")
+            return config[key]
+
+        hidden = int(need("hidden_size"))
+        n_heads = int(need("num_attention_heads"))
+        n_layers = int(need("num_hidden_layers"))
+        head_dim = int(config.get("head_dim") or hidden // n_heads)
+        rope_theta, rope_local = _rope_bases(config, arch, source)
+        layer_types = _layer_types(config, arch, n_layers, source)
+        sliding = config.get("sliding_window") if SLIDING in layer_types else None
+        if SLIDING in layer_types and not sliding:
+            raise ConfigError(f"{source}: sliding_attention layers need a positive 'sliding_window'")
+        if arch.query_scale_key:
+            query_scale = float(config.get(arch.query_scale_key) or head_dim) ** -0.5
+        else:
+            query_scale = head_dim ** -0.5
+        causal = bool(config.get("is_causal", True)) and not bool(config.get("use_bidirectional_attention", False))
+        act = config.get("hidden_act") or config.get("hidden_activation")
+        expected = {"silu": ("silu", "swish"), "gelu_tanh": ("gelu_pytorch_tanh", "gelu_tanh", "gelu_new")}[arch.activation]
+        if act is not None and act not in expected:
+            raise ConfigError(f"{source}: activation {act!r} is not supported for {arch.name} (expected {expected[0]})")
+        return cls(
+            arch=arch,
+            hidden=hidden,
+            n_heads=n_heads,
+            n_kv_heads=int(config.get("num_key_value_heads") or n_heads),
+            head_dim=head_dim,
+            ffn=int(need("intermediate_size")),
+            n_layers=n_layers,
+            vocab=int(need("vocab_size")),
+            rms_eps=float(config.get("rms_norm_eps", 1e-6)),
+            rope_theta=rope_theta,
+            rope_local_theta=rope_local,
+            layer_types=layer_types,
+            sliding_window=int(sliding) if sliding else None,
+            causal=causal,
+            query_scale=query_scale,
+            max_positions=int(config.get("max_position_embeddings", 32768)),
+        )
+
+
+def _rope_params_theta(params: dict, source: str, what: str) -> float:
+    rope_type = params.get("rope_type", params.get("type", "default"))
+    if rope_type != "default":
+        raise ConfigError(f"{source}: rope_type {rope_type!r} for {what} is not supported (only 'default')")
+    return float(params["rope_theta"])
+
+
+def _rope_bases(config: dict, arch: ArchSpec, source: str) -> tuple[float, float]:
+    """(full, local) rope bases from transformers-5 ``rope_parameters`` or older keys."""
+    params = config.get("rope_parameters")
+    if isinstance(params, dict) and params:
+        if FULL in params or SLIDING in params:  # per layer type (Gemma3, transformers 5)
+            full = _rope_params_theta(params.get(FULL) or params[SLIDING], source, FULL)
+            local = _rope_params_theta(params.get(SLIDING) or params[FULL], source, SLIDING)
+            return full, local
+        theta = _rope_params_theta(params, source, "rope_parameters")
+        return theta, float(config.get("rope_local_base_freq", theta))
+    scaling = config.get("rope_scaling")
+    if scaling:
+        _rope_params_theta({**scaling, "rope_theta": 0.0}, source, "rope_scaling")
+    theta = float(config.get("rope_theta", 1_000_000.0 if arch.name == "gemma3" else 10_000.0))
+    return theta, float(config.get("rope_local_base_freq", theta))
+
+
+def _layer_types(config: dict, arch: ArchSpec, n_layers: int, source: str) -> tuple[str, ...]:
+    types = config.get("layer_types")
+    if types:
+        if len(types) != n_layers:
+            raise ConfigError(f"{source}: layer_types has {len(types)} entries for {n_layers} layers")
+        bad = sorted(set(types) - {FULL, SLIDING})
+        if bad:
+            raise ConfigError(f"{source}: unknown layer_types {bad}")
+        if SLIDING in types and not arch.sliding_window:
+            raise ConfigError(f"{source}: {arch.name} does not support sliding_attention layers")
+        return tuple(types)
+    pattern = config.get("sliding_window_pattern") if arch.sliding_window else None
+    if pattern:  # every pattern-th layer is global (Gemma3 before transformers 4.53)
+        return tuple(FULL if (i + 1) % int(pattern) == 0 else SLIDING for i in range(n_layers))
+    return (FULL,) * n_layers

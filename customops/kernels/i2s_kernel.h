@@ -1,0 +1,52 @@
+// Pure I2_S ternary matmul kernels: no ONNX Runtime headers here.
+//
+// The op (customops/ort/) quantizes each token once, asks the selected kernel for exact int32
+// sums sum_k q[m,k] * T[n,k] over tiles of tokens x output rows, then applies the float
+// epilogue y = (float(sum) / a[m]) * s_w. Every ISA implements the same table; the scalar
+// kernel is the reference the others are tested against bit for bit.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace bitnet_onnx {
+
+// Per-token int8 activations: row m of q holds k values, a[m] = 127 / max(absmax, 1e-5)
+// (NaN for a row with NaN/Inf input), qsum[m] = sum of the row of q.
+struct QuantizedRows {
+  const int8_t* q;
+  const float* a;
+  const int32_t* qsum;
+  int64_t m;
+  int64_t k;
+};
+
+struct I2SKernel {
+  const char* name;  // "scalar", "avx2", "avxvnni", "avx512vnni", "neon"
+
+  // Bytes of the kernel's own weight layout for an [n, k] matrix (k % 128 == 0).
+  size_t (*packed_bytes)(int64_t n, int64_t k);
+
+  // I2_S bytes [n, k/4] (DESIGN.md layout) -> the kernel's layout, done once per constant W.
+  void (*repack)(const uint8_t* i2s, int64_t n, int64_t k, uint8_t* packed);
+
+  // Optional fused RMSNorm (norm_w may be null) then per-token absmax int8 quantization of
+  // rows [0, m) of x [m, k]. Numerics exactly as bitnet_onnx.ternary.quantize_activations.
+  void (*quantize)(const float* x, int64_t m, int64_t k, const float* norm_w, float eps,
+                   int8_t* q, float* a, int32_t* qsum);
+
+  // out[(i - m0) * ld + (j - n0)] = sum_k q[i, k] * T[j, k] for i in [m0, m1), j in [n0, n1).
+  void (*dot)(const uint8_t* packed, int64_t n, int64_t k, const QuantizedRows& rows,
+              int64_t m0, int64_t m1, int64_t n0, int64_t n1, int32_t* out, int64_t ld);
+
+  // Preferred tile (tokens x output rows) for splitting work across threads.
+  int64_t tile_m;
+  int64_t tile_n;
+};
+
+// The kernel to use: `forced` ("scalar", "avx2", ... or null/empty for the best this CPU runs).
+// Returns null and sets *error when the name is unknown or the CPU lacks the ISA.
+const I2SKernel* select_kernel(const char* forced, std::string* error);
+
+}  // namespace bitnet_onnx
