@@ -50,3 +50,17 @@ struct I2SKernel {
 const I2SKernel* select_kernel(const char* forced, std::string* error);
 
 }  // namespace bitnet_onnx
+
+namespace bitnet_onnx {
+// Each ISA's table, defined in its own file (scalar.cc, avx2.cc, avxvnni.cc, avx512vnni.cc,
+// neon.cc); select_kernel (dispatch.cc) picks one after checking the CPU.
+const I2SKernel* scalar_kernel();
+#if defined(__x86_64__) || defined(_M_X64)
+const I2SKernel* avx2_kernel();
+const I2SKernel* avxvnni_kernel();
+const I2SKernel* avx512vnni_kernel();
+#endif
+#if defined(__aarch64__)
+const I2SKernel* neon_kernel();
+#endif
+}  // namespace bitnet_onnx

@@ -1,0 +1,76 @@
+"""``bitnet_onnx.json``: what an exported folder holds and how to feed it.
+
+Written by the exporter, read by the runtime (Embedder, embed, bench, verify). One dataclass,
+so both sides agree on every field.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import MISSING, asdict, dataclass, field, fields
+from pathlib import Path
+
+from . import OP_DOMAIN, OP_DOMAIN_VERSION, __version__
+from .errors import BitnetOnnxError
+
+MANIFEST_NAME = "bitnet_onnx.json"
+MODEL_NAME = "model.onnx"
+FORMAT_VERSION = 1
+POOLINGS = ("mean", "cls", "lasttoken")
+WEIGHT_VARIANTS = ("i2s", "f32", "f16", "int8", "nbits")
+
+
+@dataclass
+class Manifest:
+    arch: str  # ArchSpec.name
+    weights: str  # one of WEIGHT_VARIANTS
+    pooling: str  # one of POOLINGS
+    normalize: bool  # sentence_embedding is L2-normalized in the graph
+    dimension: int  # width of sentence_embedding
+    hidden_size: int  # width of token_embeddings
+    max_length: int  # tokens per text after truncation (EOS included)
+    padding_side: str  # "right" or "left": how the runtime pads batches
+    pad_token_id: int
+    append_eos_token_id: int | None = None  # appended to every text unless already last
+    prompts: dict[str, str] = field(default_factory=dict)
+    default_prompt_name: str | None = None
+    nbits: int | None = None  # bits of MatMulNBits when weights == "nbits"
+    ternarized: bool = False  # post-training ternarization of a standard model (speed stand-in)
+    needs_custom_ops: bool = True  # the graph uses I2STernaryMatMul
+    op_domain: str = OP_DOMAIN
+    op_domain_version: int = OP_DOMAIN_VERSION
+    min_onnxruntime: str = "1.21"
+    package_version: str = __version__
+    source_model: str = ""
+    model_file: str = MODEL_NAME
+    format_version: int = FORMAT_VERSION
+
+    def write(self, folder: Path) -> Path:
+        path = Path(folder) / MANIFEST_NAME
+        path.write_text(json.dumps(asdict(self), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        return path
+
+    @classmethod
+    def read(cls, folder: Path) -> "Manifest":
+        path = Path(folder) / MANIFEST_NAME
+        if not Path(folder).is_dir():
+            raise BitnetOnnxError(f"{folder}: not a folder (expected an exported bitnet-onnx folder)")
+        if not path.is_file():
+            raise BitnetOnnxError(f"{path}: manifest missing; is {folder} a folder written by 'bitnet-onnx export'?")
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise BitnetOnnxError(f"{path}: not valid JSON ({e})") from None
+        known = {f.name for f in fields(cls)}
+        required = [f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING]
+        missing = [name for name in required if name not in data]
+        if missing:
+            raise BitnetOnnxError(f"{path}: missing field(s) {', '.join(missing)}")
+        if data.get("format_version", FORMAT_VERSION) > FORMAT_VERSION:
+            raise BitnetOnnxError(f"{path}: format_version {data['format_version']} is newer than this bitnet-onnx reads")
+        m = cls(**{k: v for k, v in data.items() if k in known})
+        if m.pooling not in POOLINGS:
+            raise BitnetOnnxError(f"{path}: unknown pooling {m.pooling!r}")
+        if m.padding_side not in ("left", "right"):
+            raise BitnetOnnxError(f"{path}: padding_side must be 'left' or 'right', got {m.padding_side!r}")
+        return m
