@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Sets up a fresh machine for bitnet-onnx: system pieces, a venv in .venv, the package.
+#   scripts/setup.sh          runtime + PyTorch reference (what `demo` uses)
+#   scripts/setup.sh --test   also the test tools (pytest, aarch64 cross compiler, qemu-user)
+# Safe to re-run: it installs only what is missing and rebuilds the op library incrementally.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+want_test=0
+[ "${1:-}" = "--test" ] && want_test=1
+
+apt_missing=()
+need_cmd() { command -v "$1" >/dev/null 2>&1 || apt_missing+=("$2"); }
+need_cmd g++ g++
+need_cmd dpkg-deb dpkg          # scripts/fetch_ort_headers.sh unpacks ORT headers from a .deb
+if [ "$want_test" = 1 ]; then
+    need_cmd aarch64-linux-gnu-g++ g++-aarch64-linux-gnu
+    need_cmd qemu-aarch64 qemu-user
+fi
+if [ ${#apt_missing[@]} -gt 0 ]; then
+    if [ "$(id -u)" != 0 ]; then
+        echo "setup: please install these Debian packages first: ${apt_missing[*]}" >&2
+        exit 1
+    fi
+    echo "setup: apt-get install ${apt_missing[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${apt_missing[@]}" >/dev/null
+fi
+
+python=${PYTHON:-python3}
+[ -x .venv/bin/python ] || "$python" -m venv .venv
+pip=(.venv/bin/python -m pip --disable-pip-version-check -q)
+"${pip[@]}" install --upgrade pip >/dev/null
+# The CPU build of PyTorch (a plain `torch` requirement could pull a multi-GB CUDA build).
+"${pip[@]}" install torch==2.13.0
+extras=reference
+[ "$want_test" = 1 ] && extras=test
+"${pip[@]}" install -e ".[$extras]"
+echo "setup: ready (.venv/bin/bitnet-onnx)"
