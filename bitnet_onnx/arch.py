@@ -91,6 +91,7 @@ class ArchSpec:
     query_scale_key: str | None  # config key whose value^-0.5 scales QK (None: head_dim^-0.5)
     default_pooling: str | None  # pooling when the folder has no sentence-transformers Pooling
     append_eos: str | None  # token appended to every input (Qwen3's last-token rule)
+    default_rope_theta: float  # transformers' default when a config names no rope base
     tensors: tuple[TensorSpec, ...] = field(default_factory=tuple)
 
     def tensor(self, role: str) -> TensorSpec:
@@ -119,6 +120,7 @@ QWEN3 = ArchSpec(
     query_scale_key=None,
     default_pooling="lasttoken",
     append_eos="<|endoftext|>",
+    default_rope_theta=10_000.0,
     tensors=tuple(_common_tensors() + [
         TensorSpec("ffn_norm", "layers.{i}.post_attention_layernorm.weight", "blk.{i}.ffn_norm.weight", ("hidden",), NORM),
     ]),
@@ -137,6 +139,7 @@ GEMMA3 = ArchSpec(
     query_scale_key="query_pre_attn_scalar",
     default_pooling=None,
     append_eos=None,
+    default_rope_theta=1_000_000.0,
     tensors=tuple(_common_tensors() + [
         TensorSpec("post_attention_norm", "layers.{i}.post_attention_layernorm.weight", "blk.{i}.post_attention_norm.weight", ("hidden",), NORM),
         TensorSpec("ffn_norm", "layers.{i}.pre_feedforward_layernorm.weight", "blk.{i}.ffn_norm.weight", ("hidden",), NORM),
@@ -165,6 +168,7 @@ def detect_arch(config: dict, asserted: str | None = None, source: str = "config
     return found
 
 
+LOCAL_ROPE_THETA = 10_000.0  # transformers' default rope_local_base_freq (Gemma3)
 FULL = "full_attention"
 SLIDING = "sliding_attention"
 
@@ -268,8 +272,8 @@ def _rope_bases(config: dict, arch: ArchSpec, source: str) -> tuple[float, float
     scaling = config.get("rope_scaling")
     if scaling:
         _rope_params_theta({**scaling, "rope_theta": 0.0}, source, "rope_scaling")
-    theta = float(config.get("rope_theta", 1_000_000.0 if arch.name == "gemma3" else 10_000.0))
-    return theta, float(config.get("rope_local_base_freq", theta))
+    theta = float(config.get("rope_theta", arch.default_rope_theta))
+    return theta, float(config.get("rope_local_base_freq", LOCAL_ROPE_THETA if arch.sliding_window else theta))
 
 
 def _layer_types(config: dict, arch: ArchSpec, n_layers: int, source: str) -> tuple[str, ...]:
@@ -283,7 +287,8 @@ def _layer_types(config: dict, arch: ArchSpec, n_layers: int, source: str) -> tu
         if SLIDING in types and not arch.sliding_window:
             raise ConfigError(f"{source}: {arch.name} does not support sliding_attention layers")
         return tuple(types)
-    pattern = config.get("sliding_window_pattern") if arch.sliding_window else None
+    pattern = config.get("sliding_window_pattern") or config.get("_sliding_window_pattern")
+    pattern = pattern if arch.sliding_window else None
     if pattern:  # every pattern-th layer is global (Gemma3 before transformers 4.53)
         return tuple(FULL if (i + 1) % int(pattern) == 0 else SLIDING for i in range(n_layers))
     return (FULL,) * n_layers
