@@ -1,0 +1,74 @@
+#include "cpu_features.h"
+
+#if defined(__x86_64__) || defined(_M_X64)
+#include <cpuid.h>
+#include <cstdint>
+#elif defined(__aarch64__) && defined(__linux__)
+#include <sys/auxv.h>
+#ifndef HWCAP_ASIMD
+#define HWCAP_ASIMD (1 << 1)
+#endif
+#ifndef HWCAP_ASIMDDP
+#define HWCAP_ASIMDDP (1 << 20)
+#endif
+#endif
+
+namespace bitnet_onnx {
+namespace {
+
+#if defined(__x86_64__) || defined(_M_X64)
+bool bit(unsigned reg, int b) { return (reg >> b) & 1u; }
+
+// XCR0: which register states the OS saves on context switch. Inline asm so this file needs
+// no -mxsave; only called after CPUID reports OSXSAVE.
+uint64_t xgetbv0() {
+  uint32_t eax, edx;
+  __asm__ volatile("xgetbv" : "=a"(eax), "=d"(edx) : "c"(0));
+  return (static_cast<uint64_t>(edx) << 32) | eax;
+}
+
+CpuFeatures detect() {
+  CpuFeatures f;
+  unsigned eax, ebx, ecx, edx;
+  if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return f;
+  const bool fma = bit(ecx, 12), osxsave = bit(ecx, 27), avx = bit(ecx, 28), f16c = bit(ecx, 29);
+  if (!osxsave || !avx) return f;
+  const uint64_t xcr0 = xgetbv0();
+  const bool os_ymm = (xcr0 & 0x6) == 0x6;     // SSE + AVX state
+  const bool os_zmm = (xcr0 & 0xe6) == 0xe6;   // + opmask, ZMM_Hi256, Hi16_ZMM
+  if (!os_ymm || !__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return f;
+  const bool avx2 = bit(ebx, 5), avx512f = bit(ebx, 16), avx512dq = bit(ebx, 17),
+             avx512bw = bit(ebx, 30), avx512vl = bit(ebx, 31), avx512vnni = bit(ecx, 11);
+  const unsigned max_sub = eax;
+  bool avxvnni = false;
+  if (max_sub >= 1 && __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx)) avxvnni = bit(eax, 4);
+
+  f.avx2 = avx2 && fma && f16c;
+  f.avxvnni = f.avx2 && avxvnni;
+  f.avx512vnni = f.avx2 && os_zmm && avx512f && avx512bw && avx512vl && avx512dq && avx512vnni;
+  return f;
+}
+#elif defined(__aarch64__)
+CpuFeatures detect() {
+  CpuFeatures f;
+#if defined(__linux__)
+  const unsigned long hw = getauxval(AT_HWCAP);
+  f.neon = (hw & HWCAP_ASIMD) != 0;
+  f.dotprod = (hw & HWCAP_ASIMDDP) != 0;
+#else
+  f.neon = true;  // Advanced SIMD is mandatory on AArch64
+#endif
+  return f;
+}
+#else
+CpuFeatures detect() { return CpuFeatures(); }
+#endif
+
+}  // namespace
+
+const CpuFeatures& cpu_features() {
+  static const CpuFeatures features = detect();
+  return features;
+}
+
+}  // namespace bitnet_onnx
