@@ -1,0 +1,132 @@
+"""``Embedder``: embed texts with an exported folder, sentence-transformers style.
+
+Texts are tokenized once, sorted by length and run in batches padded only to their own longest
+text (dynamic padding), then put back in input order. Pooling, the Dense head and normalization
+are in the graph; this class adds prompts, Matryoshka truncation (``dimensions``) and batching.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from bitnet_onnx.errors import BitnetOnnxError
+from bitnet_onnx.manifest import Manifest
+
+from .session import SENTENCE_OUTPUT, TOKEN_OUTPUT, create_session
+from .tokenization import TOKENIZER_FILE, TextTokenizer, check_texts
+
+OUTPUT_VALUES = (SENTENCE_OUTPUT, TOKEN_OUTPUT)
+
+
+class Embedder:
+    """Embeds texts with the exported folder ``out_dir`` on ONNX Runtime's CPU provider.
+
+    ``threads``: intra-op threads of the session (None: ONNX Runtime's default, all cores).
+    """
+
+    def __init__(self, out_dir: str | Path, threads: int | None = None):
+        self.folder = Path(out_dir)
+        self.manifest = Manifest.read(self.folder)
+        self.tokenizer = TextTokenizer(self.folder / TOKENIZER_FILE, self.manifest)
+        self.session = create_session(self.folder, self.manifest, threads=threads)
+        self.threads = threads
+
+    @property
+    def dimension(self) -> int:
+        """Width of a sentence embedding."""
+        return int(self.manifest.dimension)
+
+    @property
+    def prompts(self) -> dict[str, str]:
+        return dict(self.manifest.prompts)
+
+    def get_sentence_embedding_dimension(self) -> int:  # sentence-transformers' name
+        return self.dimension
+
+    def __repr__(self) -> str:
+        m = self.manifest
+        return (f"Embedder({str(self.folder)!r}, arch={m.arch}, weights={m.weights}, pooling={m.pooling}, "
+                f"dimension={m.dimension}, threads={self.threads})")
+
+    def encode(self, texts: str | Sequence[str], batch_size: int = 32, prompt_name: str | None = None,
+               prompt: str | None = None, normalize: bool | None = None, dimensions: int | None = None,
+               show_progress_bar: bool | None = None, output_value: str = SENTENCE_OUTPUT):
+        """Embeddings of ``texts``: float32 [len(texts), dim] in input order (1-D [dim] for one string).
+
+        - ``prompt`` (a literal prefix) or ``prompt_name`` (a key of the manifest's prompts) is put
+          before every text; with neither, the manifest's ``default_prompt_name`` applies.
+        - ``normalize``: None keeps the manifest's choice (normalized in the graph or not); True
+          L2-normalizes; False returns the graph's output as is.
+        - ``dimensions``: keep the first N values (Matryoshka), renormalized when normalizing.
+        - ``output_value="token_embeddings"``: a list of float32 [tokens_i, hidden] arrays, padding removed.
+        """
+        single = isinstance(texts, str)
+        items = [texts] if single else list(texts)
+        if batch_size is None or int(batch_size) < 1:
+            raise BitnetOnnxError(f"batch_size must be a positive integer, got {batch_size!r}")
+        if output_value not in OUTPUT_VALUES:
+            raise BitnetOnnxError(f"output_value must be one of {', '.join(OUTPUT_VALUES)}, got {output_value!r}")
+        prefix = self._prompt(prompt_name, prompt)
+        ids = self.tokenizer.tokenize([prefix + t for t in check_texts(items)])
+
+        if output_value == TOKEN_OUTPUT:
+            tokens = self._run(ids, int(batch_size), TOKEN_OUTPUT, show_progress_bar)
+            return tokens[0] if single else tokens
+        width = self._check_dimensions(dimensions)
+        rows = self._run(ids, int(batch_size), SENTENCE_OUTPUT, show_progress_bar)
+        out = np.stack(rows) if rows else np.zeros((0, self.dimension), dtype=np.float32)
+        out = np.ascontiguousarray(out[:, :width], dtype=np.float32)
+        if self.manifest.normalize if normalize is None else normalize:
+            out = _l2_normalize(out)
+        return out[0] if single else out
+
+    def _run(self, ids: list[list[int]], batch_size: int, output: str, show_progress_bar: bool | None) -> list:
+        """Runs length-sorted batches; returns one array per text, in input order."""
+        from tqdm.auto import tqdm
+
+        order = sorted(range(len(ids)), key=lambda i: len(ids[i]), reverse=True)
+        results: list = [None] * len(ids)
+        bar = tqdm(total=len(ids), unit="text", desc="embed", file=sys.stderr,
+                   disable=not show_progress_bar, leave=False)
+        with bar:
+            for start in range(0, len(order), batch_size):
+                chunk = order[start:start + batch_size]
+                input_ids, mask = self.tokenizer.pad([ids[i] for i in chunk])
+                (values,) = self.session.run([output], {"input_ids": input_ids, "attention_mask": mask})
+                for row, i in enumerate(chunk):
+                    results[i] = values[row] if output == SENTENCE_OUTPUT else values[row][mask[row] == 1]
+                bar.update(len(chunk))
+        return results
+
+    def _prompt(self, prompt_name: str | None, prompt: str | None) -> str:
+        if prompt is not None:
+            if not isinstance(prompt, str):
+                raise BitnetOnnxError(f"prompt must be a string, got {type(prompt).__name__}")
+            return prompt
+        prompts = self.manifest.prompts
+        name = prompt_name if prompt_name is not None else self.manifest.default_prompt_name
+        if name is None:
+            return ""
+        if name not in prompts:
+            known = ", ".join(sorted(prompts)) or "none"
+            raise BitnetOnnxError(f"prompt_name {name!r} is not in {self.folder / 'bitnet_onnx.json'} "
+                                  f"(prompts: {known})")
+        return prompts[name]
+
+    def _check_dimensions(self, dimensions: int | None) -> int:
+        if dimensions is None:
+            return self.dimension
+        if isinstance(dimensions, bool) or not isinstance(dimensions, (int, np.integer)) \
+                or not 1 <= dimensions <= self.dimension:
+            raise BitnetOnnxError(f"dimensions must be an integer from 1 to {self.dimension}, got {dimensions!r}")
+        return int(dimensions)
+
+
+def _l2_normalize(x: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(x, axis=-1, keepdims=True)
+    return (x / np.maximum(norms, 1e-12)).astype(np.float32, copy=False)
+

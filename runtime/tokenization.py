@@ -1,0 +1,108 @@
+"""Texts -> (input_ids, attention_mask) by the rules an exported folder's manifest states.
+
+The ``tokenizers`` library does the tokenization (tokenizer.json, special tokens included); this
+module applies the manifest's rules on top: the EOS appended for last-token pooling (unless the
+tokenizer already put it last), truncation to ``max_length`` keeping room for that EOS (one
+warning per tokenizer, not per text), and padding on the manifest's side with its pad id.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from bitnet_onnx.errors import BitnetOnnxError
+from bitnet_onnx.manifest import Manifest
+
+from .session import first_line
+
+TOKENIZER_FILE = "tokenizer.json"
+
+log = logging.getLogger("bitnet_onnx")
+
+
+class TextTokenizer:
+    """Tokenizes texts for one exported folder (``from_folder``) or a manifest + tokenizer.json."""
+
+    def __init__(self, tokenizer_file: Path, manifest: Manifest):
+        from tokenizers import Tokenizer
+
+        path = Path(tokenizer_file)
+        if not path.is_file():
+            raise BitnetOnnxError(f"{path}: tokenizer file missing")
+        try:
+            self._tok = Tokenizer.from_file(str(path))
+        except Exception as e:  # the Rust side raises a bare Exception on bad JSON
+            raise BitnetOnnxError(f"{path}: not a valid tokenizer.json ({first_line(e)})") from None
+        # The manifest's rules are the only ones: no tokenizer-side truncation or padding.
+        self._tok.no_truncation()
+        self._tok.no_padding()
+        self.manifest = manifest
+        self.max_length = int(manifest.max_length)
+        self.eos_id = manifest.append_eos_token_id
+        self.pad_id = int(manifest.pad_token_id)
+        self.left_padding = manifest.padding_side == "left"
+        if self.max_length < (2 if self.eos_id is not None else 1):
+            raise BitnetOnnxError(f"manifest max_length {self.max_length} is too small")
+        self._warned = False
+
+    @classmethod
+    def from_folder(cls, folder: str | Path) -> "TextTokenizer":
+        manifest = Manifest.read(Path(folder))
+        return cls(Path(folder) / TOKENIZER_FILE, manifest)
+
+    def tokenize(self, texts: Sequence[str]) -> list[list[int]]:
+        """Token ids per text, with the EOS rule and truncation applied, unpadded."""
+        texts = check_texts(texts)
+        encodings = self._tok.encode_batch(texts, add_special_tokens=True)
+        out = [self._apply_rules(e.ids) for e in encodings]
+        return out
+
+    def pad(self, ids: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
+        """Pads to the longest sequence given: int64 (input_ids, attention_mask) [len(ids), S]."""
+        width = max((len(x) for x in ids), default=0)
+        input_ids = np.full((len(ids), width), self.pad_id, dtype=np.int64)
+        mask = np.zeros((len(ids), width), dtype=np.int64)
+        for row, x in enumerate(ids):
+            n = len(x)
+            if n == 0:
+                continue
+            cols = slice(width - n, width) if self.left_padding else slice(0, n)
+            input_ids[row, cols] = x
+            mask[row, cols] = 1
+        return input_ids, mask
+
+    def encode(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Tokenizes and pads ``texts``: int64 (input_ids, attention_mask) [B, S]."""
+        return self.pad(self.tokenize(texts))
+
+    def _apply_rules(self, ids: list[int]) -> list[int]:
+        eos = self.eos_id
+        if eos is not None and ids and ids[-1] == eos:
+            ids = ids[:-1]  # re-appended below, after truncation
+        room = self.max_length - (1 if eos is not None else 0)
+        if len(ids) > room:
+            if not self._warned:
+                log.warning("bitnet-onnx: texts longer than %d tokens are truncated (max_length in %s)",
+                            self.max_length, "bitnet_onnx.json")
+                self._warned = True
+            ids = ids[:room]
+        if eos is not None:
+            ids = ids + [eos]
+        if not ids:  # an empty text with no special tokens: one pad token keeps pooling defined
+            ids = [self.pad_id]
+        return ids
+
+
+def check_texts(texts) -> list[str]:
+    if isinstance(texts, str):
+        raise BitnetOnnxError("texts must be a list of strings, not one string")
+    texts = list(texts)
+    for i, t in enumerate(texts):
+        if not isinstance(t, str):
+            raise BitnetOnnxError(f"texts[{i}] is {type(t).__name__}, expected str")
+    return texts
+
