@@ -91,7 +91,7 @@ class Embedder:
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]), reverse=True)
         results: list = [None] * len(ids)
         bar = tqdm(total=len(ids), unit="text", desc="embed", file=sys.stderr,
-                   disable=not show_progress_bar, leave=False)
+                   disable=not show_progress_bar, leave=False, delay=1.0)
         with bar:
             for start in range(0, len(order), batch_size):
                 chunk = order[start:start + batch_size]

@@ -1,0 +1,141 @@
+"""``bitnet-onnx embed``: embed texts from the command line, a text file or JSONL, to .npy / .jsonl / JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from bitnet_onnx.errors import BitnetOnnxError
+
+JSONL_SUFFIXES = (".jsonl", ".ndjson")
+OUTPUT_SUFFIXES = (".npy", ".jsonl", ".json")
+
+EPILOG = """\
+examples:
+  bitnet-onnx embed out/ "a cat sat on the mat" "a dog in the fog"   # JSON on stdout
+  bitnet-onnx embed out/ --input docs.txt --output docs.npy           # one text per line
+  bitnet-onnx embed out/ --input docs.jsonl --output docs.jsonl --prompt-name passage
+  cat queries.txt | bitnet-onnx embed out/ --input - --dimensions 256 > queries.json
+
+--input: a text file (one text per line, blank lines included) or, when named *.jsonl /
+*.ndjson, JSON lines with a "text" field; "-" reads text lines from stdin. Both must be UTF-8.
+--output by suffix: .npy (float32 [n, dim]), .jsonl (the input record or {"text": ...} plus
+"embedding", one line per text), .json (a list of vectors). Without --output: a JSON list of
+vectors on stdout, rows in input order.
+"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.epilog = EPILOG
+    p.add_argument("out_dir", metavar="OUT_DIR", help="a folder written by 'bitnet-onnx export'")
+    p.add_argument("texts", metavar="TEXT", nargs="*", help="texts to embed (or use --input)")
+    p.add_argument("--input", "-i", metavar="FILE", help="texts from a file (text lines or JSONL); '-' for stdin")
+    p.add_argument("--output", "-o", metavar="FILE", help="write .npy, .jsonl or .json instead of JSON on stdout")
+    p.add_argument("--batch-size", type=int, default=32, metavar="N", help="texts per batch (default 32)")
+    p.add_argument("--prompt-name", metavar="NAME", help="a prompt of the folder's manifest, e.g. query")
+    p.add_argument("--prompt", metavar="TEXT", help="a literal prefix put before every text")
+    p.add_argument("--dimensions", type=int, metavar="N", help="keep the first N dimensions (Matryoshka), renormalized")
+    p.add_argument("--threads", type=int, metavar="N", help="ONNX Runtime intra-op threads (default: all cores)")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress bar or summary on stderr")
+
+
+def run(args: argparse.Namespace) -> int:
+    from .embedder import Embedder
+
+    if args.texts and args.input:
+        raise BitnetOnnxError("give texts as arguments or with --input, not both")
+    if not args.texts and not args.input:
+        raise BitnetOnnxError("no texts: give TEXT arguments or --input FILE")
+    output = Path(args.output) if args.output else None
+    if output is not None and output.suffix.lower() not in OUTPUT_SUFFIXES:
+        raise BitnetOnnxError(f"--output {output}: unknown suffix; use one of {', '.join(OUTPUT_SUFFIXES)}")
+    records = read_input(args.input) if args.input else [{"text": t} for t in args.texts]
+
+    embedder = Embedder(args.out_dir, threads=args.threads)
+    show = not args.quiet and sys.stderr.isatty()
+    vectors = embedder.encode([r["text"] for r in records], batch_size=args.batch_size,
+                              prompt_name=args.prompt_name, prompt=args.prompt,
+                              dimensions=args.dimensions, show_progress_bar=show)
+    if output is None:
+        _write_json(sys.stdout, vectors)
+        sys.stdout.write("\n")
+        return 0
+    write_output(output, records, vectors)
+    if not args.quiet:
+        print(f"bitnet-onnx embed: {vectors.shape[0]} x {vectors.shape[1]} float32 -> {output}", file=sys.stderr)
+    return 0
+
+
+def read_input(name: str) -> list[dict]:
+    """Records with a "text" field from a text-lines file, a JSONL file or stdin ("-")."""
+    if name == "-":
+        data, label = sys.stdin.buffer.read(), "<stdin>"
+    else:
+        path = Path(name)
+        if not path.is_file():
+            raise BitnetOnnxError(f"--input {path}: file not found")
+        data, label = path.read_bytes(), str(path)
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise BitnetOnnxError(f"{label}: not UTF-8 text (invalid byte 0x{data[e.start]:02x} at offset {e.start})") from None
+    if name != "-" and Path(name).suffix.lower() in JSONL_SUFFIXES:
+        return _parse_jsonl(text, label)
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()  # the final newline ends the last line, it does not start an empty one
+    return [{"text": line.removesuffix("\r")} for line in lines]
+
+
+def _parse_jsonl(text: str, label: str) -> list[dict]:
+    records = []
+    for n, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise BitnetOnnxError(f"{label}:{n}: not valid JSON ({e.msg})") from None
+        if not isinstance(obj, dict) or not isinstance(obj.get("text"), str):
+            raise BitnetOnnxError(f"{label}:{n}: expected a JSON object with a string \"text\" field")
+        records.append(obj)
+    return records
+
+
+def write_output(path: Path, records: list[dict], vectors: np.ndarray) -> None:
+    """Writes to a temp file next to ``path`` and renames it, so a failure leaves no partial file."""
+    suffix = path.suffix.lower()
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        raise BitnetOnnxError(f"--output {path}: folder {folder} does not exist")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "wb" if suffix == ".npy" else "w", encoding=None if suffix == ".npy" else "utf-8") as f:
+            if suffix == ".npy":
+                np.save(f, vectors)
+            elif suffix == ".jsonl":
+                for record, vec in zip(records, vectors):
+                    f.write(json.dumps({**record, "embedding": vec.tolist()}, ensure_ascii=False) + "\n")
+            else:
+                _write_json(f, vectors)
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the file the usual mode
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _write_json(f, vectors: np.ndarray) -> None:
+    json.dump(vectors.tolist(), f)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
