@@ -1,0 +1,385 @@
+"""``bitnet-onnx bench``: the i2s export against ORT baselines (f32, int8, nbits) on this machine.
+
+Each variant is exported once into a cache (keyed by a content hash of the model folder, the
+variant and the bitnet-onnx code) and run in its own worker process, so each variant's peak RSS
+is its own process's ``ru_maxrss``. The workers stay alive side by side and the parent asks them
+in turn for one timed run, rotating the order each repetition (interleaved repetitions); the
+table reports medians and ratios from this one run. The first run of each (variant, shape) is a
+discarded warm-up. Inputs are full-length token sequences, no padding.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bitnet_onnx import __version__
+from bitnet_onnx.errors import BitnetOnnxError
+from bitnet_onnx.manifest import MANIFEST_NAME, WEIGHT_VARIANTS
+
+SHAPE_ARCH = {"qwen3-0.6b": "qwen3", "gemma3-270m": "gemma3"}
+DEFAULT_VARIANTS = "i2s,int8,nbits,f32"
+BASELINE = "f32"
+
+EPILOG = """\
+examples:
+  bitnet-onnx bench --shape gemma3-270m --threads 1          # random-weight model of the real shape
+  bitnet-onnx bench path/to/hf-model --seq 16,128 --batch 1,16 --variants i2s,int8,f32 --json bench.json
+
+Columns: ms per batch and tokens/s are medians over --reps interleaved repetitions; "x f32" and
+"x int8" are tokens/s ratios from the same run; peak RSS is the maximum resident memory of the
+worker process that ran the variant (Python + onnxruntime + the session + the largest batch's
+activations); file is the size of the exported model (model.onnx and its external data).
+Exports are cached under --cache-dir (default: $XDG_CACHE_HOME/bitnet-onnx or ~/.cache/bitnet-onnx).
+"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.epilog = EPILOG
+    p.add_argument("model_dir", metavar="MODEL_DIR", nargs="?", help="HF model folder (or use --shape)")
+    p.add_argument("--shape", choices=sorted(SHAPE_ARCH), help="bench a random-weight BitNet model of this real shape")
+    p.add_argument("--seq", default="16,128,512", metavar="LIST", help="tokens per text (default 16,128,512)")
+    p.add_argument("--batch", default="1,16", metavar="LIST", help="texts per batch (default 1,16)")
+    p.add_argument("--threads", type=int, default=1, metavar="N", help="intra-op threads per session (default 1)")
+    p.add_argument("--variants", default=DEFAULT_VARIANTS, metavar="LIST",
+                   help=f"weight variants to compare (default {DEFAULT_VARIANTS}; also f16)")
+    p.add_argument("--reps", type=int, default=3, metavar="N", help="timed repetitions per cell (default 3)")
+    p.add_argument("--json", metavar="FILE", help="also write the table as JSON")
+    p.add_argument("--cache-dir", metavar="DIR", help="where exports (and --shape models) are kept")
+    p.add_argument("--no-cache", action="store_true", help="re-export even when a cached export exists")
+
+
+def run(args: argparse.Namespace) -> int:
+    configs = [(b, s) for b in _int_list(args.batch, "--batch") for s in _int_list(args.seq, "--seq")]
+    variants = _variants(args.variants)
+    if args.threads < 1:
+        raise BitnetOnnxError(f"--threads must be >= 1, got {args.threads}")
+    if args.reps < 1:
+        raise BitnetOnnxError(f"--reps must be >= 1, got {args.reps}")
+    if bool(args.model_dir) == bool(args.shape):
+        raise BitnetOnnxError("give either MODEL_DIR or --shape")
+    cache = cache_dir(args.cache_dir)
+    if args.shape:
+        model_dir, label = shape_model(args.shape, cache), f"{args.shape} (random BitNet weights, seed 0)"
+    else:
+        model_dir, label = Path(args.model_dir), str(args.model_dir)
+        if not model_dir.is_dir():
+            raise BitnetOnnxError(f"{model_dir}: not a folder")
+    folders = {v: cached_export(model_dir, v, cache, refresh=args.no_cache) for v in variants}
+    result = bench(folders, configs, args.threads, args.reps, log=_progress)
+    result["model"] = label
+    print(format_table(result))
+    if args.json:
+        _write_json(Path(args.json), result)
+    return 0
+
+
+# --- inputs and cache -------------------------------------------------------------------------------
+
+def _int_list(text: str, name: str) -> list[int]:
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise BitnetOnnxError(f"{name} {text!r}: expected comma-separated integers, e.g. 16,128") from None
+    if not values or min(values) < 1:
+        raise BitnetOnnxError(f"{name} {text!r}: expected positive integers")
+    return values
+
+
+def _variants(text: str) -> list[str]:
+    variants = [v.strip() for v in text.split(",") if v.strip()]
+    bad = [v for v in variants if v not in WEIGHT_VARIANTS]
+    if bad or not variants:
+        raise BitnetOnnxError(f"--variants {text!r}: choose from {', '.join(WEIGHT_VARIANTS)}")
+    return list(dict.fromkeys(variants))
+
+
+def cache_dir(explicit: str | None) -> Path:
+    if explicit:
+        root = Path(explicit)
+    else:
+        root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "bitnet-onnx"
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def code_hash() -> str:
+    """Hash of this bitnet-onnx's Python sources, so a changed exporter never reuses a stale export."""
+    import bitnet_onnx
+
+    h = hashlib.sha256(__version__.encode())
+    root = Path(bitnet_onnx.__file__).parent
+    for sub in ("", "export", "testing"):
+        folder = (root / sub).resolve()
+        for f in sorted(folder.glob("*.py")):
+            h.update(f.name.encode())
+            h.update(f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def folder_hash(folder: Path) -> str:
+    """Content hash of a model folder: every file's relative path and bytes."""
+    h = hashlib.sha256()
+    for f in sorted(p for p in folder.rglob("*") if p.is_file()):
+        h.update(str(f.relative_to(folder)).encode() + b"\0")
+        with open(f, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 22), b""):
+                h.update(chunk)
+    return h.hexdigest()[:16]
+
+
+def shape_model(shape: str, cache: Path) -> Path:
+    """A random-weight BitNet model of a real shape (seed 0), generated once into the cache."""
+    from bitnet_onnx.testing import make_model
+
+    folder = cache / "models" / f"{shape}-bitnet-seed0-{code_hash()}"
+    if (folder / "config.json").is_file():
+        return folder
+    _progress(f"generating a random-weight BitNet {shape} model in {folder} ...")
+    return _build_atomically(folder, lambda tmp: make_model(tmp, SHAPE_ARCH[shape], bitnet=True, seed=0, shape=shape))
+
+
+def cached_export(model_dir: Path, variant: str, cache: Path, refresh: bool = False) -> Path:
+    folder = cache / "exports" / f"{folder_hash(model_dir)}-{code_hash()}-{variant}"
+    if (folder / MANIFEST_NAME).is_file() and not refresh:
+        return folder
+    if folder.exists():
+        shutil.rmtree(folder)
+    _progress(f"exporting {model_dir} as {variant} ...")
+    return _build_atomically(folder, lambda tmp: export_variant(model_dir, tmp, variant))
+
+
+def export_variant(model_dir: Path, out_dir: Path, variant: str) -> Path:
+    from bitnet_onnx.export import export_model
+
+    export_model(model_dir, out_dir, weights=variant)
+    return out_dir
+
+
+def _build_atomically(folder: Path, build) -> Path:
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+    try:
+        shutil.rmtree(tmp)  # builders want to create the folder themselves
+        build(tmp)
+        os.replace(tmp, folder)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return folder
+
+
+def model_bytes(folder: Path) -> int:
+    """Size of the model file and its external data (everything in the folder but tokenizer/manifest)."""
+    from bitnet_onnx.manifest import Manifest
+
+    manifest = Manifest.read(folder)
+    model = folder / manifest.model_file
+    total = model.stat().st_size
+    try:
+        import onnx
+        from onnx.external_data_helper import ExternalDataInfo, uses_external_data
+
+        proto = onnx.load(str(model), load_external_data=False)
+        files = {ExternalDataInfo(t).location for t in proto.graph.initializer if uses_external_data(t)}
+        total += sum((folder / f).stat().st_size for f in files)
+    except Exception:  # unreadable here means the session would fail too; the worker reports it
+        pass
+    return total
+
+
+# --- measuring -------------------------------------------------------------------------------------
+
+@dataclass
+class Worker:
+    """One variant's session in its own process (so its peak RSS is its own), driven over pipes."""
+
+    variant: str
+    folder: Path
+    threads: int
+    proc: subprocess.Popen = field(init=False)
+
+    def __post_init__(self):
+        cmd = [sys.executable, "-m", "bitnet_onnx.commands.bench", str(self.folder), str(self.threads)]
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+        self.info = self._reply()
+
+    def ask(self, **request) -> dict:
+        self.proc.stdin.write(json.dumps(request) + "\n")
+        self.proc.stdin.flush()
+        return self._reply()
+
+    def _reply(self) -> dict:
+        line = self.proc.stdout.readline()
+        if not line:
+            code = self.proc.wait()
+            raise BitnetOnnxError(f"{self.folder}: bench worker for {self.variant} exited with code {code}")
+        reply = json.loads(line)
+        if "error" in reply:
+            raise BitnetOnnxError(reply["error"])
+        return reply
+
+    def close(self) -> dict:
+        reply = self.ask(cmd="exit")
+        self.proc.wait()
+        return reply
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def bench(folders: dict[str, Path], configs: list[tuple[int, int]], threads: int, reps: int, log=None) -> dict:
+    """Interleaved timing of every variant on every (batch, seq); medians, ratios, RSS, file sizes."""
+    import onnxruntime as ort
+
+    workers: dict[str, Worker] = {}
+    times: dict[tuple[str, int, int], list[float]] = {}
+    try:
+        for v, folder in folders.items():
+            workers[v] = Worker(v, folder, threads)
+        order = list(workers)
+        for rep in range(reps + 1):  # rep 0 is the warm-up
+            if log:
+                log(f"bench: {'warm-up' if rep == 0 else f'repetition {rep}/{reps}'} ...")
+            for batch, seq in configs:
+                for v in order:
+                    ms = workers[v].ask(cmd="time", batch=batch, seq=seq)["ms"]
+                    if rep > 0:
+                        times.setdefault((v, batch, seq), []).append(ms)
+                order = order[1:] + order[:1]  # rotate so no variant always runs first
+        memory = {v: w.close() for v, w in workers.items()}
+    finally:
+        for w in workers.values():
+            w.kill()
+
+    variants = {v: {"file_bytes": model_bytes(f), "peak_rss_bytes": memory[v]["peak_rss_bytes"],
+                    "base_rss_bytes": memory[v]["base_rss_bytes"], "folder": str(f)} for v, f in folders.items()}
+    rows = []
+    for batch, seq in configs:
+        med = {v: statistics.median(times[(v, batch, seq)]) for v in folders}
+        for v in folders:
+            tps = batch * seq / (med[v] / 1000)
+            row = {"variant": v, "batch": batch, "seq": seq, "ms_per_batch": med[v], "tokens_per_s": tps,
+                   "ms_all": times[(v, batch, seq)]}
+            for base in (BASELINE, "int8"):
+                if base in med:
+                    row[f"x_{base}"] = med[base] / med[v]
+            rows.append(row)
+    return {"threads": threads, "reps": reps, "onnxruntime": ort.__version__, "bitnet_onnx": __version__,
+            "cpu": _cpu_name(), "variants": variants, "rows": rows}
+
+
+def format_table(result: dict) -> str:
+    has = {k for r in result["rows"] for k in r if k.startswith("x_")}
+    head = ["batch", "seq", "variant", "ms/batch", "tokens/s"] + [f"x {k[2:]}" for k in ("x_f32", "x_int8") if k in has]
+    head += ["peak RSS MB", "file MB", "RSS/file"]
+    lines = []
+    for r in result["rows"]:
+        mem = result["variants"][r["variant"]]
+        cells = [str(r["batch"]), str(r["seq"]), r["variant"], _ms(r['ms_per_batch']), f"{r['tokens_per_s']:.0f}"]
+        cells += [f"{r[k]:.2f}" for k in ("x_f32", "x_int8") if k in has]
+        cells += [f"{mem['peak_rss_bytes'] / 2**20:.0f}", f"{mem['file_bytes'] / 2**20:.0f}",
+                  f"{mem['peak_rss_bytes'] / mem['file_bytes']:.2f}"]
+        lines.append(cells)
+    widths = [max(len(h), *(len(c[i]) for c in lines)) for i, h in enumerate(head)]
+    fmt = lambda cells: "  ".join(c.rjust(w) for c, w in zip(cells, widths))  # noqa: E731
+    title = (f"model: {result.get('model', '?')} | threads {result['threads']} | median of {result['reps']} "
+             f"interleaved reps | onnxruntime {result['onnxruntime']} | {result['cpu']}")
+    return "\n".join([title, fmt(head), fmt(["-" * w for w in widths]), *(fmt(c) for c in lines)])
+
+
+def _ms(ms: float) -> str:
+    return f"{ms:.1f}" if ms >= 10 else f"{ms:.2f}" if ms >= 0.1 else f"{ms:.3f}"
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _write_json(path: Path, data: dict) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+# --- the worker process ------------------------------------------------------------------------------
+
+def _rss_peak_bytes() -> int:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
+
+
+def _worker(folder: str, threads: int) -> None:
+    """Loads one session and answers {"cmd": "time", "batch", "seq"} / {"cmd": "exit"} lines on stdin."""
+    import time
+
+    import numpy as np
+
+    out = sys.stdout
+    sys.stdout = sys.stderr  # nothing but replies on the pipe
+
+    def reply(**kw):
+        out.write(json.dumps(kw) + "\n")
+        out.flush()
+
+    try:
+        import onnxruntime  # noqa: F401  (counted in the base RSS, like any host process)
+
+        from bitnet_onnx.manifest import Manifest
+        from bitnet_onnx.runtime.session import create_session
+        from bitnet_onnx.runtime.tokenization import TOKENIZER_FILE
+        from tokenizers import Tokenizer
+
+        base = _rss_peak_bytes()
+        manifest = Manifest.read(Path(folder))
+        session = create_session(folder, manifest, threads=threads)
+        # Real token ids, repeated to the asked length (the manifest's max_length does not bound a bench).
+        sample = Tokenizer.from_file(str(Path(folder) / TOKENIZER_FILE)).encode(_SAMPLE_TEXT).ids
+    except BitnetOnnxError as e:
+        reply(error=str(e))
+        return
+    reply(ready=True)
+    inputs: dict[tuple[int, int], dict] = {}
+    for line in sys.stdin:
+        request = json.loads(line)
+        if request["cmd"] == "exit":
+            reply(peak_rss_bytes=_rss_peak_bytes(), base_rss_bytes=base)
+            return
+        key = (request["batch"], request["seq"])
+        if key not in inputs:
+            ids = np.resize(np.asarray(sample, dtype=np.int64), key[1])
+            inputs[key] = {"input_ids": np.tile(ids, (key[0], 1)), "attention_mask": np.ones(key, dtype=np.int64)}
+        start = time.perf_counter()
+        session.run(["sentence_embedding"], inputs[key])
+        reply(ms=(time.perf_counter() - start) * 1000)
+
+
+_SAMPLE_TEXT = ("Ternary weights take the values minus one, zero and plus one; activations are eight-bit "
+                "integers. Search queries and documents are embedded into the same space and compared by "
+                "cosine similarity. The quick brown fox jumps over the lazy dog.")
+
+
+if __name__ == "__main__":
+    _worker(sys.argv[1], int(sys.argv[2]))
