@@ -1,0 +1,12 @@
+// The I2STernaryMatMul custom op (domain "bitnet_onnx", version 1) for ONNX Runtime.
+// Contract: docs/op.md and DESIGN.md ("Custom-op contract").
+#pragma once
+
+#include "ort_api.h"
+
+namespace bitnet_onnx {
+
+// The op definition, in static storage (ORT keeps the raw pointer for the process lifetime).
+OrtCustomOp* i2s_ternary_matmul_op();
+
+}  // namespace bitnet_onnx

@@ -1,0 +1,42 @@
+// The library's one exported symbol: RegisterCustomOps adds the "bitnet_onnx" domain to a
+// session's options (SessionOptions.register_custom_ops_library / RegisterCustomOpsLibrary).
+#include <exception>
+#include <mutex>
+
+#include "i2s_matmul_op.h"
+#include "ort_api.h"
+
+namespace {
+
+constexpr const char* kDomain = "bitnet_onnx";
+
+// Created once, never freed: sessions keep raw pointers to the domain and its ops, and a
+// destructor at unload could run after ORT itself is gone.
+Ort::CustomOpDomain* domain() {
+  static Ort::CustomOpDomain* d = [] {
+    auto* created = new Ort::CustomOpDomain(kDomain);
+    created->Add(bitnet_onnx::i2s_ternary_matmul_op());
+    return created;
+  }();
+  return d;
+}
+
+}  // namespace
+
+extern "C" __attribute__((visibility("default"))) OrtStatus* ORT_API_CALL
+RegisterCustomOps(OrtSessionOptions* options, const OrtApiBase* api_base) {
+  const OrtApi* api = api_base->GetApi(ORT_API_VERSION);
+  if (api == nullptr) {
+    // An older runtime than our headers: report it through the oldest API, which every release has.
+    const OrtApi* v1 = api_base->GetApi(1);
+    return v1 ? v1->CreateStatus(ORT_FAIL, "bitnet_onnx ops need onnxruntime >= 1.21 (ORT API 21)") : nullptr;
+  }
+  static std::once_flag init;
+  std::call_once(init, [api] { Ort::InitApi(api); });
+  try {
+    Ort::UnownedSessionOptions(options).Add(*domain());
+  } catch (const std::exception& e) {
+    return api->CreateStatus(ORT_FAIL, (std::string("bitnet_onnx: registering ops failed: ") + e.what()).c_str());
+  }
+  return nullptr;
+}
