@@ -1,0 +1,279 @@
+// Checks I2SKernel implementations (no ONNX Runtime) against reference vectors written by
+// make_kernel_vectors.py (numpy: bitnet_onnx.ternary).
+//
+//   kernel_test --kernels scalar,avx2,... FILE.i2sv...
+//
+// For every named kernel and every file: repack + dot over the whole [M x N], over odd sub-tiles
+// (with a padded leading dimension whose padding must stay untouched) and over the kernel's own
+// tile grid == the reference int32 sums; quantize without and with the norm weight == the
+// reference q and qsum exactly and a bitwise (NaN for NaN). A kernel name that select_kernel
+// refuses (unknown, or the CPU lacks it) is a failure, never a skip. Buffers are sized exactly,
+// so AddressSanitizer sees any read or write past them. Last line: "N passed, N failed".
+#include <algorithm>
+#include <array>
+#include <cinttypes>
+#include <cstdarg>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cpu_features.h"
+#include "i2s_kernel.h"
+
+namespace {
+
+using bitnet_onnx::I2SKernel;
+using bitnet_onnx::QuantizedRows;
+
+struct Vectors {
+  std::string name;
+  int64_t m = 0, n = 0, k = 0;
+  float eps = 0;
+  bool has_norm = false;
+  std::vector<float> x, norm_w;
+  std::vector<uint8_t> i2s;
+  std::vector<int8_t> q_plain, q_norm, q_dot;
+  std::vector<float> a_plain, a_norm;
+  std::vector<int32_t> qsum_plain, qsum_norm, qsum_dot, sums;
+};
+
+class Reader {
+ public:
+  Reader(const std::vector<char>& data) : data_(data) {}
+  template <class T>
+  bool read(T* dst, size_t count) {
+    const size_t bytes = count * sizeof(T);
+    if (bytes > data_.size() - pos_) return false;
+    std::memcpy(dst, data_.data() + pos_, bytes);
+    pos_ += bytes;
+    return true;
+  }
+  template <class T>
+  bool read(std::vector<T>* dst, int64_t count) {
+    dst->resize(static_cast<size_t>(count));
+    return read(dst->data(), dst->size());
+  }
+  bool at_end() const { return pos_ == data_.size(); }
+
+ private:
+  const std::vector<char>& data_;
+  size_t pos_ = 0;
+};
+
+bool load(const char* path, Vectors* v, std::string* error) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return *error = "cannot open", false;
+  const std::vector<char> data((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  Reader r(data);
+  char magic[8];
+  int64_t dims[3];
+  uint32_t flags = 0;
+  if (!r.read(magic, 8) || std::memcmp(magic, "I2SKV001", 8) != 0) return *error = "bad magic", false;
+  if (!r.read(dims, 3) || !r.read(&v->eps, 1) || !r.read(&flags, 1)) return *error = "short header", false;
+  v->m = dims[0], v->n = dims[1], v->k = dims[2];
+  v->has_norm = flags & 1;
+  const int64_t m = v->m, n = v->n, k = v->k;
+  if (m < 1 || n < 1 || k < 128 || k % 128 != 0 || m > (1 << 20) || n > (1 << 20) || k > (1 << 20))
+    return *error = "bad shape", false;
+  bool ok = r.read(&v->x, m * k);
+  if (v->has_norm) ok = ok && r.read(&v->norm_w, k);
+  ok = ok && r.read(&v->i2s, n * k / 4) && r.read(&v->q_plain, m * k) && r.read(&v->a_plain, m) &&
+       r.read(&v->qsum_plain, m);
+  if (v->has_norm) ok = ok && r.read(&v->q_norm, m * k) && r.read(&v->a_norm, m) && r.read(&v->qsum_norm, m);
+  ok = ok && r.read(&v->q_dot, m * k) && r.read(&v->qsum_dot, m) && r.read(&v->sums, m * n);
+  if (!ok || !r.at_end()) return *error = "file size does not match its header", false;
+  return true;
+}
+
+int g_passed = 0, g_failed = 0;
+
+void report(bool ok, const std::string& what, const std::string& detail) {
+  (ok ? g_passed : g_failed) += 1;
+  if (!ok) std::printf("FAIL %s: %s\n", what.c_str(), detail.c_str());
+}
+
+std::string fmt(const char* f, ...) __attribute__((format(printf, 1, 2)));
+std::string fmt(const char* f, ...) {
+  char buf[512];
+  va_list ap;
+  va_start(ap, f);
+  std::vsnprintf(buf, sizeof buf, f, ap);
+  va_end(ap);
+  return buf;
+}
+
+constexpr int32_t kSentinel = 0x5a5a5a5a;
+
+// dot over [m0,m1) x [n0,n1) into a buffer with ld = width + pad; "" when it equals the reference.
+std::string check_tile(const I2SKernel& kern, const uint8_t* packed, const Vectors& v, const QuantizedRows& rows,
+                       int64_t m0, int64_t m1, int64_t n0, int64_t n1, int64_t pad) {
+  const int64_t ld = (n1 - n0) + pad;
+  std::vector<int32_t> out(static_cast<size_t>((m1 - m0) * ld), kSentinel);
+  kern.dot(packed, v.n, v.k, rows, m0, m1, n0, n1, out.data(), ld);
+  for (int64_t i = m0; i < m1; ++i) {
+    for (int64_t j = n0; j < n1; ++j) {
+      const int32_t got = out[(i - m0) * ld + (j - n0)], want = v.sums[i * v.n + j];
+      if (got != want)
+        return fmt("tile m[%" PRId64 ",%" PRId64 ") n[%" PRId64 ",%" PRId64 "): sum[%" PRId64 ",%" PRId64
+                   "] = %d, want %d",
+                   m0, m1, n0, n1, i, j, got, want);
+    }
+    for (int64_t j = n1 - n0; j < ld; ++j)
+      if (out[(i - m0) * ld + j] != kSentinel)
+        return fmt("tile m[%" PRId64 ",%" PRId64 ") n[%" PRId64 ",%" PRId64 "): wrote into the ld padding",
+                   m0, m1, n0, n1);
+  }
+  return "";
+}
+
+uint64_t g_lcg = 0x9e3779b97f4a7c15ull;
+int64_t rand_below(int64_t bound) {
+  g_lcg = g_lcg * 6364136223846793005ull + 1442695040888963407ull;
+  return static_cast<int64_t>((g_lcg >> 33) % static_cast<uint64_t>(bound));
+}
+
+void check_dot(const I2SKernel& kern, const Vectors& v, const std::string& tag) {
+  // Exact-size copies so a sanitizer flags any access past the end.
+  std::unique_ptr<uint8_t[]> i2s(new uint8_t[v.i2s.size()]);
+  std::memcpy(i2s.get(), v.i2s.data(), v.i2s.size());
+  const size_t pbytes = kern.packed_bytes(v.n, v.k);
+  std::unique_ptr<uint8_t[]> packed(new uint8_t[pbytes]);
+  kern.repack(i2s.get(), v.n, v.k, packed.get());
+  report(std::memcmp(i2s.get(), v.i2s.data(), v.i2s.size()) == 0, tag + " repack", "modified its input");
+
+  std::unique_ptr<int8_t[]> q(new int8_t[v.q_dot.size()]);
+  std::memcpy(q.get(), v.q_dot.data(), v.q_dot.size());
+  const QuantizedRows rows{q.get(), v.a_plain.data(), v.qsum_dot.data(), v.m, v.k};
+  const int64_t m = v.m, n = v.n;
+
+  std::string err = check_tile(kern, packed.get(), v, rows, 0, m, 0, n, 0);
+  report(err.empty(), tag + " dot full", err);
+
+  // Odd sub-tiles: fixed corners and random ones; padded leading dimension.
+  std::vector<std::array<int64_t, 4>> tiles = {
+      {m - 1, m, n - 1, n}, {0, 1, 0, n}, {0, m, n - 1, n}, {m / 3, m - m / 5, n / 7, n - n / 3}};
+  for (int i = 0; i < 6; ++i) {
+    const int64_t m0 = rand_below(m), n0 = rand_below(n);
+    tiles.push_back({m0, m0 + 1 + rand_below(m - m0), n0, n0 + 1 + rand_below(n - n0)});
+  }
+  err.clear();
+  for (const auto& t : tiles) {
+    err = check_tile(kern, packed.get(), v, rows, t[0], t[1], t[2], t[3], 3);
+    if (!err.empty()) break;
+  }
+  report(err.empty(), tag + " dot sub-tiles", err);
+
+  // The op's split: the kernel's own tile grid, each tile written where the op would write it.
+  std::vector<int32_t> out(static_cast<size_t>(m * n), kSentinel);
+  for (int64_t m0 = 0; m0 < m; m0 += kern.tile_m)
+    for (int64_t n0 = 0; n0 < n; n0 += kern.tile_n)
+      kern.dot(packed.get(), n, v.k, rows, m0, std::min(m, m0 + kern.tile_m), n0, std::min(n, n0 + kern.tile_n),
+               out.data() + m0 * n + n0, n);
+  int64_t bad = -1;
+  for (int64_t i = 0; i < m * n && bad < 0; ++i)
+    if (out[i] != v.sums[i]) bad = i;
+  report(bad < 0, tag + fmt(" dot tile grid %" PRId64 "x%" PRId64, kern.tile_m, kern.tile_n),
+         bad < 0 ? "" : fmt("sum[%" PRId64 ",%" PRId64 "] = %d, want %d", bad / n, bad % n, out[bad], v.sums[bad]));
+}
+
+bool same_float(float got, float want) {
+  if (std::isnan(want)) return std::isnan(got);
+  uint32_t g, w;
+  std::memcpy(&g, &got, 4);
+  std::memcpy(&w, &want, 4);
+  return g == w;
+}
+
+void check_quantize(const I2SKernel& kern, const Vectors& v, bool norm, const std::string& tag) {
+  const std::vector<int8_t>& want_q = norm ? v.q_norm : v.q_plain;
+  const std::vector<float>& want_a = norm ? v.a_norm : v.a_plain;
+  const std::vector<int32_t>& want_sum = norm ? v.qsum_norm : v.qsum_plain;
+  const size_t mk = static_cast<size_t>(v.m * v.k);
+  std::unique_ptr<float[]> x(new float[mk]);
+  std::memcpy(x.get(), v.x.data(), mk * sizeof(float));
+  std::unique_ptr<float[]> w;
+  if (norm) {
+    w.reset(new float[v.k]);
+    std::memcpy(w.get(), v.norm_w.data(), v.k * sizeof(float));
+  }
+  std::unique_ptr<int8_t[]> q(new int8_t[mk]);
+  std::unique_ptr<float[]> a(new float[v.m]);
+  std::unique_ptr<int32_t[]> qsum(new int32_t[v.m]);
+  kern.quantize(x.get(), v.m, v.k, w.get(), v.eps, q.get(), a.get(), qsum.get());
+  std::string err;
+  for (int64_t r = 0; r < v.m && err.empty(); ++r) {
+    if (!same_float(a[r], want_a[r]))
+      err = fmt("row %" PRId64 ": a = %.9g, want %.9g", r, a[r], want_a[r]);
+    else if (qsum[r] != want_sum[r])
+      err = fmt("row %" PRId64 ": qsum = %d, want %d", r, qsum[r], want_sum[r]);
+    for (int64_t c = 0; c < v.k && err.empty(); ++c)
+      if (q[r * v.k + c] != want_q[r * v.k + c])
+        err = fmt("q[%" PRId64 ",%" PRId64 "] = %d, want %d (x = %.9g)", r, c, q[r * v.k + c],
+                  want_q[r * v.k + c], v.x[r * v.k + c]);
+  }
+  report(err.empty(), tag + (norm ? " quantize+norm" : " quantize"), err);
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  for (size_t i = 0; i <= s.size(); ++i)
+    if (i == s.size() || s[i] == sep) {
+      if (i > start) parts.push_back(s.substr(start, i - start));
+      start = i + 1;
+    }
+  return parts;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> kernels, files;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--kernels") == 0 && i + 1 < argc)
+      kernels = split(argv[++i], ',');
+    else
+      files.push_back(argv[i]);
+  }
+  if (kernels.empty() || files.empty()) {
+    std::fprintf(stderr, "usage: kernel_test --kernels scalar,avx2,... FILE.i2sv...\n");
+    return 2;
+  }
+  const bitnet_onnx::CpuFeatures& cpu = bitnet_onnx::cpu_features();
+  std::printf("cpu: avx2=%d avxvnni=%d avx512vnni=%d neon=%d dotprod=%d\n", cpu.avx2, cpu.avxvnni,
+              cpu.avx512vnni, cpu.neon, cpu.dotprod);
+
+  std::vector<Vectors> cases(files.size());
+  for (size_t f = 0; f < files.size(); ++f) {
+    std::string err;
+    const char* slash = std::strrchr(files[f].c_str(), '/');
+    cases[f].name = slash ? slash + 1 : files[f];
+    report(load(files[f].c_str(), &cases[f], &err), "load " + files[f], err);
+    if (!err.empty()) cases[f].m = 0;
+  }
+  for (const std::string& name : kernels) {
+    std::string err;
+    const I2SKernel* kern = bitnet_onnx::select_kernel(name.c_str(), &err);
+    report(kern != nullptr, "select_kernel(" + name + ")", err);
+    if (!kern) continue;
+    report(std::strcmp(kern->name, name.c_str()) == 0, "select_kernel(" + name + ")",
+           std::string("returned the kernel named ") + kern->name);
+    const int before = g_failed;
+    for (const Vectors& v : cases) {
+      if (v.m == 0) continue;
+      const std::string tag = name + " " + v.name;
+      check_dot(*kern, v, tag);
+      check_quantize(*kern, v, false, tag);
+      if (v.has_norm) check_quantize(*kern, v, true, tag);
+    }
+    std::printf("kernel %s: %s\n", name.c_str(), g_failed == before ? "ok" : "FAILED");
+    std::fflush(stdout);
+  }
+  std::printf("%d passed, %d failed\n", g_passed, g_failed);
+  return g_failed == 0 ? 0 : 1;
+}

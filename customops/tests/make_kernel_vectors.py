@@ -1,0 +1,124 @@
+"""Reference vectors for customops/tests/kernel_test.cc, computed by bitnet_onnx.ternary.
+
+Usage: python make_kernel_vectors.py OUT_DIR
+
+Writes one ``<case>.i2sv`` file per case and ``index.txt`` (one line per case: file name and the
+multiply-adds of one full dot, so a runner can pick the cheap ones for slow emulators).
+
+File layout (little-endian; arrays row-major, in this order):
+  magic b"I2SKV001" | int64 m, n, k | float32 eps | uint32 flags (bit 0: norm weight present)
+  x f32 [m,k] | norm_w f32 [k] (flag) | i2s u8 [n,k/4]
+  q_plain i8 [m,k] | a_plain f32 [m] | qsum_plain i32 [m]             quantize(x)
+  q_norm i8 [m,k] | a_norm f32 [m] | qsum_norm i32 [m]   (flag)       quantize(x, norm_w, eps)
+  q_dot i8 [m,k] | qsum_dot i32 [m] | sums i32 [m,n]                   dot input and result
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from bitnet_onnx.ternary import i2s_integer_sums, pack_i2s, quantize_activations, rms_norm_f32
+
+MAGIC = b"I2SKV001"
+# The op passes its float attribute to the kernel, so the reference uses the float32 epsilon too.
+EPS = float(np.float32(1e-6))
+
+
+def _special_rows(m: int, k: int, rng: np.random.Generator) -> np.ndarray:
+    """Rows that stress quantize: non-finite, zero, exact .5 ties, tiny, huge, subnormal."""
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    rows = []
+    r = x[0].copy(); r[k // 3] = np.nan; rows.append(r)
+    r = x[1].copy(); r[-1] = np.inf; rows.append(r)
+    r = x[2].copy(); r[0] = -np.inf; rows.append(r)
+    rows.append(np.zeros(k, np.float32))
+    # absmax 127 -> a == 1 exactly, so x*a keeps the .5 ties: half to even, not away from zero.
+    ties = np.resize(np.array([2.5, 3.5, -0.5, -1.5, 0.5, 126.5, -126.5, -2.5], np.float32), k)
+    ties[0] = 127.0
+    rows.append(ties)
+    rows.append((x[3] * 1e-7).astype(np.float32))  # below the 1e-5 absmax floor
+    rows.append((x[4] * 1e37).astype(np.float32))  # near the top of float32
+    rows.append(np.full(k, 1e-40, np.float32))  # subnormal
+    r = np.full(k, -3.0, np.float32); r[5] = 3.0; rows.append(r)  # |min| == max
+    for i, row in enumerate(rows[: m]):
+        x[i] = row
+    return x
+
+
+def _case(path: Path, x: np.ndarray, t: np.ndarray | None, i2s: np.ndarray | None = None,
+          norm_w: np.ndarray | None = None, q_dot: np.ndarray | None = None) -> int:
+    """Write one case; returns the multiply-adds of one full dot."""
+    m, k = x.shape
+    if i2s is None:
+        i2s = pack_i2s(t)
+    n = i2s.shape[0]
+    q_plain, a_plain, qsum_plain = quantize_activations(x)
+    if q_dot is None:
+        q_dot = q_plain
+    qsum_dot = q_dot.astype(np.int32).sum(axis=-1, dtype=np.int32)
+    sums = i2s_integer_sums(q_dot, i2s).astype(np.int32)
+    parts = [MAGIC, np.array([m, n, k], "<i8").tobytes(), np.array([EPS], "<f4").tobytes(),
+             np.array([1 if norm_w is not None else 0], "<u4").tobytes(), x.astype("<f4").tobytes()]
+    if norm_w is not None:
+        parts.append(norm_w.astype("<f4").tobytes())
+    parts += [i2s.astype(np.uint8).tobytes(), q_plain.tobytes(), a_plain.astype("<f4").tobytes(),
+              qsum_plain.astype("<i4").tobytes()]
+    if norm_w is not None:
+        with np.errstate(invalid="ignore", over="ignore"):
+            q_norm, a_norm, qsum_norm = quantize_activations(rms_norm_f32(x, norm_w, EPS))
+        parts += [q_norm.tobytes(), a_norm.astype("<f4").tobytes(), qsum_norm.astype("<i4").tobytes()]
+    parts += [q_dot.astype(np.int8).tobytes(), qsum_dot.astype("<i4").tobytes(), sums.astype("<i4").tobytes()]
+    path.write_bytes(b"".join(parts))
+    return m * n * k
+
+
+def _random(rng: np.random.Generator, m: int, n: int, k: int, special: bool = False):
+    x = _special_rows(m, k, rng) if special else (rng.standard_normal((m, k)) * rng.uniform(0.1, 10)).astype(np.float32)
+    t = rng.integers(-1, 2, size=(n, k)).astype(np.int8)
+    norm_w = rng.uniform(-2, 2, size=k).astype(np.float32)
+    return x, t, norm_w
+
+
+def write_all(out: Path) -> list[tuple[str, int]]:
+    out.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(20261130)
+    index = []
+
+    def add(name, *args, **kw):
+        index.append((f"{name}.i2sv", _case(out / f"{name}.i2sv", *args, **kw)))
+
+    # (K, N, M): a subset of K {128,640,1024,2048,3072} x N {1,7,256,1024} x M {1,3,64,513}.
+    shapes = [(128, 1, 1), (128, 7, 3), (640, 7, 64), (640, 256, 513), (1024, 256, 64),
+              (1024, 1024, 3), (2048, 1024, 1), (2048, 7, 513), (3072, 1024, 64), (3072, 256, 3),
+              (3072, 1, 513)]
+    for k, n, m in shapes:
+        x, t, w = _random(rng, m, n, k, special=m >= 64)
+        add(f"random_k{k}_n{n}_m{m}", x, t, norm_w=w)
+    x, t, w = _random(rng, 3, 7, 640)
+    add("random_k640_n7_m3_nonorm", x, t)
+
+    # Bytes as a run-time W may hold them: every code including the unused 0b11 (reads as 0).
+    x, _, w = _random(rng, 64, 7, 1024)
+    add("anybytes_k1024_n7_m64", x, None, i2s=rng.integers(0, 256, size=(7, 1024 // 4), dtype=np.uint8), norm_w=w)
+    add("allcode3_k128_n3_m3", x[:3, :128].copy(), None, i2s=np.full((3, 32), 0xFF, np.uint8))
+
+    # Overflow: all weights +1 / -1 / 0 / alternating against q at +127 / -128 everywhere.
+    for k in (128, 3072):
+        t = np.stack([np.ones(k), -np.ones(k), np.zeros(k), np.resize([1, -1], k), np.resize([-1, 1, 0], k)]).astype(np.int8)
+        q = np.stack([np.full(k, 127), np.full(k, -128), np.resize([127, -128], k), np.resize([-128, 127], k),
+                      np.zeros(k)]).astype(np.int8)
+        x = np.where(q == 0, 0.0, q).astype(np.float32)  # quantize checks on the same extremes
+        add(f"extreme_k{k}_n5_m5", x, t, norm_w=np.ones(k, np.float32), q_dot=q)
+
+    (out / "index.txt").write_text("".join(f"{name} {macs}\n" for name, macs in index))
+    return index
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit("usage: make_kernel_vectors.py OUT_DIR")
+    for name, macs in write_all(Path(sys.argv[1])):
+        print(name, macs)

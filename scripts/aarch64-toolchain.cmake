@@ -1,0 +1,12 @@
+# Cross-compiling for aarch64 Linux with Debian's g++-aarch64-linux-gnu; run the results with
+# qemu-aarch64 (qemu-user), e.g. `qemu-aarch64 -cpu max ./kernel_test ...` for static binaries or
+# with QEMU_LD_PREFIX=/usr/aarch64-linux-gnu for dynamic ones.
+set(CMAKE_SYSTEM_NAME Linux)
+set(CMAKE_SYSTEM_PROCESSOR aarch64)
+set(CMAKE_C_COMPILER aarch64-linux-gnu-gcc)
+set(CMAKE_CXX_COMPILER aarch64-linux-gnu-g++)
+set(CMAKE_FIND_ROOT_PATH /usr/aarch64-linux-gnu)
+set(CMAKE_FIND_ROOT_PATH_MODE_PROGRAM NEVER)
+set(CMAKE_FIND_ROOT_PATH_MODE_LIBRARY ONLY)
+set(CMAKE_FIND_ROOT_PATH_MODE_INCLUDE ONLY)
+set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE ONLY)
