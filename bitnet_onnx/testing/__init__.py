@@ -1,0 +1,5 @@
+"""Test support shipped with the package: the test-model factory (used by tests, demo and bench)."""
+
+from .factory import SHAPES, make_model
+
+__all__ = ["SHAPES", "make_model"]

@@ -1,0 +1,202 @@
+"""HF model folder -> weights: the one loader used by the exporter, the GGUF converter and the reference.
+
+``open_model(path)`` reads config.json (architecture, ModelConfig) and indexes the safetensors
+file(s), single or sharded. Tensors are read one at a time from a memory map and returned as
+float32, checked against the shape config.json implies and for finiteness, so a 0.6B model is
+never held whole in RAM.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .arch import NORM_IN, ArchSpec, ModelConfig, TensorSpec, detect_arch
+from .errors import BitnetOnnxError
+
+CONFIG_NAME = "config.json"
+WEIGHTS_NAME = "model.safetensors"
+INDEX_NAME = "model.safetensors.index.json"
+PREFIX = "model."  # transformers' base-model prefix; sentence-transformers saves without it
+
+# safetensors dtype -> (numpy storage dtype, is bfloat16)
+_DTYPES = {"F32": (np.float32, False), "F16": (np.float16, False), "BF16": (np.uint16, True)}
+
+
+@dataclass(frozen=True)
+class _Entry:
+    file: Path
+    dtype: str  # safetensors dtype string, e.g. "BF16"
+    shape: tuple[int, ...]
+    offset: int  # absolute byte offset of the data in the file
+
+
+def read_json(path: Path, what: str = "") -> dict | list:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise BitnetOnnxError(f"{path}: file not found{what}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise BitnetOnnxError(f"{path}: not valid JSON ({e})") from None
+
+
+def index_safetensors(file: Path) -> dict[str, _Entry]:
+    """Name -> location of every tensor in one safetensors file, validated with the safetensors library.
+
+    safetensors' numpy framework cannot return bf16, so the data is memory-mapped by offset; the
+    library still checks the header and that the file is not truncated.
+    """
+    from safetensors import SafetensorError, safe_open
+
+    try:
+        with safe_open(str(file), framework="np") as f:
+            names = set(f.keys())
+    except FileNotFoundError:
+        raise BitnetOnnxError(f"{file}: file not found") from None
+    except (SafetensorError, OSError, ValueError) as e:
+        raise BitnetOnnxError(f"{file.name}: not a valid safetensors file ({e})") from None
+    with open(file, "rb") as fh:
+        (header_len,) = struct.unpack("<Q", fh.read(8))
+        header = json.loads(fh.read(header_len))
+    base = 8 + header_len
+    entries = {}
+    for name in names:
+        h = header[name]
+        start, _ = h["data_offsets"]
+        entries[name] = _Entry(file, h["dtype"], tuple(int(d) for d in h["shape"]), base + int(start))
+    return entries
+
+
+def load_entry(entry: _Entry, name: str) -> np.ndarray:
+    """One tensor as float32 (bf16 widened by a 16-bit shift); the source is memory-mapped."""
+    if entry.dtype not in _DTYPES:
+        raise BitnetOnnxError(f"{entry.file.name}: tensor {name} has dtype {entry.dtype}; "
+                              f"supported: {', '.join(_DTYPES)}")
+    storage, is_bf16 = _DTYPES[entry.dtype]
+    count = int(np.prod(entry.shape, dtype=np.int64))
+    if count == 0:
+        return np.zeros(entry.shape, dtype=np.float32)
+    raw = np.memmap(entry.file, dtype=storage, mode="r", offset=entry.offset, shape=entry.shape)
+    if is_bf16:
+        return (raw.astype(np.uint32) << 16).view(np.float32)
+    return np.array(raw, dtype=np.float32)
+
+
+class ModelFolder:
+    """A HF model folder: config, architecture and tensor-by-tensor float32 access."""
+
+    def __init__(self, path: Path, arch: str | None = None):
+        self.path = Path(path)
+        if not self.path.is_dir():
+            raise BitnetOnnxError(f"{self.path}: not a model folder (no such directory)")
+        config_file = self.path / CONFIG_NAME
+        self.config: dict = read_json(config_file, " (a model folder needs config.json)")
+        self.arch: ArchSpec = detect_arch(self.config, arch, source=str(config_file))
+        self.cfg: ModelConfig = ModelConfig.from_dict(self.config, self.arch, source=str(config_file))
+        self._entries = self._index()
+        self.is_bitnet = self._detect_bitnet()
+
+    def _index(self) -> dict[str, _Entry]:
+        single, index = self.path / WEIGHTS_NAME, self.path / INDEX_NAME
+        if single.is_file():
+            return index_safetensors(single)
+        if not index.is_file():
+            raise BitnetOnnxError(f"{self.path}: no {WEIGHTS_NAME} or {INDEX_NAME}")
+        weight_map = read_json(index).get("weight_map")
+        if not isinstance(weight_map, dict):
+            raise BitnetOnnxError(f"{index}: has no 'weight_map'")
+        entries: dict[str, _Entry] = {}
+        for shard in sorted(set(weight_map.values())):
+            found = index_safetensors(self.path / shard)
+            entries.update({n: e for n, e in found.items() if weight_map.get(n) == shard})
+        missing = sorted(set(weight_map) - set(entries))
+        if missing:
+            raise BitnetOnnxError(f"{index}: tensor {missing[0]} is not in {weight_map[missing[0]]}")
+        return entries
+
+    def _detect_bitnet(self) -> bool:
+        wanted = [(s, i) for s in self.arch.tensors if s.kind == NORM_IN for i in self._layers(s)]
+        present = [self._find(s, i) is not None for s, i in wanted]
+        if any(present) and not all(present):
+            spec, i = wanted[present.index(False)]
+            raise BitnetOnnxError(f"{self._source()}: BitNet per-projection norms are incomplete: "
+                                  f"tensor {spec.hf.format(i=i)} is missing")
+        return bool(present) and all(present)
+
+    def _layers(self, spec: TensorSpec) -> range:
+        return range(self.cfg.n_layers) if spec.per_layer else range(1)
+
+    def _source(self) -> str:
+        return WEIGHTS_NAME if (self.path / WEIGHTS_NAME).is_file() else INDEX_NAME
+
+    def _find(self, spec: TensorSpec, layer: int | None) -> str | None:
+        name = spec.hf.format(i=layer)
+        for candidate in (name, PREFIX + name):
+            if candidate in self._entries:
+                return candidate
+        return None
+
+    def _spec(self, role: str, layer: int | None) -> TensorSpec:
+        try:
+            spec = self.arch.tensor(role)
+        except KeyError as e:
+            raise BitnetOnnxError(str(e.args[0])) from None
+        if spec.per_layer and (layer is None or not 0 <= layer < self.cfg.n_layers):
+            raise BitnetOnnxError(f"tensor role {role} needs a layer index in 0..{self.cfg.n_layers - 1}, got {layer}")
+        return spec
+
+    def has(self, role: str, layer: int | None = None) -> bool:
+        return self._find(self._spec(role, layer), layer) is not None
+
+    def hf_name(self, role: str, layer: int | None = None) -> str:
+        """The tensor's name as stored in the file (with or without the "model." prefix)."""
+        spec = self._spec(role, layer)
+        return self._find(spec, layer) or spec.hf.format(i=layer)
+
+    def tensor(self, role: str, layer: int | None = None) -> np.ndarray:
+        """The tensor as float32, shape- and finiteness-checked; errors name the file and tensor."""
+        spec = self._spec(role, layer)
+        name = self._find(spec, layer)
+        if name is None:
+            raise BitnetOnnxError(f"{self._source()}: required tensor {spec.hf.format(i=layer)} is missing")
+        entry = self._entries[name]
+        where = f"{entry.file.name}: tensor {name}"
+        expected = self.cfg.shape(spec)
+        if entry.shape != expected:
+            raise BitnetOnnxError(f"{where} has shape {entry.shape}, {CONFIG_NAME} implies {expected}")
+        try:
+            data = load_entry(entry, name)
+        except (OSError, ValueError) as e:
+            if isinstance(e, BitnetOnnxError):
+                raise
+            raise BitnetOnnxError(f"{where} cannot be read ({e})") from None
+        if not np.all(np.isfinite(data)):
+            raise BitnetOnnxError(f"{where} has non-finite values (NaN or Inf)")
+        return data
+
+    def raw_tensor_names(self) -> list[str]:
+        return sorted(self._entries)
+
+    def tensors(self) -> Iterator[tuple[TensorSpec, int | None, str, str]]:
+        """(spec, layer, gguf_name, hf_name) of every tensor of the model, globals first.
+
+        NORM_IN tensors are included only for BitNet models; hf_name is the stored name.
+        """
+        specs = self.arch.global_tensors()
+        for spec in specs:
+            yield spec, None, spec.gguf, self.hf_name(spec.role)
+        for i in range(self.cfg.n_layers):
+            for spec in self.arch.layer_tensors():
+                if spec.kind == NORM_IN and not self.is_bitnet:
+                    continue
+                yield spec, i, spec.gguf.format(i=i), self.hf_name(spec.role, i)
+
+
+def open_model(path: str | Path, arch: str | None = None) -> ModelFolder:
+    """Open a HF model folder; ``arch`` (``--arch``) must agree with config.json's model_type."""
+    return ModelFolder(Path(path), arch)

@@ -1,0 +1,262 @@
+"""The weights loader, the sentence-transformers reader and the test-model factory."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import safetensors.numpy
+
+from bitnet_onnx.arch import ARCHITECTURES, FULL, LINEAR, NORM, NORM_IN, SLIDING, ModelConfig
+from bitnet_onnx.errors import BitnetOnnxError
+from bitnet_onnx.st_modules import read_st_modules
+from bitnet_onnx.testing import factory, make_model
+from bitnet_onnx.weights import open_model
+
+ARCHS = ("qwen3", "gemma3")
+
+
+def _digest(folder: Path) -> dict[str, str]:
+    return {str(f.relative_to(folder)): hashlib.sha256(f.read_bytes()).hexdigest()
+            for f in sorted(folder.rglob("*")) if f.is_file()}
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_factory_folder_loads_in_transformers(tmp_path, arch):
+    torch = pytest.importorskip("torch")
+    import transformers
+
+    path = make_model(tmp_path / arch, arch, dense=True)
+    folder = open_model(path)
+    model, info = getattr(transformers, folder.arch.hf_class).from_pretrained(path, output_loading_info=True)
+    assert not info["missing_keys"] and not info["mismatched_keys"]
+    # Only the BitNet per-projection norms are unknown to transformers.
+    expected_unexpected = {hf for spec, _, _, hf in folder.tensors() if spec.kind == NORM_IN}
+    assert set(info["unexpected_keys"]) == expected_unexpected
+    state = model.state_dict()
+    for spec, layer, _, hf in folder.tensors():
+        if spec.kind != NORM_IN:
+            assert torch.equal(state[hf].float(), torch.from_numpy(folder.tensor(spec.role, layer))), hf
+    # The tokenizer loads in transformers and agrees with the tokenizers library.
+    from tokenizers import Tokenizer
+
+    text = "Hello world, the quick fox 🙂 jumps"
+    auto = transformers.AutoTokenizer.from_pretrained(path)
+    assert auto(text)["input_ids"] == Tokenizer.from_file(str(path / "tokenizer.json")).encode(text).ids
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_factory_shapes_and_config(tmp_path, arch):
+    folder = open_model(make_model(tmp_path / "m", arch))
+    cfg = folder.cfg
+    assert folder.is_bitnet and folder.arch.name == arch
+    if arch == "qwen3":
+        assert (cfg.hidden, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.ffn, cfg.n_layers) == (128, 4, 2, 64, 256, 2)
+        assert cfg.layer_types == (FULL, FULL) and cfg.rope_theta == 1e6
+    else:
+        assert (cfg.hidden, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.ffn, cfg.n_layers) == (128, 2, 1, 128, 256, 3)
+        assert cfg.layer_types == (SLIDING, SLIDING, FULL) and cfg.sliding_window == 8
+        assert (cfg.rope_theta, cfg.rope_local_theta) == (1e6, 1e4)
+        assert cfg.query_scale == pytest.approx(96 ** -0.5)
+    names = [hf for _, _, _, hf in folder.tensors()]
+    assert len(names) == len(set(names)) == len(folder.raw_tensor_names())
+    for spec, layer, gguf_name, hf in folder.tensors():
+        t = folder.tensor(spec.role, layer)
+        assert t.dtype == np.float32 and t.shape == cfg.shape(spec)
+        assert "{" not in gguf_name and "{" not in hf
+        if spec.kind == LINEAR:
+            assert spec.shape[-1] and t.shape[1] % 128 == 0  # every projection's K
+            assert 0.01 < np.mean(np.abs(t)) < 0.03
+        if spec.kind == NORM:  # own norms: w near 1, or near 0 where stored as w of (1 + w)
+            assert abs(np.mean(t) - (1 - folder.arch.norm_offset)) < 0.1
+        if spec.kind == NORM_IN:
+            assert abs(np.mean(t) - 1) < 0.1
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_v4_and_v5_configs_give_the_same_model_config(tmp_path, arch):
+    v5 = open_model(make_model(tmp_path / "v5", arch, config_style="v5"))
+    v4 = open_model(make_model(tmp_path / "v4", arch, config_style="v4"))
+    assert "rope_parameters" in v5.config and "rope_parameters" not in v4.config
+    assert v5.cfg == v4.cfg
+    assert (tmp_path / "v5" / "model.safetensors").read_bytes() == (tmp_path / "v4" / "model.safetensors").read_bytes()
+
+
+def test_factory_is_deterministic_and_seeded(tmp_path):
+    a = _digest(make_model(tmp_path / "a", "gemma3", dense=True, seed=3))
+    b = _digest(make_model(tmp_path / "b", "gemma3", dense=True, seed=3))
+    c = _digest(make_model(tmp_path / "c", "gemma3", dense=True, seed=4))
+    assert a == b
+    assert a["model.safetensors"] != c["model.safetensors"] and a["tokenizer.json"] == c["tokenizer.json"]
+
+
+def test_factory_options(tmp_path):
+    folder = open_model(make_model(tmp_path / "m", "gemma3", bitnet=False, layers=6, sliding_window=16,
+                                   bidirectional=True, dtype="float32", pooling="cls", normalize=False,
+                                   prompts={"q": "query: "}, padding_side="right"))
+    assert not folder.is_bitnet and folder.cfg.n_layers == 6 and folder.cfg.sliding_window == 16
+    assert folder.cfg.layer_types == (SLIDING, SLIDING, FULL) * 2 and not folder.cfg.causal
+    assert not any(spec.kind == NORM_IN for spec, *_ in folder.tensors())
+    st = read_st_modules(folder.path, folder.arch)
+    assert (st.pooling, st.normalize, st.dense, st.prompts, st.dimension) == ("cls", False, [], {"q": "query: "}, 128)
+    assert json.loads((folder.path / "tokenizer_config.json").read_text())["padding_side"] == "right"
+    with pytest.raises(ValueError, match="not empty"):
+        make_model(folder.path, "gemma3")
+
+
+def test_real_shape_configs():
+    for arch, name in (("qwen3", "qwen3-0.6b"), ("gemma3", "gemma3-270m")):
+        config = factory._config(ARCHITECTURES[arch], factory.SHAPES[arch][name], "v5", "bfloat16", False, {})
+        cfg = ModelConfig.from_dict(config, ARCHITECTURES[arch])
+        if arch == "qwen3":
+            assert (cfg.hidden, cfg.dims["q_dim"], cfg.vocab, cfg.n_layers) == (1024, 2048, 151936, 28)
+        else:
+            assert cfg.layer_types == ((SLIDING,) * 5 + (FULL,)) * 3 and cfg.sliding_window == 512
+            assert cfg.dims["q_dim"] == 1024 and cfg.query_scale == pytest.approx(256 ** -0.5)
+
+
+def test_sharded_folder_and_model_prefix(tmp_path, monkeypatch):
+    monkeypatch.setattr(factory, "_SHARD_BYTES", 100_000)
+    path = make_model(tmp_path / "m", "qwen3", dtype="float32")
+    index = json.loads((path / "model.safetensors.index.json").read_text())
+    assert len(set(index["weight_map"].values())) > 2 and not (path / "model.safetensors").exists()
+    sharded = open_model(path)
+    assert sharded.is_bitnet
+    # Re-save as one file with the "model." prefix transformers uses for full checkpoints.
+    flat = {}
+    for shard in sorted(set(index["weight_map"].values())):
+        flat.update({"model." + k: v for k, v in safetensors.numpy.load_file(path / shard).items()})
+    other = tmp_path / "prefixed"
+    other.mkdir()
+    (other / "config.json").write_bytes((path / "config.json").read_bytes())
+    safetensors.numpy.save_file(flat, other / "model.safetensors")
+    prefixed = open_model(other, arch="qwen3")
+    for spec, layer, _, hf in sharded.tensors():
+        assert prefixed.hf_name(spec.role, layer) == "model." + hf
+        assert np.array_equal(prefixed.tensor(spec.role, layer), sharded.tensor(spec.role, layer))
+
+
+def test_bf16_is_widened_exactly(tmp_path):
+    torch = pytest.importorskip("torch")
+    from safetensors.torch import load_file
+
+    path = make_model(tmp_path / "m", "qwen3")
+    folder = open_model(path)
+    ref = load_file(path / "model.safetensors")
+    assert ref["layers.1.mlp.down_proj.weight"].dtype == torch.bfloat16
+    for spec, layer, _, hf in folder.tensors():
+        assert np.array_equal(folder.tensor(spec.role, layer), ref[hf].float().numpy())
+
+
+# ---- bad inputs: one BitnetOnnxError naming the file and the tensor
+
+
+def _rewrite(path: Path, edit) -> None:
+    tensors = safetensors.numpy.load_file(path / "model.safetensors")
+    edit(tensors)
+    safetensors.numpy.save_file(tensors, path / "model.safetensors")
+
+
+@pytest.fixture
+def f32_model(tmp_path):
+    return make_model(tmp_path / "m", "qwen3", dtype="float32")
+
+
+def test_missing_tensor(f32_model):
+    _rewrite(f32_model, lambda t: t.pop("layers.1.mlp.up_proj.weight"))
+    folder = open_model(f32_model)
+    with pytest.raises(BitnetOnnxError, match=r"model.safetensors: required tensor layers.1.mlp.up_proj.weight is missing"):
+        folder.tensor("ffn_up", 1)
+
+
+def test_misshaped_tensor(f32_model):
+    def edit(t):
+        t["layers.1.self_attn.q_proj.weight"] = np.zeros((64, 128), np.float32)
+
+    _rewrite(f32_model, edit)
+    with pytest.raises(BitnetOnnxError) as e:
+        open_model(f32_model).tensor("attn_q", 1)
+    assert str(e.value) == ("model.safetensors: tensor layers.1.self_attn.q_proj.weight has shape (64, 128), "
+                            "config.json implies (256, 128)")
+
+
+def test_non_finite_tensor(f32_model):
+    def edit(t):
+        t["layers.0.self_attn.k_proj.weight"][3, 5] = np.nan
+
+    _rewrite(f32_model, edit)
+    with pytest.raises(BitnetOnnxError, match=r"model.safetensors: tensor layers.0.self_attn.k_proj.weight has non-finite"):
+        open_model(f32_model).tensor("attn_k", 0)
+
+
+def test_incomplete_bitnet_norms(f32_model):
+    _rewrite(f32_model, lambda t: t.pop("layers.1.self_attn.o_proj.norm.weight"))
+    with pytest.raises(BitnetOnnxError, match=r"incomplete: tensor layers.1.self_attn.o_proj.norm.weight is missing"):
+        open_model(f32_model)
+
+
+def test_truncated_safetensors(f32_model):
+    file = f32_model / "model.safetensors"
+    file.write_bytes(file.read_bytes()[:-1000])
+    with pytest.raises(BitnetOnnxError, match=r"model.safetensors: not a valid safetensors file"):
+        open_model(f32_model)
+    file.write_bytes(b"\x05\x00")
+    with pytest.raises(BitnetOnnxError, match=r"model.safetensors: not a valid safetensors file"):
+        open_model(f32_model)
+
+
+def test_bad_folders(tmp_path, f32_model):
+    with pytest.raises(BitnetOnnxError, match="no such directory"):
+        open_model(tmp_path / "nope")
+    with pytest.raises(BitnetOnnxError, match="config.json"):
+        open_model(tmp_path)
+    config = json.loads((f32_model / "config.json").read_text())
+    with pytest.raises(BitnetOnnxError, match="does not match"):
+        open_model(f32_model, arch="gemma3")
+    (f32_model / "config.json").write_text(json.dumps({**config, "model_type": "llama"}))
+    with pytest.raises(BitnetOnnxError, match="unsupported model_type 'llama'; supported: qwen3"):
+        open_model(f32_model)
+    (f32_model / "config.json").write_text(json.dumps(config))
+    (f32_model / "model.safetensors").unlink()
+    with pytest.raises(BitnetOnnxError, match="no model.safetensors"):
+        open_model(f32_model)
+
+
+# ---- sentence-transformers modules
+
+
+def test_st_modules_dense_and_defaults(tmp_path, caplog):
+    path = make_model(tmp_path / "m", "gemma3", dense=True)
+    st = read_st_modules(path, ARCHITECTURES["gemma3"])
+    assert st.pooling == "mean" and st.normalize and st.pooling_from_config
+    assert [(d.weight.shape, d.bias is not None, d.activation) for d in st.dense] == [
+        ((256, 128), False, "identity"), ((96, 256), True, "identity")]
+    assert st.dimension == 96 and st.max_seq_length == 256 and st.default_prompt_name is None
+    assert st.prompts["query"] == "task: search result | query: "
+    dense = safetensors.numpy.load_file(path / "3_Dense" / "model.safetensors")
+    assert np.array_equal(st.dense[1].bias, dense["linear.bias"])
+
+    # No Pooling module: Qwen3 falls back to last-token with a warning; Gemma3 has no default.
+    modules = json.loads((path / "modules.json").read_text())
+    (path / "modules.json").write_text(json.dumps([m for m in modules if not m["type"].endswith("Pooling")]))
+    with pytest.raises(BitnetOnnxError, match="no sentence-transformers Pooling module"):
+        read_st_modules(path, ARCHITECTURES["gemma3"])
+    st = read_st_modules(path, ARCHITECTURES["qwen3"])
+    assert st.pooling == "lasttoken" and not st.pooling_from_config
+    assert "default pooling 'lasttoken'" in caplog.text
+
+
+def test_st_modules_bad_inputs(tmp_path):
+    path = make_model(tmp_path / "m", "qwen3", dense=True)
+    pooling = json.loads((path / "1_Pooling" / "config.json").read_text())
+    (path / "1_Pooling" / "config.json").write_text(json.dumps({**pooling, "pooling_mode_max_tokens": True,
+                                                                 "pooling_mode_lasttoken": False}))
+    with pytest.raises(BitnetOnnxError, match="pooling_mode_max_tokens is not supported"):
+        read_st_modules(path, ARCHITECTURES["qwen3"])
+    (path / "1_Pooling" / "config.json").write_text(json.dumps(pooling))
+    (path / "2_Dense" / "model.safetensors").rename(path / "2_Dense" / "pytorch_model.bin")
+    with pytest.raises(BitnetOnnxError, match="2_Dense: Dense weights must be model.safetensors"):
+        read_st_modules(path, ARCHITECTURES["qwen3"])
