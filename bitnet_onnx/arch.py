@@ -204,6 +204,18 @@ class ModelConfig:
         return tuple(self.dims[d] for d in t.shape)
 
     @property
+    def sliding_span(self) -> tuple[int, int] | None:
+        """Keys a query sees on sliding layers, as (before, after) token distances, HF semantics.
+
+        Causal: keys [i - W + 1, i]. Bidirectional: transformers turns W into W // 2 + 1 with an
+        exclusive bound (``|i - j| < W // 2 + 1``), i.e. keys [i - W // 2, i + W // 2].
+        """
+        if self.sliding_window is None:
+            return None
+        w = self.sliding_window
+        return (w - 1, 0) if self.causal else (w // 2, w // 2)
+
+    @property
     def embed_scale(self) -> float:
         return math.sqrt(self.hidden) if self.arch.scale_embeddings else 1.0
 

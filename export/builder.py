@@ -1,0 +1,103 @@
+"""A small ONNX graph builder over ``onnx.helper``.
+
+Tracks the opset of every domain it emits, names nodes hierarchically (``/layers.3/attn/q_proj``)
+so profiles and errors point at the model part, and deduplicates small constants.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+DEFAULT_OPSET = 21  # every default-domain op used here has a CPU kernel at this opset from ORT 1.20 on
+MS_DOMAIN = "com.microsoft"
+
+
+class GraphBuilder:
+    def __init__(self, opset: int = DEFAULT_OPSET):
+        self.opsets: dict[str, int] = {"": opset}
+        self.nodes: list[onnx.NodeProto] = []
+        self.initializers: list[TensorProto] = []
+        self.inputs: list[onnx.ValueInfoProto] = []
+        self.outputs: list[onnx.ValueInfoProto] = []
+        self._scope: list[str] = []
+        self._used: set[str] = set()
+        self._consts: dict[tuple, str] = {}
+
+    # -- naming -------------------------------------------------------------------------------
+    @contextmanager
+    def scope(self, name: str):
+        self._scope.append(name)
+        try:
+            yield
+        finally:
+            self._scope.pop()
+
+    def _unique(self, base: str) -> str:
+        name, k = base, 1
+        while name in self._used:
+            name, k = f"{base}_{k}", k + 1
+        self._used.add(name)
+        return name
+
+    def path(self, name: str) -> str:
+        return "/" + "/".join([*self._scope, name])
+
+    # -- graph parts --------------------------------------------------------------------------
+    def use_domain(self, domain: str, version: int) -> None:
+        have = self.opsets.get(domain)
+        if have is not None and have != version:
+            raise ValueError(f"domain {domain!r} already used at version {have}, not {version}")
+        self.opsets[domain] = version
+
+    def op(self, op_type: str, inputs: list[str], name: str | None = None, outputs: int = 1,
+           domain: str = "", **attrs) -> str | list[str]:
+        """Add one node; returns its output name (or names when ``outputs`` > 1)."""
+        if domain and domain not in self.opsets:
+            raise ValueError(f"declare domain {domain!r} with use_domain() first")
+        node_name = self._unique(self.path(name or op_type))
+        outs = [node_name + ("" if outputs == 1 else f":{i}") for i in range(outputs)]
+        attrs = {k: v for k, v in attrs.items() if v is not None}
+        self.nodes.append(helper.make_node(op_type, inputs, outs, name=node_name, domain=domain or None, **attrs))
+        return outs[0] if outputs == 1 else outs
+
+    def initializer(self, name: str, array: np.ndarray) -> str:
+        full = self._unique(self.path(name))
+        self.initializers.append(numpy_helper.from_array(np.ascontiguousarray(array), full))
+        return full
+
+    def const(self, value, dtype=np.float32) -> str:
+        """A small shared constant (scalars, shapes, axes)."""
+        array = np.asarray(value, dtype=dtype)
+        key = (array.dtype.str, array.shape, array.tobytes())
+        if key not in self._consts:
+            name = self._unique(f"/const/{array.dtype.name}_{'x'.join(map(str, array.shape)) or 's'}")
+            self.initializers.append(numpy_helper.from_array(array, name))
+            self._consts[key] = name
+        return self._consts[key]
+
+    def i64(self, value) -> str:
+        return self.const(value, np.int64)
+
+    def add_input(self, name: str, elem_type: int, shape: list) -> str:
+        self.inputs.append(helper.make_tensor_value_info(name, elem_type, shape))
+        return name
+
+    def add_output(self, source: str, name: str, elem_type: int, shape: list) -> None:
+        self.nodes.append(helper.make_node("Identity", [source], [name], name=self._unique(f"/output/{name}")))
+        self.outputs.append(helper.make_tensor_value_info(name, elem_type, shape))
+
+    def model(self, graph_name: str, doc: str = "", producer_version: str = "") -> onnx.ModelProto:
+        graph = helper.make_graph(self.nodes, graph_name, self.inputs, self.outputs, self.initializers)
+        opsets = [helper.make_opsetid(d, v) for d, v in sorted(self.opsets.items())]
+        model = helper.make_model(graph, opset_imports=opsets, producer_name="bitnet-onnx",
+                                  producer_version=producer_version, doc_string=doc)
+        model.ir_version = 10  # readable by ORT 1.20+ (onnx 1.17 writes 11 by default in some versions)
+        return model
+
+
+FLOAT = TensorProto.FLOAT
+INT64 = TensorProto.INT64

@@ -1,0 +1,108 @@
+"""HF model folder -> exported ONNX folder (model.onnx, tokenizer files, bitnet_onnx.json)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+
+from ..errors import BitnetOnnxError
+from ..manifest import WEIGHT_VARIANTS, Manifest
+from ..st_modules import StModules, read_st_modules
+from ..weights import ModelFolder, open_model
+from .graph import build_model
+from .writer import write_folder
+
+log = logging.getLogger("bitnet_onnx")
+
+NBITS_CHOICES = (2, 4)
+TERNARY_ONLY = ("i2s", "nbits")  # variants that exist only for ternary weights
+
+
+def choose_variant(folder: ModelFolder, weights: str | None, ternarize: bool) -> str:
+    if ternarize and folder.is_bitnet:
+        raise BitnetOnnxError(f"{folder.path}: --ternarize is for standard models; this one is already BitNet")
+    variant = weights or ("i2s" if folder.is_bitnet or ternarize else "f32")
+    if variant not in WEIGHT_VARIANTS:
+        raise BitnetOnnxError(f"--weights {variant!r} is not one of {', '.join(WEIGHT_VARIANTS)}")
+    if variant in TERNARY_ONLY and not (folder.is_bitnet or ternarize):
+        raise BitnetOnnxError(f"{folder.path}: is a standard (non-BitNet) model, it has no per-projection norms; "
+                              f"--weights {variant} needs a BitNet model, or --ternarize for a speed stand-in")
+    return variant
+
+
+def _token_id(tok, value, source: Path) -> int | None:
+    if isinstance(value, dict):
+        value = value.get("content")
+    if not isinstance(value, str):
+        return None
+    return tok.token_to_id(value)
+
+
+def tokenizer_facts(folder: ModelFolder) -> dict:
+    """pad id, padding side and the EOS id of the arch's append rule, from the tokenizer files."""
+    from tokenizers import Tokenizer
+
+    tok_file = folder.path / "tokenizer.json"
+    if not tok_file.is_file():
+        raise BitnetOnnxError(f"{folder.path}: tokenizer.json is missing (the exported folder needs it)")
+    try:
+        tok = Tokenizer.from_file(str(tok_file))
+    except Exception as e:
+        raise BitnetOnnxError(f"{tok_file}: not a valid tokenizer.json ({str(e).splitlines()[0]})") from None
+    cfg_file = folder.path / "tokenizer_config.json"
+    tcfg = json.loads(cfg_file.read_text(encoding="utf-8")) if cfg_file.is_file() else {}
+    eos_id = None
+    if folder.arch.append_eos:
+        eos_id = tok.token_to_id(folder.arch.append_eos)
+        if eos_id is None:
+            raise BitnetOnnxError(f"{tok_file}: has no token {folder.arch.append_eos!r}, which {folder.arch.name} "
+                                  "appends to every text for last-token pooling")
+    pad_id = _token_id(tok, tcfg.get("pad_token"), cfg_file)
+    if pad_id is None:
+        pad_id = folder.config.get("pad_token_id")
+    if pad_id is None:
+        pad_id = eos_id if eos_id is not None else 0  # any id: padded positions are masked
+    side = tcfg.get("padding_side", "right")
+    model_max = tcfg.get("model_max_length")
+    return {"pad_token_id": int(pad_id), "padding_side": side if side in ("left", "right") else "right",
+            "append_eos_token_id": eos_id, "model_max_length": model_max}
+
+
+def make_manifest(folder: ModelFolder, st: StModules, variant: str, bits: int, ternarize: bool) -> Manifest:
+    cfg = folder.cfg
+    tf = tokenizer_facts(folder)
+    max_length = st.max_seq_length
+    if not max_length and isinstance(tf["model_max_length"], int) and 0 < tf["model_max_length"] < 10**7:
+        max_length = tf["model_max_length"]
+    max_length = min(int(max_length or cfg.max_positions), cfg.max_positions)
+    return Manifest(
+        arch=cfg.arch.name, weights=variant, pooling=st.pooling, normalize=st.normalize,
+        dimension=st.dimension or cfg.hidden, hidden_size=cfg.hidden, max_length=max_length,
+        padding_side=tf["padding_side"], pad_token_id=tf["pad_token_id"],
+        append_eos_token_id=tf["append_eos_token_id"], prompts=dict(st.prompts),
+        default_prompt_name=st.default_prompt_name, nbits=bits if variant == "nbits" else None,
+        ternarized=ternarize, needs_custom_ops=variant == "i2s",
+        source_model=folder.path.resolve().name,
+    )
+
+
+def export(model_dir: str | Path, out_dir: str | Path, arch: str | None = None, weights: str | None = None,
+           bits: int = 4, ternarize: bool = False, overwrite: bool = False) -> Path:
+    """Export ``model_dir`` to ``out_dir``; returns the folder. Raises BitnetOnnxError on bad input."""
+    if bits not in NBITS_CHOICES:
+        raise BitnetOnnxError(f"--nbits {bits} is not supported; choose 2 or 4")
+    out_dir = Path(out_dir)
+    if out_dir.exists() and not overwrite:  # fail before the slow part
+        raise BitnetOnnxError(f"{out_dir}: already exists; pass --overwrite to replace it")
+    start = time.perf_counter()
+    folder = open_model(model_dir, arch)
+    variant = choose_variant(folder, weights, ternarize)
+    st = read_st_modules(folder.path, folder.arch, folder.cfg.hidden)
+    manifest = make_manifest(folder, st, variant, bits, ternarize)
+    model = build_model(folder, st, variant, bits, ternarize)
+    write_folder(out_dir, model, manifest, folder.path, overwrite=overwrite)
+    log.info("exported %s (%s, %s) to %s in %.1f s", folder.path, folder.arch.name, variant, out_dir,
+             time.perf_counter() - start)
+    return out_dir

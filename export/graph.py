@@ -1,0 +1,70 @@
+"""The whole embedding graph: embeddings -> decoder layers -> final norm -> pooling -> Dense -> normalize.
+
+Inputs ``input_ids`` / ``attention_mask`` int64 [batch, sequence]; outputs ``sentence_embedding``
+float32 [batch, dim] and ``token_embeddings`` float32 [batch, sequence, hidden].
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+
+from .. import __version__
+from ..arch import HEAD_NORM, NORM, Projection
+from ..st_modules import StModules
+from ..weights import ModelFolder
+from .builder import FLOAT, INT64, GraphBuilder
+from .layers import LayerSource, attention_inputs, decoder_layer
+from .ops import rms_norm
+from .pooling import dense, l2_normalize, pool
+from .projections import LinearWeights
+
+
+def layer_source(folder: ModelFolder, ternarize: bool) -> LayerSource:
+    arch, cfg = folder.arch, folder.cfg
+
+    def norm(role: str, i: int | None) -> np.ndarray:
+        w = folder.tensor(role, i)
+        if arch.tensor(role).kind in (NORM, HEAD_NORM) and arch.norm_offset:
+            w = (np.float32(arch.norm_offset) + w).astype(np.float32)  # fold (offset + w) once, in f32 like HF
+        return w
+
+    def linear(p: Projection, i: int) -> LinearWeights:
+        weight = folder.tensor(p.weight, i)
+        if folder.is_bitnet:
+            norm_in = folder.tensor(p.norm_in, i)
+        elif ternarize:  # speed stand-in: unit per-projection norms, as a BitNet model has them
+            norm_in = np.ones(weight.shape[1], np.float32)
+        else:
+            norm_in = None
+        return LinearWeights(weight, norm_in, folder.is_bitnet or ternarize, cfg.rms_eps)
+
+    return LayerSource(norm, linear)
+
+
+def build_model(folder: ModelFolder, st: StModules, variant: str, bits: int = 4,
+                ternarize: bool = False) -> onnx.ModelProto:
+    cfg = folder.cfg
+    b = GraphBuilder()
+    ids = b.add_input("input_ids", INT64, ["batch", "sequence"])
+    mask = b.add_input("attention_mask", INT64, ["batch", "sequence"])
+    src = layer_source(folder, ternarize)
+
+    with b.scope("embed_tokens"):
+        table = b.initializer("weight_f16", folder.tensor("token_embd").astype(np.float16))
+        h = b.op("Cast", [b.op("Gather", [table, ids], axis=0)], to=FLOAT)
+        if cfg.embed_scale != 1.0:
+            h = b.op("Mul", [h, b.const(cfg.embed_scale)], name="scale")
+    ai = attention_inputs(b, ids, mask, cfg)
+    for i in range(cfg.n_layers):
+        h = decoder_layer(b, h, i, src, cfg, ai, variant, bits)
+    tokens = rms_norm(b, h, src.norm("output_norm", None), cfg.rms_eps, name="final_norm")
+
+    sentence = pool(b, tokens, mask, st.pooling)
+    sentence = dense(b, sentence, st.dense)
+    if st.normalize:
+        sentence = l2_normalize(b, sentence)
+    b.add_output(sentence, "sentence_embedding", FLOAT, ["batch", st.dimension or cfg.hidden])
+    b.add_output(tokens, "token_embeddings", FLOAT, ["batch", "sequence", cfg.hidden])
+    doc = f"{cfg.arch.name} embedding model, weights {variant}, exported by bitnet-onnx {__version__}"
+    return b.model(f"bitnet_onnx_{cfg.arch.name}", doc=doc, producer_version=__version__)

@@ -1,0 +1,58 @@
+"""Graph fragments shared by layers, projections and pooling: RMSNorm, activations, per-token int8.
+
+Plain ONNX ops only; ORT's optimizer (level ALL) fuses the RMSNorm pattern into its
+SimplifiedLayerNormalization kernel, so the file stays portable across ORT versions.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .builder import GraphBuilder
+
+INT8 = 3  # TensorProto.INT8
+FLOAT = 1  # TensorProto.FLOAT
+
+
+def rms_norm(b: GraphBuilder, x: str, weight: np.ndarray | None, eps: float, name: str = "norm") -> str:
+    """``x / sqrt(mean(x^2) + eps) * weight`` over the last axis (weight already holds any +1 offset)."""
+    with b.scope(name):
+        sq = b.op("Pow", [x, b.const(2.0)])
+        ms = b.op("ReduceMean", [sq, b.i64([-1])], keepdims=1)
+        rms = b.op("Sqrt", [b.op("Add", [ms, b.const(eps)])])
+        y = b.op("Div", [x, rms])
+        if weight is None:
+            return y
+        return b.op("Mul", [y, b.initializer("weight", np.asarray(weight, dtype=np.float32))])
+
+
+def activation(b: GraphBuilder, x: str, kind: str) -> str:
+    """The MLP / Dense activations by short name."""
+    if kind == "silu":
+        return b.op("Mul", [x, b.op("Sigmoid", [x])], name="silu")
+    if kind == "gelu_tanh":
+        return b.op("Gelu", [x], approximate="tanh")
+    if kind == "gelu":
+        return b.op("Gelu", [x])
+    if kind == "tanh":
+        return b.op("Tanh", [x])
+    if kind == "relu":
+        return b.op("Relu", [x])
+    if kind == "sigmoid":
+        return b.op("Sigmoid", [x])
+    if kind == "identity":
+        return x
+    raise ValueError(f"unknown activation {kind!r}")
+
+
+def quantize_per_token(b: GraphBuilder, x: str, act_eps: float) -> tuple[str, str]:
+    """Per-token absmax int8 (DESIGN.md): ``a = 127 / max(max|x|, eps)``, ``q = clamp(rint(x*a))``.
+
+    Returns ``(q int8 [..., K], a float32 [..., 1])``. ONNX Round is half-to-even, like the op.
+    """
+    with b.scope("quant"):
+        absmax = b.op("ReduceMax", [b.op("Abs", [x]), b.i64([-1])], keepdims=1)
+        a = b.op("Div", [b.const(127.0), b.op("Max", [absmax, b.const(act_eps)])])
+        r = b.op("Round", [b.op("Mul", [x, a])])
+        q = b.op("Cast", [b.op("Clip", [r, b.const(-128.0), b.const(127.0)])], to=INT8)
+        return q, a

@@ -1,0 +1,80 @@
+"""Writes an exported folder atomically: build in a temp folder next to OUT_DIR, rename at the end.
+
+model.onnx holds everything inline unless the graph is over protobuf's 2 GB limit; then all
+weights go to one external data file next to it (a plain file, no symlinks: ORT rejects those
+since 1.24).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+import onnx
+
+from ..errors import BitnetOnnxError
+from ..manifest import MODEL_NAME, Manifest
+
+EXTERNAL_DATA_NAME = MODEL_NAME + ".data"
+PROTOBUF_LIMIT = 2**31 - 2**26  # stay clear of 2 GB: graph structure adds to the weights
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model",
+                   "vocab.json", "merges.txt", "added_tokens.json")
+
+
+def weights_bytes(model: onnx.ModelProto) -> int:
+    return sum(len(t.raw_data) for t in model.graph.initializer)
+
+
+def save_model(model: onnx.ModelProto, folder: Path) -> Path:
+    path = folder / MODEL_NAME
+    if weights_bytes(model) > PROTOBUF_LIMIT:
+        onnx.save_model(model, str(path), save_as_external_data=True, all_tensors_to_one_file=True,
+                        location=EXTERNAL_DATA_NAME, size_threshold=1024)
+    else:
+        onnx.save_model(model, str(path))
+    return path
+
+
+def check_model(path: Path, uses_custom_op: bool) -> None:
+    """onnx.checker on the saved file (by path, so external data and > 2 GB models work)."""
+    if uses_custom_op:
+        from .. import customops
+
+        customops.register_onnx_schema()
+    onnx.checker.check_model(str(path))
+
+
+def copy_tokenizer(source: Path, folder: Path) -> None:
+    if not (source / "tokenizer.json").is_file():
+        raise BitnetOnnxError(f"{source}: tokenizer.json is missing (the exported folder needs it to tokenize)")
+    for name in TOKENIZER_FILES:
+        if (source / name).is_file():
+            shutil.copy2(source / name, folder / name)
+
+
+def write_folder(out_dir: Path, model: onnx.ModelProto, manifest: Manifest, source: Path,
+                 overwrite: bool = False) -> Path:
+    out_dir = Path(out_dir)
+    if out_dir.exists() and not overwrite:
+        raise BitnetOnnxError(f"{out_dir}: already exists; pass --overwrite to replace it")
+    if out_dir.exists() and not out_dir.is_dir():
+        raise BitnetOnnxError(f"{out_dir}: exists and is not a folder")
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
+    try:
+        path = save_model(model, tmp)
+        check_model(path, manifest.needs_custom_ops)
+        copy_tokenizer(source, tmp)
+        manifest.write(tmp)
+        if out_dir.exists():  # --overwrite: swap, then drop the old folder
+            old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old-", dir=out_dir.parent))
+            out_dir.rename(old / "previous")
+            tmp.rename(out_dir)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            tmp.rename(out_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out_dir
