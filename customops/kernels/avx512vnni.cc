@@ -1,0 +1,323 @@
+// AVX512-VNNI kernel (zmm vpdpbusd). Compiled with -mavx512f -mavx512bw -mavx512vl -mavx512dq
+// -mavx512vnni -mfma -mf16c only; selected at run time by dispatch.cc.
+//
+// Weights: the 16-row panel layout of x86_common.h (one 64-byte load = 16 rows x 16 columns of
+// 2-bit codes). dot() computes sum_k c*q - qsum with unsigned codes c = T + 1 in two ways:
+//  - many tokens: per 32-row panel and 1024-column K block, codes are unpacked once into an L1
+//    buffer of bytes, then a register-blocked microkernel (up to 12 tokens x 32 rows, 24 zmm
+//    accumulators) runs pure load + vpdpbusd over it, activations broadcast 4 bytes at a time;
+//  - few tokens: codes are unpacked in registers (shift + mask), reused across the tokens; a
+//    single token skips the shifts (mask only, per-field accumulators rescaled at the end).
+// GCC 12's intrinsic headers trip -W(maybe-)uninitialized on their undefined passthrough operands
+// (GCC bug 105593); the warnings are about the headers, not this code.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "i2s_kernel.h"
+#include "x86_common.h"
+
+namespace bitnet_onnx {
+namespace {
+
+using namespace x86;
+
+constexpr int64_t G = 16;           // rows per group = int32 lanes of a zmm
+constexpr int kMaxMr = 12;          // tokens per buffered microkernel (24 accumulators)
+constexpr int64_t kKc = 1024;       // K block of the buffered path: 32 rows x 1 KB = 32 KB of L1
+constexpr int64_t kBufferedMinM = 16;  // fewer tokens: unpack in registers instead
+
+size_t packed_bytes(int64_t n, int64_t k) { return panel_bytes(n, k, G); }
+
+void repack(const uint8_t* i2s, int64_t n, int64_t k, uint8_t* packed) { repack_panels<G>(i2s, n, k, packed); }
+
+// ---------------------------------------------------------------------------------------------
+// Quantization (numerics of scalar.cc / bitnet_onnx.ternary, vectorized).
+
+// The shared 16-lane order of x86_common.h: lanes 0-7 in lo, 8-15 in hi.
+double sum_squares(const float* x, int64_t k) {
+  __m512d lo = _mm512_setzero_pd(), hi = _mm512_setzero_pd();
+  for (int64_t i = 0; i < k; i += 16) {
+    const __m512 v = _mm512_loadu_ps(x + i);
+    const __m512d a = _mm512_cvtps_pd(_mm512_castps512_ps256(v));
+    const __m512d b = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+    lo = _mm512_fmadd_pd(a, a, lo);  // squares are exact in double: fma == mul + add
+    hi = _mm512_fmadd_pd(b, b, hi);
+  }
+  const __m512d s8 = _mm512_add_pd(lo, hi);
+  const __m256d s4 = _mm256_add_pd(_mm512_castpd512_pd256(s8), _mm512_extractf64x4_pd(s8, 1));
+  const __m128d s2 = _mm_add_pd(_mm256_castpd256_pd128(s4), _mm256_extractf128_pd(s4, 1));
+  return _mm_cvtsd_f64(s2) + _mm_cvtsd_f64(_mm_unpackhi_pd(s2, s2));
+}
+
+template <bool kNorm>
+inline __m512 normed(const float* x, const float* w, __m512 inv_rms, int64_t i) {
+  const __m512 v = _mm512_loadu_ps(x + i);
+  return kNorm ? _mm512_mul_ps(_mm512_mul_ps(v, inv_rms), _mm512_loadu_ps(w + i)) : v;
+}
+
+template <bool kNorm>
+void quantize_row(const float* x, int64_t k, const float* w, float inv_rms, int8_t* q, float* a,
+                  int32_t* qsum) {
+  const __m512 inv = _mm512_set1_ps(inv_rms);
+  const __m512 inf = _mm512_set1_ps(INFINITY);
+  __m512 vmax = _mm512_setzero_ps();
+  __mmask16 bad = 0;
+  for (int64_t i = 0; i < k; i += 16) {
+    const __m512 av = _mm512_abs_ps(normed<kNorm>(x, w, inv, i));
+    bad |= _mm512_cmp_ps_mask(av, inf, _CMP_NLT_UQ);  // Inf or NaN
+    vmax = _mm512_max_ps(vmax, av);
+  }
+  if (bad) {
+    std::memset(q, 0, static_cast<size_t>(k));
+    *a = std::nanf("");
+    *qsum = 0;
+    return;
+  }
+  const float scale = 127.0f / std::max(_mm512_reduce_max_ps(vmax), 1e-5f);
+  const __m512 vs = _mm512_set1_ps(scale);
+  const __m512i lo = _mm512_set1_epi32(-128), hi = _mm512_set1_epi32(127);
+  __m512i sum = _mm512_setzero_si512();
+  for (int64_t i = 0; i < k; i += 16) {
+    // cvtps rounds half to even (MXCSR default), like nearbyint in scalar.cc.
+    __m512i qi = _mm512_cvtps_epi32(_mm512_mul_ps(normed<kNorm>(x, w, inv, i), vs));
+    qi = _mm512_min_epi32(_mm512_max_epi32(qi, lo), hi);
+    sum = _mm512_add_epi32(sum, qi);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + i), _mm512_cvtepi32_epi8(qi));
+  }
+  *a = scale;
+  *qsum = _mm512_reduce_add_epi32(sum);
+}
+
+void quantize(const float* x, int64_t m, int64_t k, const float* norm_w, float eps, int8_t* q,
+              float* a, int32_t* qsum) {
+  for (int64_t r = 0; r < m; ++r) {
+    const float* xr = x + r * k;
+    if (norm_w) {
+      const double ss = sum_squares(xr, k);
+      const float inv_rms = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(k) + static_cast<double>(eps)));
+      quantize_row<true>(xr, k, norm_w, inv_rms, q + r * k, a + r, qsum + r);
+    } else {
+      quantize_row<false>(xr, k, nullptr, 1.0f, q + r * k, a + r, qsum + r);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Integer sums.
+
+inline __m512i bcast_quad(const int8_t* p) { return _mm512_set1_epi32(load_quad(p)); }
+
+// Lanes of group g that fall inside [n0, n1).
+inline __mmask16 lane_mask(int64_t g, int64_t n0, int64_t n1) {
+  const int64_t lo = std::max<int64_t>(n0 - g * G, 0), hi = std::min<int64_t>(n1 - g * G, G);
+  return static_cast<__mmask16>(((1u << hi) - 1u) & ~((1u << lo) - 1u));
+}
+
+// Where one microkernel's results go: rows [i, i+mr) x groups [g, g+ng) of the output tile.
+struct Dest {
+  int32_t* out;  // out element of (row i, column g*G), possibly before the tile's first column
+  int64_t ld;
+  const int32_t* qsum;  // qsum of row i
+  __mmask16 mask[4];
+  bool first, last;  // first / last K block: start from zero / subtract qsum
+};
+
+template <int MR, int NG>
+inline void emit(__m512i (&acc)[MR][NG], const Dest& d) {
+  for (int t = 0; t < MR; ++t)
+    for (int g = 0; g < NG; ++g) {
+      int32_t* dst = d.out + t * d.ld + g * G;
+      __m512i v = acc[t][g];
+      if (!d.first) v = _mm512_add_epi32(v, _mm512_maskz_loadu_epi32(d.mask[g], dst));
+      if (d.last) v = _mm512_sub_epi32(v, _mm512_set1_epi32(d.qsum[t]));
+      _mm512_mask_storeu_epi32(dst, d.mask[g], v);
+    }
+}
+
+// Buffered path: NG groups' codes over one K block, unpacked to bytes as [quad][group][64].
+template <int NG>
+void unpack_block(const uint8_t* grp, int64_t gstride, int64_t span0, int64_t nspans, uint8_t* buf) {
+  const __m512i mask3 = _mm512_set1_epi8(3);
+  for (int64_t sp = 0; sp < nspans; ++sp)
+    for (int g = 0; g < NG; ++g) {
+      const __m512i p = _mm512_loadu_si512(grp + g * gstride + (span0 + sp) * 64);
+      uint8_t* dst = buf + (sp * 4 * NG + g) * 64;
+      _mm512_store_si512(dst, _mm512_and_si512(p, mask3));
+      _mm512_store_si512(dst + NG * 64, _mm512_and_si512(_mm512_srli_epi16(p, 2), mask3));
+      _mm512_store_si512(dst + 2 * NG * 64, _mm512_and_si512(_mm512_srli_epi16(p, 4), mask3));
+      _mm512_store_si512(dst + 3 * NG * 64, _mm512_and_si512(_mm512_srli_epi16(p, 6), mask3));
+    }
+}
+
+template <int MR, int NG>
+void micro_buffered(const uint8_t* buf, int64_t nquads, const int8_t* q, int64_t ldq, const Dest& d) {
+  __m512i acc[MR][NG];
+  for (int t = 0; t < MR; ++t)
+    for (int g = 0; g < NG; ++g) acc[t][g] = _mm512_setzero_si512();
+  for (int64_t u = 0; u < nquads; ++u) {
+    __m512i w[NG];
+    for (int g = 0; g < NG; ++g) w[g] = _mm512_load_si512(buf + (u * NG + g) * 64);
+    for (int t = 0; t < MR; ++t) {
+      const __m512i x = bcast_quad(q + t * ldq + 4 * u);
+      for (int g = 0; g < NG; ++g) acc[t][g] = _mm512_dpbusd_epi32(acc[t][g], w[g], x);
+    }
+  }
+  emit<MR, NG>(acc, d);
+}
+
+template <int NG>
+void micro_buffered_any(int mr, const uint8_t* buf, int64_t nquads, const int8_t* q, int64_t ldq, const Dest& d) {
+  switch (mr) {
+#define BITNET_CASE(R) \
+  case R:              \
+    return micro_buffered<R, NG>(buf, nquads, q, ldq, d);
+    BITNET_CASE(1) BITNET_CASE(2) BITNET_CASE(3) BITNET_CASE(4) BITNET_CASE(5) BITNET_CASE(6)
+    BITNET_CASE(7) BITNET_CASE(8) BITNET_CASE(9) BITNET_CASE(10) BITNET_CASE(11) BITNET_CASE(12)
+#undef BITNET_CASE
+  }
+}
+
+Dest make_dest(int32_t* out, int64_t ld, const QuantizedRows& rows, int64_t i, int64_t m0, int64_t g, int ng,
+               int64_t n0, int64_t n1, bool first, bool last) {
+  Dest d;
+  d.out = out + (i - m0) * ld + (g * G - n0);
+  d.ld = ld;
+  d.qsum = rows.qsum + i;
+  for (int j = 0; j < 4; ++j) d.mask[j] = j < ng ? lane_mask(g + j, n0, n1) : 0;
+  d.first = first;
+  d.last = last;
+  return d;
+}
+
+void dot_buffered(const uint8_t* packed, int64_t k, const QuantizedRows& rows, int64_t m0, int64_t m1,
+                  int64_t n0, int64_t n1, int32_t* out, int64_t ld) {
+  alignas(64) uint8_t buf[kKc * 2 * G];
+  const int64_t gstride = group_stride(k, G);
+  const int64_t g0 = n0 / G, g1 = panel_groups(n1, G);
+  for (int64_t k0 = 0; k0 < k; k0 += kKc) {
+    const int64_t kc = std::min(kKc, k - k0);
+    for (int64_t g = g0; g < g1; g += 2) {
+      const int ng = g + 1 < g1 ? 2 : 1;
+      const uint8_t* grp = packed + g * gstride;
+      if (ng == 2)
+        unpack_block<2>(grp, gstride, k0 / kSpan, kc / kSpan, buf);
+      else
+        unpack_block<1>(grp, gstride, k0 / kSpan, kc / kSpan, buf);
+      for (int64_t i = m0; i < m1; i += kMaxMr) {
+        const int mr = static_cast<int>(std::min<int64_t>(kMaxMr, m1 - i));
+        const Dest d = make_dest(out, ld, rows, i, m0, g, ng, n0, n1, k0 == 0, k0 + kc == k);
+        const int8_t* q = rows.q + i * k + k0;
+        if (ng == 2)
+          micro_buffered_any<2>(mr, buf, kc / 4, q, k, d);
+        else
+          micro_buffered_any<1>(mr, buf, kc / 4, q, k, d);
+      }
+    }
+  }
+}
+
+// Few tokens: unpack in registers (shift + mask), each unpacked vector feeds MR tokens.
+template <int MR, int NG>
+void micro_direct(const uint8_t* grp, int64_t gstride, int64_t nspans, const int8_t* q, int64_t ldq, const Dest& d) {
+  const __m512i mask3 = _mm512_set1_epi8(3);
+  __m512i acc[MR][NG];
+  for (int t = 0; t < MR; ++t)
+    for (int g = 0; g < NG; ++g) acc[t][g] = _mm512_setzero_si512();
+  for (int64_t sp = 0; sp < nspans; ++sp) {
+    __m512i p[NG];
+    for (int g = 0; g < NG; ++g) p[g] = _mm512_loadu_si512(grp + g * gstride + sp * 64);
+    for (int s = 0; s < 4; ++s) {
+      __m512i w[NG];
+      for (int g = 0; g < NG; ++g) w[g] = _mm512_and_si512(_mm512_srli_epi16(p[g], 2 * s), mask3);
+      for (int t = 0; t < MR; ++t) {
+        const __m512i x = bcast_quad(q + t * ldq + sp * kSpan + 4 * s);
+        for (int g = 0; g < NG; ++g) acc[t][g] = _mm512_dpbusd_epi32(acc[t][g], w[g], x);
+      }
+    }
+  }
+  emit<MR, NG>(acc, d);
+}
+
+// One token: field s masked in place is c * 4^s (<= 128, still a u8), so each field gets its
+// own accumulator and an exact arithmetic shift at the end: 1 op per unpacked vector, no shifts.
+template <int NG>
+void micro_single(const uint8_t* grp, int64_t gstride, int64_t nspans, const int8_t* q, const Dest& d) {
+  __m512i acc[4][NG];
+  for (int s = 0; s < 4; ++s)
+    for (int g = 0; g < NG; ++g) acc[s][g] = _mm512_setzero_si512();
+  for (int64_t sp = 0; sp < nspans; ++sp) {
+    for (int g = 0; g < NG; ++g) {
+      const __m512i p = _mm512_loadu_si512(grp + g * gstride + sp * 64);
+      for (int s = 0; s < 4; ++s) {
+        const __m512i w = _mm512_and_si512(p, _mm512_set1_epi8(static_cast<char>(3 << (2 * s))));
+        acc[s][g] = _mm512_dpbusd_epi32(acc[s][g], w, bcast_quad(q + sp * kSpan + 4 * s));
+      }
+    }
+  }
+  // maskz form: GCC 12 warns about the undefined passthrough of the plain srai intrinsic.
+  const __mmask16 all = 0xFFFF;
+  __m512i sum[1][NG];
+  for (int g = 0; g < NG; ++g)
+    sum[0][g] = _mm512_add_epi32(
+        _mm512_add_epi32(acc[0][g], _mm512_maskz_srai_epi32(all, acc[1][g], 2)),
+        _mm512_add_epi32(_mm512_maskz_srai_epi32(all, acc[2][g], 4), _mm512_maskz_srai_epi32(all, acc[3][g], 6)));
+  emit<1, NG>(sum, d);
+}
+
+constexpr int kDirectMr = 4;
+constexpr int kDirectNg = 4;
+
+template <int NG>
+void direct_any(int mr, const uint8_t* grp, int64_t gstride, int64_t nspans, const int8_t* q, int64_t ldq,
+                const Dest& d) {
+  switch (mr) {
+    case 1: return micro_single<NG>(grp, gstride, nspans, q, d);
+    case 2: return micro_direct<2, NG>(grp, gstride, nspans, q, ldq, d);
+    case 3: return micro_direct<3, NG>(grp, gstride, nspans, q, ldq, d);
+    case 4: return micro_direct<4, NG>(grp, gstride, nspans, q, ldq, d);
+  }
+}
+
+void dot_direct(const uint8_t* packed, int64_t k, const QuantizedRows& rows, int64_t m0, int64_t m1, int64_t n0,
+                int64_t n1, int32_t* out, int64_t ld) {
+  const int64_t gstride = group_stride(k, G);
+  const int64_t g0 = n0 / G, g1 = panel_groups(n1, G);
+  for (int64_t i = m0; i < m1; i += kDirectMr) {
+    const int mr = static_cast<int>(std::min<int64_t>(kDirectMr, m1 - i));
+    for (int64_t g = g0; g < g1; g += kDirectNg) {
+      const int ng = static_cast<int>(std::min<int64_t>(kDirectNg, g1 - g));
+      const Dest d = make_dest(out, ld, rows, i, m0, g, ng, n0, n1, true, true);
+      const uint8_t* grp = packed + g * gstride;
+      const int8_t* q = rows.q + i * k;
+      switch (ng) {
+        case 1: direct_any<1>(mr, grp, gstride, k / kSpan, q, k, d); break;
+        case 2: direct_any<2>(mr, grp, gstride, k / kSpan, q, k, d); break;
+        case 3: direct_any<3>(mr, grp, gstride, k / kSpan, q, k, d); break;
+        default: direct_any<4>(mr, grp, gstride, k / kSpan, q, k, d); break;
+      }
+    }
+  }
+}
+
+void dot(const uint8_t* packed, int64_t n, int64_t k, const QuantizedRows& rows, int64_t m0, int64_t m1,
+         int64_t n0, int64_t n1, int32_t* out, int64_t ld) {
+  (void)n;
+  if (m1 <= m0 || n1 <= n0) return;
+  if (m1 - m0 >= kBufferedMinM)
+    dot_buffered(packed, k, rows, m0, m1, n0, n1, out, ld);
+  else
+    dot_direct(packed, k, rows, m0, m1, n0, n1, out, ld);
+}
+
+const I2SKernel kAvx512Vnni = {"avx512vnni", packed_bytes, repack, quantize, dot, /*tile_m=*/256, /*tile_n=*/256};
+
+}  // namespace
+
+const I2SKernel* avx512vnni_kernel() { return &kAvx512Vnni; }
+
+}  // namespace bitnet_onnx
