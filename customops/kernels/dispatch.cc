@@ -50,7 +50,7 @@ const I2SKernel* select_kernel(const char* forced, std::string* error) {
   for (const Isa& isa : kIsas) {
     if (std::strcmp(isa.name, forced) != 0) continue;
     if (isa.available(cpu)) return isa.kernel();
-    if (error) *error = std::string("BITNET_ONNX_ISA=") + forced + ": this CPU lacks " + isa.needs;
+    if (error) *error = std::string("BITNET_ONNX_ISA=") + forced + ": this CPU lacks " + forced + " (needs " + isa.needs + ")";
     return nullptr;
   }
   bool known = false;
