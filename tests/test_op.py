@@ -58,15 +58,17 @@ MISSING_ISAS = [isa for isa in ALL_ISAS if isa not in ISAS]
 
 
 def make_model(k, n, w=None, scale=0.03, norm=None, w_const=True, norm_const=True, x_rank=2, eps=None,
-               norm_dtype=TensorProto.FLOAT):
+               norm_dtype=TensorProto.FLOAT, x_dims=None, w_dims=("N", "KB")):
     """One I2STernaryMatMul node. W/norm are initializers when *_const, else graph inputs."""
-    inputs = [helper.make_tensor_value_info("X", TensorProto.FLOAT, [f"d{i}" for i in range(x_rank - 1)] + [k])]
+    if x_dims is None:
+        x_dims = [f"d{i}" for i in range(x_rank - 1)] + [k]
+    inputs = [helper.make_tensor_value_info("X", TensorProto.FLOAT, x_dims)]
     inits = [numpy_helper.from_array(np.asarray(scale, dtype=np.float32).reshape(-1), "scale")]
     node_inputs = ["X", "W", "scale"]
     if w_const:
         inits.append(numpy_helper.from_array(w, "W"))
     else:
-        inputs.append(helper.make_tensor_value_info("W", TensorProto.UINT8, ["N", "KB"]))
+        inputs.append(helper.make_tensor_value_info("W", TensorProto.UINT8, w_dims))
     if norm is not None:
         node_inputs.append("norm_weight")
         if norm_const:
@@ -264,6 +266,72 @@ def test_forcing_an_isa_this_cpu_lacks_is_a_clear_error(isa, monkeypatch):
     w = pack_i2s(np.zeros((1, 128), dtype=np.int8))
     with pytest.raises(Exception, match=rf"BITNET_ONNX_ISA={isa}: (this CPU lacks {isa}|unknown kernel name)"):
         session(make_model(128, 1, w), isa, monkeypatch)
+
+
+# ---------------------------------------------------------------------------------------------
+# Bad inputs: an ORT error whose message names the input and the problem (at session creation
+# for bad initializers, at run time for bad feeds), never a crash or an out-of-bounds read.
+
+W128 = pack_i2s(np.ones((2, 128), dtype=np.int8))
+X128 = np.ones((3, 128), dtype=np.float32)
+
+
+def expect_error(monkeypatch, pattern, model, feeds=None):
+    with pytest.raises(Exception, match=pattern) as info:
+        session(model, "scalar", monkeypatch).run(None, feeds or {"X": X128})
+    assert "I2STernaryMatMul node 'proj'" in str(info.value)
+
+
+def test_error_k_not_a_multiple_of_128(monkeypatch):
+    w = np.zeros((2, 25), dtype=np.uint8)
+    x = np.ones((3, 100), dtype=np.float32)
+    expect_error(monkeypatch, r"input 'X' last dimension: K = 100 must be a positive multiple of 128",
+                 make_model(100, 2, w_const=False), {"X": x, "W": w})
+    expect_error(monkeypatch, r"input 'W' \(4 x bytes per row\): K = 80 must be a positive multiple of 128",
+                 make_model(80, 2, np.zeros((2, 20), dtype=np.uint8)), {"X": np.ones((1, 80), np.float32)})
+
+
+def test_error_w_bytes_do_not_match_k(monkeypatch):
+    w = np.zeros((2, 16), dtype=np.uint8)
+    expect_error(monkeypatch, r"input 'W' has 16 bytes per row \(shape \[2, 16\]\), expected K/4 = 32 for K = 128",
+                 make_model(128, 2, w_const=False), {"X": X128, "W": w})
+    w256 = pack_i2s(np.ones((2, 256), dtype=np.int8))
+    expect_error(monkeypatch, r"input 'W' is for K = 256 but input 'X' has K = 128", make_model(128, 2, w256))
+
+
+def test_error_w_not_2d(monkeypatch):
+    model = make_model(128, 2, w_const=False, w_dims=None)
+    expect_error(monkeypatch, r"input 'W' must be 2-D \[N, K/4\] uint8, got shape \[64\]", model,
+                 {"X": X128, "W": np.zeros(64, dtype=np.uint8)})
+    expect_error(monkeypatch, r"input 'W' must be 2-D", make_model(128, 2, np.zeros((1, 2, 32), dtype=np.uint8)))
+
+
+def test_error_scale_shape(monkeypatch):
+    expect_error(monkeypatch, r"input 'scale' must hold one float32 of shape \[1\], got shape \[2\]",
+                 make_model(128, 2, W128, scale=[0.1, 0.2]))
+
+
+def test_error_norm_weight_length_and_type(monkeypatch):
+    expect_error(monkeypatch, r"input 'norm_weight' has length 64 but input 'X' has K = 128",
+                 make_model(128, 2, W128, norm=np.ones(64, dtype=np.float32)))
+    model = make_model(128, 2, W128, norm=np.ones(64, dtype=np.float32), norm_const=False)
+    expect_error(monkeypatch, r"input 'norm_weight' must have shape \[K\] = \[128\], got \[64\]", model,
+                 {"X": X128, "norm_weight": np.ones(64, dtype=np.float32)})
+    model = make_model(128, 2, W128, norm=np.ones(128), norm_const=False, norm_dtype=TensorProto.DOUBLE)
+    expect_error(monkeypatch, r"input 'norm_weight' must be float32 or float16", model,
+                 {"X": X128, "norm_weight": np.ones(128, dtype=np.float64)})
+    expect_error(monkeypatch, r"input 'norm_weight' must be 1-D \[K\], got shape \[1, 128\]",
+                 make_model(128, 2, W128, norm=np.ones((1, 128), dtype=np.float32)))
+
+
+def test_error_x_scalar(monkeypatch):
+    expect_error(monkeypatch, r"input 'X' must have rank >= 1", make_model(128, 2, W128, x_dims=[]),
+                 {"X": np.array(1.0, dtype=np.float32)})
+
+
+def test_error_epsilon(monkeypatch):
+    expect_error(monkeypatch, r"attribute 'epsilon' must be a finite float >= 0",
+                 make_model(128, 2, W128, eps=-1.0))
 
 
 # ---------------------------------------------------------------------------------------------
