@@ -4,9 +4,15 @@
 // AVX-512 build of a helper into the AVX2 path).
 #pragma once
 
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+
+#include "i2s_kernel.h"
 
 namespace bitnet_onnx {
 namespace x86 {
@@ -76,6 +82,300 @@ inline double sum_squares_reference(const float* x, int64_t k) {
     for (int l = 0; l < h; ++l) lane[l] += lane[l + h];
   return lane[0];
 }
+
+
+#if defined(__AVX2__)
+// ---------------------------------------------------------------------------------------------
+// 256-bit pieces shared by avx2.cc and avxvnni.cc (also compiled, unused, into avx512vnni.cc).
+
+// The shared 16-lane order: ymm d[j] holds lanes 4j..4j+3.
+inline double sum_squares_ymm(const float* x, int64_t k) {
+  __m256d d[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd()};
+  for (int64_t i = 0; i < k; i += 16)
+    for (int j = 0; j < 4; ++j) {
+      const __m256d v = _mm256_cvtps_pd(_mm_loadu_ps(x + i + 4 * j));
+      d[j] = _mm256_fmadd_pd(v, v, d[j]);  // squares are exact in double: fma == mul + add
+    }
+  const __m256d s4 = _mm256_add_pd(_mm256_add_pd(d[0], d[2]), _mm256_add_pd(d[1], d[3]));
+  const __m128d s2 = _mm_add_pd(_mm256_castpd256_pd128(s4), _mm256_extractf128_pd(s4, 1));
+  return _mm_cvtsd_f64(s2) + _mm_cvtsd_f64(_mm_unpackhi_pd(s2, s2));
+}
+
+template <bool kNorm>
+inline __m256 normed_ymm(const float* x, const float* w, __m256 inv_rms, int64_t i) {
+  const __m256 v = _mm256_loadu_ps(x + i);
+  return kNorm ? _mm256_mul_ps(_mm256_mul_ps(v, inv_rms), _mm256_loadu_ps(w + i)) : v;
+}
+
+inline float hmax_ymm(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_shuffle_ps(m, m, 1));
+  return _mm_cvtss_f32(m);
+}
+
+inline int32_t hsum_epi32_ymm(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+  return _mm_cvtsi128_si32(s);
+}
+
+template <bool kNorm>
+void quantize_row_ymm(const float* x, int64_t k, const float* w, float inv_rms, int8_t* q, float* a,
+                      int32_t* qsum) {
+  const __m256 inv = _mm256_set1_ps(inv_rms);
+  const __m256 inf = _mm256_set1_ps(INFINITY);
+  const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  __m256 vmax = _mm256_setzero_ps(), bad = _mm256_setzero_ps();
+  for (int64_t i = 0; i < k; i += 8) {
+    const __m256 av = _mm256_and_ps(normed_ymm<kNorm>(x, w, inv, i), absmask);
+    bad = _mm256_or_ps(bad, _mm256_cmp_ps(av, inf, _CMP_NLT_UQ));  // Inf or NaN
+    vmax = _mm256_max_ps(vmax, av);
+  }
+  if (_mm256_movemask_ps(bad)) {
+    std::memset(q, 0, static_cast<size_t>(k));
+    *a = std::nanf("");
+    *qsum = 0;
+    return;
+  }
+  const float scale = 127.0f / std::max(hmax_ymm(vmax), 1e-5f);
+  const __m256 vs = _mm256_set1_ps(scale);
+  const __m256i lo = _mm256_set1_epi32(-128), hi = _mm256_set1_epi32(127);
+  __m256i sum = _mm256_setzero_si256();
+  for (int64_t i = 0; i < k; i += 8) {
+    // cvtps rounds half to even (MXCSR default), like nearbyint in scalar.cc.
+    __m256i qi = _mm256_cvtps_epi32(_mm256_mul_ps(normed_ymm<kNorm>(x, w, inv, i), vs));
+    qi = _mm256_min_epi32(_mm256_max_epi32(qi, lo), hi);
+    sum = _mm256_add_epi32(sum, qi);
+    const __m128i q16 = _mm_packs_epi32(_mm256_castsi256_si128(qi), _mm256_extracti128_si256(qi, 1));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(q + i), _mm_packs_epi16(q16, q16));
+  }
+  *a = scale;
+  *qsum = hsum_epi32_ymm(sum);
+}
+
+inline void quantize_ymm(const float* x, int64_t m, int64_t k, const float* norm_w, float eps, int8_t* q,
+                         float* a, int32_t* qsum) {
+  for (int64_t r = 0; r < m; ++r) {
+    const float* xr = x + r * k;
+    if (norm_w) {
+      const double ss = sum_squares_ymm(xr, k);
+      const float inv_rms =
+          static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(k) + static_cast<double>(eps)));
+      quantize_row_ymm<true>(xr, k, norm_w, inv_rms, q + r * k, a + r, qsum + r);
+    } else {
+      quantize_row_ymm<false>(xr, k, nullptr, 1.0f, q + r * k, a + r, qsum + r);
+    }
+  }
+}
+
+// dot() for the 8-row panel layout, generic over how a code vector meets an activation vector.
+// Ops supplies: step(acc, codes_u8, x_s8) (acc += products, in whatever lanes it keeps),
+// widen(acc) -> int32 lanes, kChunkQuads (quads that step may add before widen is due: int16
+// accumulators overflow), kMr / kMrDirect (tokens per microkernel).
+template <class Ops>
+struct YmmDot {
+  static constexpr int64_t G = 8;
+  static constexpr int64_t kKc = 2048;           // K block: 16 rows x 2 KB = 32 KB of L1
+  static constexpr int64_t kBufferedMinM = 8;    // fewer tokens: unpack in registers
+
+  struct Dest {
+    int32_t* out;  // element (row i, column g*G): may point before the tile's first column
+    int64_t ld;
+    const int32_t* qsum;
+    __m256i mask[2];
+    bool first, last;
+  };
+
+  static __m256i lane_mask(int64_t g, int64_t n0, int64_t n1) {
+    const __m256i col = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(g * G)),
+                                         _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    const __m256i ge = _mm256_cmpgt_epi32(col, _mm256_set1_epi32(static_cast<int>(n0 - 1)));
+    const __m256i lt = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n1)), col);
+    return _mm256_and_si256(ge, lt);
+  }
+
+  static Dest make_dest(int32_t* out, int64_t ld, const QuantizedRows& rows, int64_t i, int64_t m0, int64_t g,
+                        int ng, int64_t n0, int64_t n1, bool first, bool last) {
+    Dest d;
+    d.out = out + (i - m0) * ld + (g * G - n0);
+    d.ld = ld;
+    d.qsum = rows.qsum + i;
+    for (int j = 0; j < 2; ++j) d.mask[j] = j < ng ? lane_mask(g + j, n0, n1) : _mm256_setzero_si256();
+    d.first = first;
+    d.last = last;
+    return d;
+  }
+
+  template <int MR, int NG>
+  static void emit(__m256i (&acc)[MR][NG], const Dest& d) {
+    for (int t = 0; t < MR; ++t)
+      for (int g = 0; g < NG; ++g) {
+        int* dst = d.out + t * d.ld + g * G;
+        __m256i v = acc[t][g];
+        if (!d.first) v = _mm256_add_epi32(v, _mm256_maskload_epi32(dst, d.mask[g]));
+        if (d.last) v = _mm256_sub_epi32(v, _mm256_set1_epi32(d.qsum[t]));
+        _mm256_maskstore_epi32(dst, d.mask[g], v);
+      }
+  }
+
+  static __m256i bcast(const int8_t* p) { return _mm256_set1_epi32(load_quad(p)); }
+
+  // NG groups over one K block, unpacked to bytes as [quad][group][32].
+  template <int NG>
+  static void unpack_block(const uint8_t* grp, int64_t gstride, int64_t span0, int64_t nspans, uint8_t* buf) {
+    const __m256i mask3 = _mm256_set1_epi8(3);
+    for (int64_t sp = 0; sp < nspans; ++sp)
+      for (int g = 0; g < NG; ++g) {
+        const __m256i p = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(grp + g * gstride + (span0 + sp) * 32));
+        __m256i* dst = reinterpret_cast<__m256i*>(buf + (sp * 4 * NG + g) * 32);
+        _mm256_store_si256(dst, _mm256_and_si256(p, mask3));
+        _mm256_store_si256(dst + NG, _mm256_and_si256(_mm256_srli_epi16(p, 2), mask3));
+        _mm256_store_si256(dst + 2 * NG, _mm256_and_si256(_mm256_srli_epi16(p, 4), mask3));
+        _mm256_store_si256(dst + 3 * NG, _mm256_and_si256(_mm256_srli_epi16(p, 6), mask3));
+      }
+  }
+
+  template <int MR, int NG>
+  static void micro_buffered(const uint8_t* buf, int64_t nquads, const int8_t* q, int64_t ldq, const Dest& d) {
+    __m256i sum[MR][NG];
+    for (int t = 0; t < MR; ++t)
+      for (int g = 0; g < NG; ++g) sum[t][g] = _mm256_setzero_si256();
+    for (int64_t u0 = 0; u0 < nquads; u0 += Ops::kChunkQuads) {
+      const int64_t u1 = std::min(nquads, u0 + Ops::kChunkQuads);
+      __m256i acc[MR][NG];
+      for (int t = 0; t < MR; ++t)
+        for (int g = 0; g < NG; ++g) acc[t][g] = _mm256_setzero_si256();
+      for (int64_t u = u0; u < u1; ++u) {
+        __m256i w[NG];
+        for (int g = 0; g < NG; ++g) w[g] = _mm256_load_si256(reinterpret_cast<const __m256i*>(buf + (u * NG + g) * 32));
+        for (int t = 0; t < MR; ++t) {
+          const __m256i x = bcast(q + t * ldq + 4 * u);
+          for (int g = 0; g < NG; ++g) acc[t][g] = Ops::step(acc[t][g], w[g], x);
+        }
+      }
+      for (int t = 0; t < MR; ++t)
+        for (int g = 0; g < NG; ++g) sum[t][g] = _mm256_add_epi32(sum[t][g], Ops::widen(acc[t][g]));
+    }
+    emit<MR, NG>(sum, d);
+  }
+
+  template <int NG>
+  static void micro_buffered_any(int mr, const uint8_t* buf, int64_t nquads, const int8_t* q, int64_t ldq,
+                                 const Dest& d) {
+    static_assert(Ops::kMr <= 6, "extend the switch");
+    switch (mr) {
+      case 1: return micro_buffered<1, NG>(buf, nquads, q, ldq, d);
+      case 2: return micro_buffered<2, NG>(buf, nquads, q, ldq, d);
+      case 3: return micro_buffered<3, NG>(buf, nquads, q, ldq, d);
+      case 4: return micro_buffered<4, NG>(buf, nquads, q, ldq, d);
+      case 5: return micro_buffered<5, NG>(buf, nquads, q, ldq, d);
+      case 6: return micro_buffered<6, NG>(buf, nquads, q, ldq, d);
+    }
+  }
+
+  static void dot_buffered(const uint8_t* packed, int64_t k, const QuantizedRows& rows, int64_t m0, int64_t m1,
+                           int64_t n0, int64_t n1, int32_t* out, int64_t ld) {
+    alignas(64) uint8_t buf[kKc * 2 * G];
+    const int64_t gstride = group_stride(k, G);
+    const int64_t g0 = n0 / G, g1 = panel_groups(n1, G);
+    for (int64_t k0 = 0; k0 < k; k0 += kKc) {
+      const int64_t kc = std::min(kKc, k - k0);
+      for (int64_t g = g0; g < g1; g += 2) {
+        const int ng = g + 1 < g1 ? 2 : 1;
+        const uint8_t* grp = packed + g * gstride;
+        if (ng == 2)
+          unpack_block<2>(grp, gstride, k0 / kSpan, kc / kSpan, buf);
+        else
+          unpack_block<1>(grp, gstride, k0 / kSpan, kc / kSpan, buf);
+        for (int64_t i = m0; i < m1; i += Ops::kMr) {
+          const int mr = static_cast<int>(std::min<int64_t>(Ops::kMr, m1 - i));
+          const Dest d = make_dest(out, ld, rows, i, m0, g, ng, n0, n1, k0 == 0, k0 + kc == k);
+          const int8_t* q = rows.q + i * k + k0;
+          if (ng == 2)
+            micro_buffered_any<2>(mr, buf, kc / 4, q, k, d);
+          else
+            micro_buffered_any<1>(mr, buf, kc / 4, q, k, d);
+        }
+      }
+    }
+  }
+
+  // Few tokens: unpack in registers (shift + mask), each code vector feeds MR tokens.
+  template <int MR, int NG>
+  static void micro_direct(const uint8_t* grp, int64_t gstride, int64_t nspans, const int8_t* q, int64_t ldq,
+                           const Dest& d) {
+    const __m256i mask3 = _mm256_set1_epi8(3);
+    constexpr int64_t kChunkSpans = Ops::kChunkQuads / 4;
+    __m256i sum[MR][NG];
+    for (int t = 0; t < MR; ++t)
+      for (int g = 0; g < NG; ++g) sum[t][g] = _mm256_setzero_si256();
+    for (int64_t s0 = 0; s0 < nspans; s0 += kChunkSpans) {
+      const int64_t s1 = std::min(nspans, s0 + kChunkSpans);
+      __m256i acc[MR][NG];
+      for (int t = 0; t < MR; ++t)
+        for (int g = 0; g < NG; ++g) acc[t][g] = _mm256_setzero_si256();
+      for (int64_t sp = s0; sp < s1; ++sp) {
+        __m256i p[NG];
+        for (int g = 0; g < NG; ++g)
+          p[g] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(grp + g * gstride + sp * 32));
+        for (int s = 0; s < 4; ++s) {
+          __m256i w[NG];
+          for (int g = 0; g < NG; ++g) w[g] = _mm256_and_si256(_mm256_srli_epi16(p[g], 2 * s), mask3);
+          for (int t = 0; t < MR; ++t) {
+            const __m256i x = bcast(q + t * ldq + sp * kSpan + 4 * s);
+            for (int g = 0; g < NG; ++g) acc[t][g] = Ops::step(acc[t][g], w[g], x);
+          }
+        }
+      }
+      for (int t = 0; t < MR; ++t)
+        for (int g = 0; g < NG; ++g) sum[t][g] = _mm256_add_epi32(sum[t][g], Ops::widen(acc[t][g]));
+    }
+    emit<MR, NG>(sum, d);
+  }
+
+  template <int NG>
+  static void direct_any(int mr, const uint8_t* grp, int64_t gstride, int64_t nspans, const int8_t* q,
+                         int64_t ldq, const Dest& d) {
+    switch (mr) {
+      case 1: return micro_direct<1, NG>(grp, gstride, nspans, q, ldq, d);
+      case 2: return micro_direct<2, NG>(grp, gstride, nspans, q, ldq, d);
+      case 3: return micro_direct<3, NG>(grp, gstride, nspans, q, ldq, d);
+    }
+  }
+
+  static void dot_direct(const uint8_t* packed, int64_t k, const QuantizedRows& rows, int64_t m0, int64_t m1,
+                         int64_t n0, int64_t n1, int32_t* out, int64_t ld) {
+    constexpr int kDirectMr = 3;
+    const int64_t gstride = group_stride(k, G);
+    const int64_t g0 = n0 / G, g1 = panel_groups(n1, G);
+    for (int64_t i = m0; i < m1; i += kDirectMr) {
+      const int mr = static_cast<int>(std::min<int64_t>(kDirectMr, m1 - i));
+      for (int64_t g = g0; g < g1; g += 2) {
+        const int ng = g + 1 < g1 ? 2 : 1;
+        const Dest d = make_dest(out, ld, rows, i, m0, g, ng, n0, n1, true, true);
+        const uint8_t* grp = packed + g * gstride;
+        const int8_t* q = rows.q + i * k;
+        if (ng == 2)
+          direct_any<2>(mr, grp, gstride, k / kSpan, q, k, d);
+        else
+          direct_any<1>(mr, grp, gstride, k / kSpan, q, k, d);
+      }
+    }
+  }
+
+  static void dot(const uint8_t* packed, int64_t n, int64_t k, const QuantizedRows& rows, int64_t m0, int64_t m1,
+                  int64_t n0, int64_t n1, int32_t* out, int64_t ld) {
+    (void)n;
+    if (m1 <= m0 || n1 <= n0) return;
+    if (m1 - m0 >= kBufferedMinM)
+      dot_buffered(packed, k, rows, m0, m1, n0, n1, out, ld);
+    else
+      dot_direct(packed, k, rows, m0, m1, n0, n1, out, ld);
+  }
+};
+#endif  // __AVX2__
 
 }  // namespace
 }  // namespace x86
