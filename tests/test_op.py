@@ -208,6 +208,15 @@ def test_non_finite_rows_give_nan_rows_only(isa, monkeypatch):
         assert_matches_reference(y[good], x[good], w, scale, nw)
 
 
+def test_scalar_scale_is_accepted(monkeypatch):
+    rng = np.random.default_rng(9)
+    x, w, _, _ = random_case(rng, 128, 7, (2, 128), None)
+    model = onnx.load_from_string(make_model(128, 7, w, 0.25))
+    next(i for i in model.graph.initializer if i.name == "scale").dims[:] = []  # shape [] instead of [1]
+    y = session(model.SerializeToString(), None, monkeypatch).run(None, {"X": x})[0]
+    assert_matches_reference(y, x, w, 0.25, None)
+
+
 # ---------------------------------------------------------------------------------------------
 # Threads
 
