@@ -1,0 +1,163 @@
+"""PyTorch reference of an embedding model: what an exported folder must reproduce.
+
+transformers' own model class (``ArchSpec.hf_class``: Qwen3Model, Gemma3TextModel) loaded from the
+HF folder, eager attention, with each of the seven projections of a BitNet model replaced by a
+``BitLinear`` (DESIGN.md "BitLinear numerics"), followed by sentence-transformers-style pooling,
+Dense modules and normalization. Needs the optional extra (torch, transformers), imported lazily.
+
+Positions are ``cumsum(mask) - 1`` like the exported graph, so a left-padded row equals the same
+text alone (HF's default arange positions would shift it).
+
+Modes (``activations``):
+- ``"int8"``  full BitLinear: fused RMSNorm, per-token absmax int8 activations, exact integer sums;
+              what the i2s and int8 exports compute.
+- ``"float"`` fake-quant: RMSNorm, then ``s_w * T`` with float activations; what f32/f16 exports of a
+              BitNet model compute.
+Standard models run unchanged (plain HF), unless ``ternarize`` (the export's --ternarize stand-in).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from .arch import LINEAR, PROJECTIONS
+from .errors import BitnetOnnxError
+from .st_modules import StModules, read_st_modules
+from .ternary import ACT_EPS, ternarize
+from .weights import ModelFolder, open_model
+
+ACTIVATION_MODES = ("int8", "float")
+NORM_EPS = 1e-12
+
+
+def _torch():
+    try:
+        import torch
+        import transformers
+    except ImportError as e:
+        raise BitnetOnnxError(f"the PyTorch reference needs torch and transformers "
+                              f"(pip install 'bitnet-onnx[reference]'): {e}") from None
+    return torch, transformers
+
+
+def _bitlinear_class():
+    torch, _ = _torch()
+
+    class BitLinear(torch.nn.Module):
+        """y = (sum_k q_k T_nk) / a * s_w after the projection's own RMSNorm (DESIGN.md)."""
+
+        def __init__(self, t: np.ndarray, s_w: float, norm_in: np.ndarray | None, eps: float, quantize: bool):
+            super().__init__()
+            self.register_buffer("t", torch.from_numpy(t.astype(np.float64)))
+            self.s_w = float(np.float32(s_w))
+            self.register_buffer("norm_in", None if norm_in is None else torch.from_numpy(norm_in.astype(np.float32)))
+            self.eps = eps
+            self.quantize = quantize
+
+        def forward(self, x):
+            x = x.float()
+            if self.norm_in is not None:  # as the op: sum of squares in float64, the rest in float32
+                ms = x.double().pow(2).mean(-1, keepdim=True)
+                x = (x * (1.0 / torch.sqrt(ms + self.eps)).float()) * self.norm_in
+            if not self.quantize:
+                return (x.double() @ self.t.T).float() * self.s_w
+            absmax = x.abs().amax(-1, keepdim=True).clamp_min(ACT_EPS)
+            a = torch.tensor(127.0, dtype=torch.float32) / absmax
+            q = torch.round(x * a).clamp(-128, 127)  # round half to even, like the op
+            sums = (q.double() @ self.t.T).float()  # exact: |sum| < 2^24
+            return (sums / a) * torch.tensor(self.s_w, dtype=torch.float32)
+
+    return BitLinear
+
+
+class Reference:
+    def __init__(self, model_dir: str | Path, arch: str | None = None, activations: str = "int8",
+                 ternarize: bool = False, f16_embeddings: bool = True):
+        if activations not in ACTIVATION_MODES:
+            raise BitnetOnnxError(f"activations must be one of {ACTIVATION_MODES}, got {activations!r}")
+        torch, transformers = _torch()
+        self.f16_embeddings = f16_embeddings
+        self.folder: ModelFolder = open_model(model_dir, arch)
+        self.st: StModules = read_st_modules(self.folder.path, self.folder.arch, self.folder.cfg.hidden)
+        cls = getattr(transformers, self.folder.arch.hf_class)
+        self.model = cls.from_pretrained(str(self.folder.path), dtype=torch.float32, attn_implementation="eager")
+        self.model.eval()
+        if f16_embeddings:  # the export stores the table in f16; compare the graph, not that storage choice
+            with torch.no_grad():
+                table = self.model.get_input_embeddings().weight
+                table.copy_(table.half().float())
+        if self.folder.is_bitnet or ternarize:
+            self._install_bitlinear(activations == "int8", ternarize and not self.folder.is_bitnet)
+        self._check_loaded()
+
+    def _install_bitlinear(self, quantize: bool, unit_norms: bool) -> None:
+        BitLinear = _bitlinear_class()
+        folder, cfg = self.folder, self.folder.cfg
+        for i in range(cfg.n_layers):
+            for p in PROJECTIONS:
+                module_path = folder.arch.tensor(p.weight).hf.format(i=i).removesuffix(".weight")
+                t, s_w = ternarize(folder.tensor(p.weight, i))
+                norm_in = np.ones(t.shape[1], np.float32) if unit_norms else folder.tensor(p.norm_in, i)
+                parent, _, leaf = module_path.rpartition(".")
+                setattr(self.model.get_submodule(parent), leaf, BitLinear(t, s_w, norm_in, cfg.rms_eps, quantize))
+
+    def _check_loaded(self) -> None:
+        """from_pretrained fills missing tensors with random values and only warns; refuse that."""
+        torch, _ = _torch()
+        state = self.model.state_dict()
+        for spec in self.folder.arch.tensors:
+            if spec.kind == LINEAR or spec.kind == "norm_in":
+                continue
+            for i in range(self.folder.cfg.n_layers if spec.per_layer else 1):
+                name = spec.hf.format(i=i)
+                want = self.folder.tensor(spec.role, i if spec.per_layer else None)
+                if spec.kind == "embedding":
+                    want = want.astype(np.float16).astype(np.float32) if self.f16_embeddings else want
+                if name not in state or not torch.equal(state[name].float(), torch.from_numpy(want)):
+                    raise BitnetOnnxError(f"reference: transformers did not load {name} from {self.folder.path}")
+
+    def encode(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(sentence_embedding [B, dim], token_embeddings [B, S, hidden]) as float32 numpy."""
+        torch, _ = _torch()
+        ids = torch.from_numpy(np.asarray(input_ids, dtype=np.int64))
+        mask = torch.from_numpy(np.asarray(attention_mask, dtype=np.int64))
+        positions = (mask.cumsum(-1) - 1).clamp_min(0)
+        with torch.no_grad():
+            out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=False)
+        tokens = out.last_hidden_state.float().numpy()
+        return self.pool(tokens, np.asarray(attention_mask)), tokens
+
+    def pool(self, tokens: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        st = self.st
+        rows = np.arange(tokens.shape[0])
+        real = mask.astype(bool)
+        if st.pooling == "lasttoken":  # last position whose mask is 1 (any padding side)
+            x = tokens[rows, np.where(real.any(1), tokens.shape[1] - 1 - np.argmax(real[:, ::-1], axis=1), 0)]
+        elif st.pooling == "cls":  # first position whose mask is 1
+            x = tokens[rows, np.argmax(real, axis=1)]
+        else:
+            m = real[..., None].astype(np.float32)
+            x = (tokens * m).sum(1) / np.maximum(m.sum(1), 1e-9)
+        for layer in st.dense:
+            x = x @ layer.weight.T + (0 if layer.bias is None else layer.bias)
+            x = _dense_activation(x, layer.activation)
+        if st.normalize:
+            x = x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), NORM_EPS)
+        return x.astype(np.float32)
+
+
+def _dense_activation(x: np.ndarray, kind: str) -> np.ndarray:
+    if kind == "identity":
+        return x
+    if kind == "tanh":
+        return np.tanh(x)
+    if kind == "relu":
+        return np.maximum(x, 0)
+    if kind == "sigmoid":
+        return 1.0 / (1.0 + np.exp(-x))
+    if kind == "gelu":
+        torch, _ = _torch()
+        return torch.nn.functional.gelu(torch.from_numpy(x)).numpy()
+    raise BitnetOnnxError(f"unknown Dense activation {kind!r}")
