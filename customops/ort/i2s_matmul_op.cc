@@ -120,20 +120,22 @@ void dot_job(void* p, size_t i) {
   const int64_t ti = static_cast<int64_t>(i);
   const int64_t m0 = (ti % job.tiles_m) * kern.tile_m, m1 = std::min(job.m, m0 + kern.tile_m);
   const int64_t n0 = (ti / job.tiles_m) * kern.tile_n, n1 = std::min(job.n, n0 + kern.tile_n);
-  std::vector<int32_t> sums;
+  const int64_t ld = n1 - n0;
+  // Per-thread scratch, reused across calls: no allocation or zeroing per job (matters at M = 1).
+  thread_local std::vector<int32_t> sums;
   try {
-    sums.resize(static_cast<size_t>(kern.tile_m * kern.tile_n));
+    const size_t need = static_cast<size_t>((m1 - m0) * ld);
+    if (sums.size() < need) sums.resize(need);
   } catch (...) {
     job.failed = true;
     return;
   }
-  const int64_t ld = kern.tile_n;
   kern.dot(job.packed, job.n, job.k, job.rows, m0, m1, n0, n1, sums.data(), ld);
   for (int64_t r = m0; r < m1; ++r) {
     const float a = job.a[r];
-    float* yr = job.y + r * job.n;
+    float* yr = job.y + r * job.n + n0;
     const int32_t* sr = sums.data() + (r - m0) * ld;
-    for (int64_t c = n0; c < n1; ++c) yr[c] = (static_cast<float>(sr[c - n0]) / a) * job.s_w;
+    for (int64_t c = 0; c < ld; ++c) yr[c] = (static_cast<float>(sr[c]) / a) * job.s_w;
   }
 }
 
@@ -216,9 +218,10 @@ void I2SMatMulKernelState::compute(Ort::KernelContext& ctx) const {
     packed = w_rt.data();
   }
 
-  std::vector<int8_t> q(static_cast<size_t>(m * k));
-  std::vector<float> a(static_cast<size_t>(m));
-  std::vector<int32_t> qsum(static_cast<size_t>(m));
+  // Uninitialized (quantize writes every element).
+  std::unique_ptr<int8_t[]> q(new int8_t[static_cast<size_t>(m * k)]);
+  std::unique_ptr<float[]> a(new float[static_cast<size_t>(m)]);
+  std::unique_ptr<int32_t[]> qsum(new int32_t[static_cast<size_t>(m)]);
   Job job;
   job.kernel = kernel;
   job.packed = packed;
@@ -228,10 +231,10 @@ void I2SMatMulKernelState::compute(Ort::KernelContext& ctx) const {
   job.x = x.GetTensorData<float>();
   job.norm = norm;
   job.eps = eps;
-  job.q = q.data();
-  job.a = a.data();
-  job.qsum = qsum.data();
-  job.rows = QuantizedRows{q.data(), a.data(), qsum.data(), m, k};
+  job.q = q.get();
+  job.a = a.get();
+  job.qsum = qsum.get();
+  job.rows = QuantizedRows{q.get(), a.get(), qsum.get(), m, k};
   job.tiles_m = (m + kernel->tile_m - 1) / kernel->tile_m;
   job.tiles_n = (n + kernel->tile_n - 1) / kernel->tile_n;
   job.s_w = s_w;
