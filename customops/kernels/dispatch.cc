@@ -20,12 +20,8 @@ const Isa kIsas[] = {
 #if defined(__x86_64__) || defined(_M_X64)
     {"avx512vnni", avx512vnni_kernel, [](const CpuFeatures& f) { return f.avx512vnni; },
      "AVX512F/BW/VL/DQ/VNNI with OS-enabled zmm state"},
-#ifndef BITNET_ONNX_NO_AVXVNNI  // (until the kernel file lands)
     {"avxvnni", avxvnni_kernel, [](const CpuFeatures& f) { return f.avxvnni; }, "AVX-VNNI + AVX2/FMA/F16C"},
-#endif
-#ifndef BITNET_ONNX_NO_AVX2
     {"avx2", avx2_kernel, [](const CpuFeatures& f) { return f.avx2; }, "AVX2 + FMA + F16C"},
-#endif
 #endif
 #if defined(__aarch64__)
     {"neon", neon_kernel, [](const CpuFeatures& f) { return f.neon; }, "Advanced SIMD (NEON)"},
