@@ -82,7 +82,14 @@ class Reference:
         self.folder: ModelFolder = open_model(model_dir, arch)
         self.st: StModules = read_st_modules(self.folder.path, self.folder.arch, self.folder.cfg.hidden)
         cls = getattr(transformers, self.folder.arch.hf_class)
-        self.model = cls.from_pretrained(str(self.folder.path), dtype=torch.float32, attn_implementation="eager")
+        verbosity = transformers.logging.get_verbosity()
+        transformers.logging.set_verbosity_error()  # BitNet norms are "unexpected" keys to HF; we load them below
+        transformers.logging.disable_progress_bar()
+        try:
+            self.model = cls.from_pretrained(str(self.folder.path), dtype=torch.float32, attn_implementation="eager")
+        finally:
+            transformers.logging.set_verbosity(verbosity)
+            transformers.logging.enable_progress_bar()
         self.model.eval()
         if f16_embeddings:  # the export stores the table in f16; compare the graph, not that storage choice
             with torch.no_grad():

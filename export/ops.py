@@ -12,6 +12,7 @@ from .builder import GraphBuilder
 
 INT8 = 3  # TensorProto.INT8
 FLOAT = 1  # TensorProto.FLOAT
+DOUBLE = 11  # TensorProto.DOUBLE
 
 
 def rms_norm(b: GraphBuilder, x: str, weight: np.ndarray | None, eps: float, name: str = "norm") -> str:
@@ -23,6 +24,17 @@ def rms_norm(b: GraphBuilder, x: str, weight: np.ndarray | None, eps: float, nam
         y = b.op("Div", [x, rms])
         if weight is None:
             return y
+        return b.op("Mul", [y, b.initializer("weight", np.asarray(weight, dtype=np.float32))])
+
+
+def rms_norm_as_op(b: GraphBuilder, x: str, weight: np.ndarray, eps: float, name: str = "norm_in") -> str:
+    """RMSNorm exactly as I2STernaryMatMul fuses it (ternary.rms_norm_f32): mean of squares in float64,
+    ``x * float32(1 / sqrt(ms + eps)) * w`` in float32, so int8 activations match the op bit for bit."""
+    with b.scope(name):
+        xd = b.op("Cast", [x], to=DOUBLE)
+        ms = b.op("ReduceMean", [b.op("Mul", [xd, xd]), b.i64([-1])], keepdims=1)
+        inv = b.op("Div", [b.const(1.0, np.float64), b.op("Sqrt", [b.op("Add", [ms, b.const(eps, np.float64)])])])
+        y = b.op("Mul", [x, b.op("Cast", [inv], to=FLOAT)])
         return b.op("Mul", [y, b.initializer("weight", np.asarray(weight, dtype=np.float32))])
 
 

@@ -7,7 +7,8 @@ What each variant computes, for a BitNet (ternary) projection with weight ``W`` 
 (``T, s_w = ternarize(W)``):
 
 - ``i2s``   I2STernaryMatMul(x, pack_i2s(T), s_w, g): fused RMSNorm, per-token int8, exact sums.
-- ``int8``  the same numbers with ORT-native ops: RMSNorm, per-token int8 quantization, MatMulInteger
+- ``int8``  the same numbers with ORT-native ops: RMSNorm (float64 sum of squares, as the op), per-token
+            int8 quantization, MatMulInteger
             with T as int8, then ``sum / a * s_w``. No custom library needed.
 - ``nbits`` RMSNorm, then com.microsoft MatMulNBits holding T exactly (codes T + 2^(bits-1), block
             scale s_w), accuracy_level 4 (ORT's int8 activations, quantized per block, not per token).
@@ -27,7 +28,7 @@ from .. import OP_DOMAIN, OP_DOMAIN_VERSION, OP_NAME
 from ..errors import BitnetOnnxError
 from ..ternary import ACT_EPS, pack_i2s, ternarize
 from .builder import MS_DOMAIN, GraphBuilder
-from .ops import FLOAT, quantize_per_token, rms_norm
+from .ops import FLOAT, quantize_per_token, rms_norm, rms_norm_as_op
 
 NBITS_BLOCK = 128  # K % 128 == 0 for every projection (DESIGN.md)
 NBITS_ACCURACY = 4  # int8 activations: ORT's fast MatMulNBits path
@@ -79,7 +80,8 @@ def f16(b: GraphBuilder, x: str, lw: LinearWeights, bits: int) -> str:
 
 
 def int8(b: GraphBuilder, x: str, lw: LinearWeights, bits: int) -> str:
-    x = _norm_in(b, x, lw)
+    if lw.norm_in is not None:
+        x = rms_norm_as_op(b, x, lw.norm_in, lw.eps)
     if lw.ternary:
         t, s_w = lw.ternarized()
         wq, scale = t.T, np.array(s_w, np.float32)

@@ -7,6 +7,7 @@ since 1.24).
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -53,6 +54,12 @@ def copy_tokenizer(source: Path, folder: Path) -> None:
             shutil.copy2(source / name, folder / name)
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def write_folder(out_dir: Path, model: onnx.ModelProto, manifest: Manifest, source: Path,
                  overwrite: bool = False) -> Path:
     out_dir = Path(out_dir)
@@ -63,6 +70,7 @@ def write_folder(out_dir: Path, model: onnx.ModelProto, manifest: Manifest, sour
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
     try:
+        os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes it private; the result is an ordinary folder
         path = save_model(model, tmp)
         check_model(path, manifest.needs_custom_ops)
         copy_tokenizer(source, tmp)
