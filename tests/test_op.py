@@ -8,6 +8,8 @@ outputs to 1e-5 relative.
 from __future__ import annotations
 
 import platform
+import shutil
+import subprocess
 import threading
 
 import numpy as np
@@ -135,6 +137,7 @@ CASES = [
     (128, 1, (128,), None, True, False),
     (128, 7, (0, 128), np.float32, False, False),
     (128, 256, (3, 128), None, True, True),
+    (128, 1024, (513, 128), np.float32, False, False),  # several token tiles x output tiles
     (640, 256, (3, 171, 640), np.float16, True, False),  # M = 513
     (640, 1, (513, 640), None, False, True),
     (1024, 1024, (64, 1024), np.float32, True, False),
@@ -341,6 +344,33 @@ def test_error_x_scalar(monkeypatch):
 def test_error_epsilon(monkeypatch):
     expect_error(monkeypatch, r"attribute 'epsilon' must be a finite float >= 0",
                  make_model(128, 2, W128, eps=-1.0))
+
+
+# ---------------------------------------------------------------------------------------------
+# The shared library
+
+
+def test_library_exports_only_register_custom_ops_and_does_not_link_onnxruntime():
+    lib = customops.library_path()
+    assert shutil.which("nm") and shutil.which("readelf"), "binutils (which built the library) is needed"
+    defined = subprocess.run(["nm", "-D", "--defined-only", lib], capture_output=True, text=True, check=True).stdout
+    assert [line.split()[-1] for line in defined.splitlines() if line.strip()] == ["RegisterCustomOps"]
+    dynamic = subprocess.run(["readelf", "-d", lib], capture_output=True, text=True, check=True).stdout
+    needed = [line for line in dynamic.splitlines() if "(NEEDED)" in line]
+    assert needed and not any("onnxruntime" in line or "libstdc++" in line for line in needed), needed
+
+
+def test_library_path_override(monkeypatch, tmp_path):
+    copy = tmp_path / "custom_ops.so"
+    shutil.copyfile(customops.library_path(), copy)
+    monkeypatch.setenv(customops.LIBRARY_ENV, str(copy))
+    assert customops.library_path() == str(copy.resolve())
+    w = pack_i2s(np.ones((2, 128), dtype=np.int8))
+    y = session(make_model(128, 2, w, 1.0), None, monkeypatch).run(None, {"X": np.ones((1, 128), np.float32)})[0]
+    np.testing.assert_array_equal(y, [[128.0, 128.0]])
+    monkeypatch.setenv(customops.LIBRARY_ENV, str(tmp_path / "missing.so"))
+    with pytest.raises(customops.BitnetOnnxError, match="BITNET_ONNX_LIBRARY=.*missing.so: no such file"):
+        customops.library_path()
 
 
 # ---------------------------------------------------------------------------------------------
