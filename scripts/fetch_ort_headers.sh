@@ -22,12 +22,12 @@ done
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/ort-apt.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
-mkdir -p "$WORK/lists/partial" "$WORK/archives/partial" "$WORK/debs" "$WORK/x"
+mkdir -p "$WORK/lists/partial" "$WORK/cache" "$WORK/archives/partial" "$WORK/debs" "$WORK/x"
 echo "deb [signed-by=$KEYRING] $MIRROR trixie main" > "$WORK/sources.list"
 
 # Private state: our own source list, lists and cache; the host architecture's package.
 APT_OPTS="-o Dir::Etc::SourceList=$WORK/sources.list -o Dir::Etc::SourceParts=/dev/null
-  -o Dir::State::Lists=$WORK/lists -o Dir::Cache::Archives=$WORK/archives
+  -o Dir::State::Lists=$WORK/lists -o Dir::Cache=$WORK/cache -o Dir::Cache::Archives=$WORK/archives
   -o Dir::State::Status=/dev/null -o Debug::NoLocking=1 -o APT::Sandbox::User=root"
 # shellcheck disable=SC2086
 apt-get -q $APT_OPTS update >&2
