@@ -1,0 +1,211 @@
+"""Embedder on real exports of factory models: order, shapes, batching, prompts, dimensions, threads, errors."""
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from bitnet_onnx import Embedder
+from bitnet_onnx.errors import BitnetOnnxError
+from bitnet_onnx.export.exporter import export
+from bitnet_onnx.testing import make_model
+
+TEXTS = [
+    "The quick brown fox jumps over the lazy dog. " * 3,
+    "a",
+    "",
+    "What is the capital of France? Paris is the capital and largest city of France.",
+    "Ternary weights",
+    "Emoji and symbols: 🙂 🚀 ✓ → €",
+    "How many legs does a spider have?",
+]
+
+
+@pytest.fixture(scope="module")
+def exports(tmp_path_factory):
+    """Exported folders: Qwen3 (last token, right and left padding), Gemma3 (mean, Dense head, no normalize)."""
+    root = tmp_path_factory.mktemp("embedder")
+    out = {}
+    specs = {
+        "qwen3": dict(arch="qwen3"),
+        "qwen3-left": dict(arch="qwen3", padding_side="left"),
+        "gemma3": dict(arch="gemma3", dense=True, normalize=False),
+    }
+    for name, kw in specs.items():
+        model = make_model(root / "hf" / name, seed=1, **kw)
+        out[name] = export(model, root / name, weights="i2s")
+        out[name + "/hf"] = model
+    return out
+
+
+@pytest.fixture(scope="module")
+def embedders(exports):
+    return {name: Embedder(exports[name], threads=1) for name in ("qwen3", "qwen3-left", "gemma3")}
+
+
+@pytest.mark.parametrize("name", ["qwen3", "qwen3-left", "gemma3"])
+def test_batched_equals_one_at_a_time_in_input_order(embedders, name):
+    e = embedders[name]
+    batched = e.encode(TEXTS, batch_size=3)
+    assert batched.shape == (len(TEXTS), e.dimension) and batched.dtype == np.float32
+    assert batched.flags.c_contiguous and np.isfinite(batched).all()
+    single = np.stack([e.encode(t) for t in TEXTS])
+    np.testing.assert_allclose(batched, single, rtol=0, atol=2e-5)
+    # rows differ from each other, so the order check above is meaningful
+    assert np.linalg.matrix_rank(single) == len(TEXTS)
+
+
+def test_padding_side_does_not_change_embeddings(embedders):
+    right = embedders["qwen3"].encode(TEXTS, batch_size=4)
+    left = embedders["qwen3-left"].encode(TEXTS, batch_size=4)
+    np.testing.assert_allclose(left, right, rtol=0, atol=2e-5)
+
+
+def test_matches_pytorch_reference(exports, embedders):
+    pytest.importorskip("torch")
+    from bitnet_onnx.reference import Reference
+
+    for name in ("qwen3", "gemma3"):
+        ref = Reference(exports[name + "/hf"])
+        got = embedders[name].encode(TEXTS, batch_size=3)
+        tok = embedders[name].tokenizer
+        for text, g in zip(TEXTS, got):
+            ids, mask = tok.encode([text])
+            want = ref.encode(ids, mask)[0][0]
+            cos = float(g @ want / (np.linalg.norm(g) * np.linalg.norm(want)))
+            assert cos > 0.999, (name, text, cos)
+
+
+def test_single_string_empty_list_and_empty_string(embedders):
+    e = embedders["qwen3"]
+    one = e.encode("hello world")
+    assert one.shape == (e.dimension,) and one.dtype == np.float32
+    np.testing.assert_array_equal(one, e.encode(["hello world"])[0])
+    empty = e.encode([])
+    assert empty.shape == (0, e.dimension) and empty.dtype == np.float32
+    blank = e.encode("")
+    assert np.isfinite(blank).all() and abs(np.linalg.norm(blank) - 1) < 1e-5
+
+
+def test_prompts(exports, embedders, tmp_path):
+    e = embedders["qwen3"]
+    prompts = e.prompts
+    assert "query" in prompts and prompts["query"]
+    text = "capital of France"
+    np.testing.assert_array_equal(e.encode(text, prompt_name="query"), e.encode(prompts["query"] + text))
+    np.testing.assert_array_equal(e.encode(text, prompt="passage: "), e.encode("passage: " + text))
+    assert not np.allclose(e.encode(text, prompt_name="query"), e.encode(text))
+    with pytest.raises(BitnetOnnxError, match="prompt_name 'nope'.*query"):
+        e.encode(text, prompt_name="nope")
+    # default_prompt_name from the manifest applies when no prompt is given
+    folder = tmp_path / "default-prompt"
+    shutil.copytree(exports["qwen3"], folder)
+    manifest = json.loads((folder / "bitnet_onnx.json").read_text())
+    manifest["default_prompt_name"] = "query"
+    (folder / "bitnet_onnx.json").write_text(json.dumps(manifest))
+    d = Embedder(folder, threads=1)
+    np.testing.assert_array_equal(d.encode(text), e.encode(text, prompt_name="query"))
+    np.testing.assert_array_equal(d.encode(text, prompt=""), e.encode(text))
+
+
+def test_dimensions_truncate_then_renormalize(embedders):
+    e = embedders["qwen3"]
+    full = e.encode(TEXTS)
+    short = e.encode(TEXTS, dimensions=32)
+    assert short.shape == (len(TEXTS), 32)
+    want = full[:, :32] / np.linalg.norm(full[:, :32], axis=1, keepdims=True)
+    np.testing.assert_allclose(short, want, rtol=0, atol=1e-6)
+    for bad in (0, e.dimension + 1, 2.5):
+        with pytest.raises(BitnetOnnxError, match="dimensions"):
+            e.encode(TEXTS, dimensions=bad)
+
+
+def test_normalize_follows_manifest_unless_asked(embedders):
+    g = embedders["gemma3"]  # exported with a Dense head and without Normalize
+    assert not g.manifest.normalize and g.dimension != g.manifest.hidden_size
+    raw = g.encode(TEXTS)
+    assert not np.allclose(np.linalg.norm(raw, axis=1), 1.0)
+    unit = g.encode(TEXTS, normalize=True)
+    np.testing.assert_allclose(unit, raw / np.linalg.norm(raw, axis=1, keepdims=True), rtol=0, atol=1e-6)
+    np.testing.assert_array_equal(g.encode(TEXTS, dimensions=8), raw[:, :8])  # no renormalization asked
+
+
+def test_token_embeddings(embedders):
+    e = embedders["gemma3"]
+    tokens = e.encode(TEXTS, batch_size=3, output_value="token_embeddings")
+    lengths = [len(x) for x in e.tokenizer.tokenize(TEXTS)]
+    assert [t.shape for t in tokens] == [(n, e.manifest.hidden_size) for n in lengths]
+    alone = e.encode(TEXTS[3], output_value="token_embeddings")
+    np.testing.assert_allclose(tokens[3], alone, rtol=0, atol=2e-5)
+    with pytest.raises(BitnetOnnxError, match="output_value"):
+        e.encode(TEXTS, output_value="logits")
+
+
+def test_threads(exports, embedders):
+    one = embedders["qwen3"]
+    assert one.session.get_session_options().intra_op_num_threads == 1
+    two = Embedder(exports["qwen3"], threads=2)
+    assert two.session.get_session_options().intra_op_num_threads == 2
+    np.testing.assert_allclose(two.encode(TEXTS), one.encode(TEXTS), rtol=0, atol=2e-5)
+    with pytest.raises(BitnetOnnxError, match="threads"):
+        Embedder(exports["qwen3"], threads=0)
+
+
+def test_bad_arguments(embedders):
+    e = embedders["qwen3"]
+    with pytest.raises(BitnetOnnxError, match=r"texts\[1\]"):
+        e.encode(["fine", None])
+    with pytest.raises(BitnetOnnxError, match="batch_size"):
+        e.encode(TEXTS, batch_size=0)
+
+
+# --- broken folders -----------------------------------------------------------------------------------
+
+def _copy(exports, tmp_path, name="qwen3"):
+    folder = tmp_path / "copy"
+    shutil.copytree(exports[name], folder)
+    return folder
+
+
+def test_missing_folder(tmp_path):
+    with pytest.raises(BitnetOnnxError, match="not a folder"):
+        Embedder(tmp_path / "nowhere")
+
+
+def test_missing_manifest(exports, tmp_path):
+    folder = _copy(exports, tmp_path)
+    (folder / "bitnet_onnx.json").unlink()
+    with pytest.raises(BitnetOnnxError, match="manifest missing"):
+        Embedder(folder)
+
+
+def test_missing_and_corrupt_model(exports, tmp_path):
+    folder = _copy(exports, tmp_path)
+    data = (folder / "model.onnx").read_bytes()
+    (folder / "model.onnx").write_bytes(data[: len(data) // 3])
+    with pytest.raises(BitnetOnnxError, match="model.onnx: not a valid ONNX model"):
+        Embedder(folder)
+    (folder / "model.onnx").unlink()
+    with pytest.raises(BitnetOnnxError, match="model.onnx: model file missing"):
+        Embedder(folder)
+
+
+def test_op_library_missing_or_not_loadable(exports, tmp_path, monkeypatch):
+    monkeypatch.setenv("BITNET_ONNX_LIBRARY", str(tmp_path / "missing.so"))
+    with pytest.raises(BitnetOnnxError, match="missing.so"):
+        Embedder(exports["qwen3"])
+    not_a_library = tmp_path / "fake.so"
+    not_a_library.write_text("this is not a shared library\n")
+    monkeypatch.setenv("BITNET_ONNX_LIBRARY", str(not_a_library))
+    with pytest.raises(BitnetOnnxError, match="fake.so: op library could not be loaded"):
+        Embedder(exports["qwen3"])
+
+
+def test_custom_op_graph_without_library_says_so(exports, tmp_path):
+    folder = _copy(exports, tmp_path)
+    manifest = json.loads((folder / "bitnet_onnx.json").read_text())
+    manifest["needs_custom_ops"] = False  # a wrong manifest: the graph does use I2STernaryMatMul
+    (folder / "bitnet_onnx.json").write_text(json.dumps(manifest))
+    with pytest.raises(BitnetOnnxError, match="operator this onnxruntime does not know.*needs_custom_ops"):
+        Embedder(folder)
