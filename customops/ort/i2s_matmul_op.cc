@@ -4,8 +4,8 @@
 #include "i2s_matmul_op.h"
 
 #include <algorithm>
-#include <cmath>
 #include <atomic>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -48,7 +48,7 @@ std::string shape_str(const std::vector<int64_t>& dims) {
   return s + "]";
 }
 
-// Norm weight of length k as float32, from an f32 or f16 tensor; `what` names it in errors.
+// Norm weight of length k as float32, from an f32 or f16 tensor.
 std::vector<float> norm_to_f32(const Ort::ConstValue& v, int64_t k) {
   auto info = v.GetTensorTypeAndShapeInfo();
   const auto dims = info.GetShape();
@@ -201,8 +201,14 @@ void I2SMatMulKernelState::compute(Ort::KernelContext& ctx) const {
                          " but input 'X' has K = " + std::to_string(k)};
     norm = this->norm.data();
   } else if (norm_in) {
-    norm_rt = norm_to_f32(norm_in, k);
-    norm = norm_rt.data();
+    auto info = norm_in.GetTensorTypeAndShapeInfo();
+    const auto dims = info.GetShape();
+    if (info.GetElementType() == ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT && dims.size() == 1 && dims[0] == k) {
+      norm = norm_in.GetTensorData<float>();  // used in place
+    } else {
+      norm_rt = norm_to_f32(norm_in, k);  // converts f16, or reports what is wrong
+      norm = norm_rt.data();
+    }
   }
 
   std::vector<int64_t> y_dims(x_dims.begin(), x_dims.end() - 1);
