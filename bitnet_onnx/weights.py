@@ -82,8 +82,10 @@ def load_entry(entry: _Entry, name: str) -> np.ndarray:
     if count == 0:
         return np.zeros(entry.shape, dtype=np.float32)
     raw = np.memmap(entry.file, dtype=storage, mode="r", offset=entry.offset, shape=entry.shape)
-    if is_bf16:
-        return (raw.astype(np.uint32) << 16).view(np.float32)
+    if is_bf16:  # widen in place: one f32-sized buffer, never two
+        wide = raw.astype(np.uint32)
+        wide <<= 16
+        return wide.view(np.float32)
     return np.array(raw, dtype=np.float32)
 
 
