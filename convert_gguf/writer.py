@@ -135,7 +135,10 @@ def convert(model_dir: str | Path, outfile: str | Path | None = None, outtype: s
         log.warning("%s: the GGUF omits the %d sentence-transformers Dense layer(s); bitnet.cpp has no place for them",
                     folder.path, len(st.dense))
     plan = plan_tensors(folder, outtype)
+    _warn_unused(folder)
     i2s = register_i2s()
+    log.info("%s: %s, %d layers%s -> %s %s, %d tensors", folder.path, folder.arch.name, folder.cfg.n_layers,
+             " (BitNet)" if folder.is_bitnet else "", outfile, outtype, len(plan))
 
     tmp = outfile.with_name(f".{outfile.name}.{os.getpid()}.tmp")
     writer = gguf.GGUFWriter(tmp, folder.arch.name)
@@ -158,6 +161,15 @@ def convert(model_dir: str | Path, outfile: str | Path | None = None, outtype: s
         tmp.unlink(missing_ok=True)
         raise
     return outfile
+
+
+def _warn_unused(folder: ModelFolder) -> None:
+    """Stored tensors the architecture does not describe are left out, with a warning (lm_head silently)."""
+    used = {hf for *_, hf in folder.tensors()}
+    unused = [n for n in folder.raw_tensor_names() if n not in used and not n.endswith("lm_head.weight")]
+    if unused:
+        log.warning("%s: %d stored tensor(s) are not part of %s and are left out: %s", folder.path, len(unused),
+                    folder.arch.name, ", ".join(unused[:5]) + (", ..." if len(unused) > 5 else ""))
 
 
 def _progress(plan: list[PlannedTensor], enabled: bool | None) -> Iterable[PlannedTensor]:

@@ -328,3 +328,18 @@ def test_inspect_rejects_non_gguf(tmp_path, capsys):
     assert cli.main(["inspect", str(bad)]) == 1
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "x.gguf: not a readable GGUF file" in err
+
+
+def test_extra_tensors_and_non_bitnet_models_warn(tmp_path, caplog):
+    path = make_model(tmp_path / "m", "qwen3", bitnet=False, dtype="float32")
+
+    def edit(t):
+        t["lm_head.weight"] = np.zeros((512, 128), np.float32)
+        t["layers.0.extra.weight"] = np.zeros(4, np.float32)
+
+    _rewrite(path, edit)
+    reader = open_gguf(convert(path, tmp_path / "m.gguf", "i2_s", pre_tokenizer="qwen2", progress=False))
+    names = {t.name for t in reader.tensors}
+    assert not any("norm_in" in n for n in names) and "output.weight" not in names
+    assert "no BitNet per-projection norms" in caplog.text
+    assert "left out: layers.0.extra.weight" in caplog.text and "lm_head" not in caplog.text
