@@ -36,78 +36,6 @@ size_t packed_bytes(int64_t n, int64_t k) { return panel_bytes(n, k, G); }
 void repack(const uint8_t* i2s, int64_t n, int64_t k, uint8_t* packed) { repack_panels<G>(i2s, n, k, packed); }
 
 // ---------------------------------------------------------------------------------------------
-// Quantization (numerics of scalar.cc / bitnet_onnx.ternary, vectorized).
-
-// The shared 16-lane order of x86_common.h: lanes 0-7 in lo, 8-15 in hi.
-double sum_squares(const float* x, int64_t k) {
-  __m512d lo = _mm512_setzero_pd(), hi = _mm512_setzero_pd();
-  for (int64_t i = 0; i < k; i += 16) {
-    const __m512 v = _mm512_loadu_ps(x + i);
-    const __m512d a = _mm512_cvtps_pd(_mm512_castps512_ps256(v));
-    const __m512d b = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
-    lo = _mm512_fmadd_pd(a, a, lo);  // squares are exact in double: fma == mul + add
-    hi = _mm512_fmadd_pd(b, b, hi);
-  }
-  const __m512d s8 = _mm512_add_pd(lo, hi);
-  const __m256d s4 = _mm256_add_pd(_mm512_castpd512_pd256(s8), _mm512_extractf64x4_pd(s8, 1));
-  const __m128d s2 = _mm_add_pd(_mm256_castpd256_pd128(s4), _mm256_extractf128_pd(s4, 1));
-  return _mm_cvtsd_f64(s2) + _mm_cvtsd_f64(_mm_unpackhi_pd(s2, s2));
-}
-
-template <bool kNorm>
-inline __m512 normed(const float* x, const float* w, __m512 inv_rms, int64_t i) {
-  const __m512 v = _mm512_loadu_ps(x + i);
-  return kNorm ? _mm512_mul_ps(_mm512_mul_ps(v, inv_rms), _mm512_loadu_ps(w + i)) : v;
-}
-
-template <bool kNorm>
-void quantize_row(const float* x, int64_t k, const float* w, float inv_rms, int8_t* q, float* a,
-                  int32_t* qsum) {
-  const __m512 inv = _mm512_set1_ps(inv_rms);
-  const __m512 inf = _mm512_set1_ps(INFINITY);
-  __m512 vmax = _mm512_setzero_ps();
-  __mmask16 bad = 0;
-  for (int64_t i = 0; i < k; i += 16) {
-    const __m512 av = _mm512_abs_ps(normed<kNorm>(x, w, inv, i));
-    bad |= _mm512_cmp_ps_mask(av, inf, _CMP_NLT_UQ);  // Inf or NaN
-    vmax = _mm512_max_ps(vmax, av);
-  }
-  if (bad) {
-    std::memset(q, 0, static_cast<size_t>(k));
-    *a = std::nanf("");
-    *qsum = 0;
-    return;
-  }
-  const float scale = 127.0f / std::max(_mm512_reduce_max_ps(vmax), 1e-5f);
-  const __m512 vs = _mm512_set1_ps(scale);
-  const __m512i lo = _mm512_set1_epi32(-128), hi = _mm512_set1_epi32(127);
-  __m512i sum = _mm512_setzero_si512();
-  for (int64_t i = 0; i < k; i += 16) {
-    // cvtps rounds half to even (MXCSR default), like nearbyint in scalar.cc.
-    __m512i qi = _mm512_cvtps_epi32(_mm512_mul_ps(normed<kNorm>(x, w, inv, i), vs));
-    qi = _mm512_min_epi32(_mm512_max_epi32(qi, lo), hi);
-    sum = _mm512_add_epi32(sum, qi);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + i), _mm512_cvtepi32_epi8(qi));
-  }
-  *a = scale;
-  *qsum = _mm512_reduce_add_epi32(sum);
-}
-
-void quantize(const float* x, int64_t m, int64_t k, const float* norm_w, float eps, int8_t* q,
-              float* a, int32_t* qsum) {
-  for (int64_t r = 0; r < m; ++r) {
-    const float* xr = x + r * k;
-    if (norm_w) {
-      const double ss = sum_squares(xr, k);
-      const float inv_rms = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(k) + static_cast<double>(eps)));
-      quantize_row<true>(xr, k, norm_w, inv_rms, q + r * k, a + r, qsum + r);
-    } else {
-      quantize_row<false>(xr, k, nullptr, 1.0f, q + r * k, a + r, qsum + r);
-    }
-  }
-}
-
-// ---------------------------------------------------------------------------------------------
 // Integer sums.
 
 inline __m512i bcast_quad(const int8_t* p) { return _mm512_set1_epi32(load_quad(p)); }
@@ -129,7 +57,9 @@ struct Dest {
 
 template <int MR, int NG>
 inline void emit(__m512i (&acc)[MR][NG], const Dest& d) {
+  #pragma GCC unroll 16
   for (int t = 0; t < MR; ++t)
+    #pragma GCC unroll 16
     for (int g = 0; g < NG; ++g) {
       int32_t* dst = d.out + t * d.ld + g * G;
       __m512i v = acc[t][g];
@@ -144,6 +74,7 @@ template <int NG>
 void unpack_block(const uint8_t* grp, int64_t gstride, int64_t span0, int64_t nspans, uint8_t* buf) {
   const __m512i mask3 = _mm512_set1_epi8(3);
   for (int64_t sp = 0; sp < nspans; ++sp)
+    #pragma GCC unroll 16
     for (int g = 0; g < NG; ++g) {
       const __m512i p = _mm512_loadu_si512(grp + g * gstride + (span0 + sp) * 64);
       uint8_t* dst = buf + (sp * 4 * NG + g) * 64;
@@ -157,13 +88,18 @@ void unpack_block(const uint8_t* grp, int64_t gstride, int64_t span0, int64_t ns
 template <int MR, int NG>
 void micro_buffered(const uint8_t* buf, int64_t nquads, const int8_t* q, int64_t ldq, const Dest& d) {
   __m512i acc[MR][NG];
+  #pragma GCC unroll 16
   for (int t = 0; t < MR; ++t)
+    #pragma GCC unroll 16
     for (int g = 0; g < NG; ++g) acc[t][g] = _mm512_setzero_si512();
   for (int64_t u = 0; u < nquads; ++u) {
     __m512i w[NG];
+    #pragma GCC unroll 16
     for (int g = 0; g < NG; ++g) w[g] = _mm512_load_si512(buf + (u * NG + g) * 64);
+    #pragma GCC unroll 16
     for (int t = 0; t < MR; ++t) {
       const __m512i x = bcast_quad(q + t * ldq + 4 * u);
+      #pragma GCC unroll 16
       for (int g = 0; g < NG; ++g) acc[t][g] = _mm512_dpbusd_epi32(acc[t][g], w[g], x);
     }
   }
@@ -226,16 +162,23 @@ template <int MR, int NG>
 void micro_direct(const uint8_t* grp, int64_t gstride, int64_t nspans, const int8_t* q, int64_t ldq, const Dest& d) {
   const __m512i mask3 = _mm512_set1_epi8(3);
   __m512i acc[MR][NG];
+  #pragma GCC unroll 16
   for (int t = 0; t < MR; ++t)
+    #pragma GCC unroll 16
     for (int g = 0; g < NG; ++g) acc[t][g] = _mm512_setzero_si512();
   for (int64_t sp = 0; sp < nspans; ++sp) {
     __m512i p[NG];
+    #pragma GCC unroll 16
     for (int g = 0; g < NG; ++g) p[g] = _mm512_loadu_si512(grp + g * gstride + sp * 64);
+    #pragma GCC unroll 16
     for (int s = 0; s < 4; ++s) {
       __m512i w[NG];
+      #pragma GCC unroll 16
       for (int g = 0; g < NG; ++g) w[g] = _mm512_and_si512(_mm512_srli_epi16(p[g], 2 * s), mask3);
+      #pragma GCC unroll 16
       for (int t = 0; t < MR; ++t) {
         const __m512i x = bcast_quad(q + t * ldq + sp * kSpan + 4 * s);
+        #pragma GCC unroll 16
         for (int g = 0; g < NG; ++g) acc[t][g] = _mm512_dpbusd_epi32(acc[t][g], w[g], x);
       }
     }
@@ -248,11 +191,15 @@ void micro_direct(const uint8_t* grp, int64_t gstride, int64_t nspans, const int
 template <int NG>
 void micro_single(const uint8_t* grp, int64_t gstride, int64_t nspans, const int8_t* q, const Dest& d) {
   __m512i acc[4][NG];
+  #pragma GCC unroll 16
   for (int s = 0; s < 4; ++s)
+    #pragma GCC unroll 16
     for (int g = 0; g < NG; ++g) acc[s][g] = _mm512_setzero_si512();
   for (int64_t sp = 0; sp < nspans; ++sp) {
+    #pragma GCC unroll 16
     for (int g = 0; g < NG; ++g) {
       const __m512i p = _mm512_loadu_si512(grp + g * gstride + sp * 64);
+      #pragma GCC unroll 16
       for (int s = 0; s < 4; ++s) {
         const __m512i w = _mm512_and_si512(p, _mm512_set1_epi8(static_cast<char>(3 << (2 * s))));
         acc[s][g] = _mm512_dpbusd_epi32(acc[s][g], w, bcast_quad(q + sp * kSpan + 4 * s));
@@ -262,6 +209,7 @@ void micro_single(const uint8_t* grp, int64_t gstride, int64_t nspans, const int
   // maskz form: GCC 12 warns about the undefined passthrough of the plain srai intrinsic.
   const __mmask16 all = 0xFFFF;
   __m512i sum[1][NG];
+  #pragma GCC unroll 16
   for (int g = 0; g < NG; ++g)
     sum[0][g] = _mm512_add_epi32(
         _mm512_add_epi32(acc[0][g], _mm512_maskz_srai_epi32(all, acc[1][g], 2)),
@@ -314,7 +262,7 @@ void dot(const uint8_t* packed, int64_t n, int64_t k, const QuantizedRows& rows,
     dot_direct(packed, k, rows, m0, m1, n0, n1, out, ld);
 }
 
-const I2SKernel kAvx512Vnni = {"avx512vnni", packed_bytes, repack, quantize, dot, /*tile_m=*/256, /*tile_n=*/256};
+const I2SKernel kAvx512Vnni = {"avx512vnni", packed_bytes, repack, quantize_zmm, dot, /*tile_m=*/256, /*tile_n=*/256};
 
 }  // namespace
 

@@ -54,6 +54,7 @@ void repack_panels(const uint8_t* i2s, int64_t n, int64_t k, uint8_t* packed) {
         uint8_t* dst = dst_group + sp * 4 * G + 4 * r;
         for (int j = 0; j < 4; ++j) {
           uint8_t byte = 0;
+          #pragma GCC unroll 16
           for (int s = 0; s < 4; ++s) {
             const uint8_t code = row < n ? i2s_code(src, sp * kSpan + 4 * s + j) : 1;
             byte |= static_cast<uint8_t>(code << (2 * s));
@@ -83,6 +84,81 @@ inline double sum_squares_reference(const float* x, int64_t k) {
   return lane[0];
 }
 
+
+#if defined(__AVX512F__)
+// ---------------------------------------------------------------------------------------------
+// 512-bit quantization shared by avx512vnni.cc and amx.cc (numerics of scalar.cc, vectorized).
+
+// The shared 16-lane order of x86_common.h: lanes 0-7 in lo, 8-15 in hi.
+inline double sum_squares_zmm(const float* x, int64_t k) {
+  __m512d lo = _mm512_setzero_pd(), hi = _mm512_setzero_pd();
+  for (int64_t i = 0; i < k; i += 16) {
+    const __m512 v = _mm512_loadu_ps(x + i);
+    const __m512d a = _mm512_cvtps_pd(_mm512_castps512_ps256(v));
+    const __m512d b = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+    lo = _mm512_fmadd_pd(a, a, lo);  // squares are exact in double: fma == mul + add
+    hi = _mm512_fmadd_pd(b, b, hi);
+  }
+  const __m512d s8 = _mm512_add_pd(lo, hi);
+  const __m256d s4 = _mm256_add_pd(_mm512_castpd512_pd256(s8), _mm512_extractf64x4_pd(s8, 1));
+  const __m128d s2 = _mm_add_pd(_mm256_castpd256_pd128(s4), _mm256_extractf128_pd(s4, 1));
+  return _mm_cvtsd_f64(s2) + _mm_cvtsd_f64(_mm_unpackhi_pd(s2, s2));
+}
+
+template <bool kNorm>
+inline __m512 normed_zmm(const float* x, const float* w, __m512 inv_rms, int64_t i) {
+  const __m512 v = _mm512_loadu_ps(x + i);
+  return kNorm ? _mm512_mul_ps(_mm512_mul_ps(v, inv_rms), _mm512_loadu_ps(w + i)) : v;
+}
+
+template <bool kNorm>
+void quantize_row_zmm(const float* x, int64_t k, const float* w, float inv_rms, int8_t* q, float* a,
+                  int32_t* qsum) {
+  const __m512 inv = _mm512_set1_ps(inv_rms);
+  const __m512 inf = _mm512_set1_ps(INFINITY);
+  __m512 vmax = _mm512_setzero_ps();
+  __mmask16 bad = 0;
+  for (int64_t i = 0; i < k; i += 16) {
+    const __m512 av = _mm512_abs_ps(normed_zmm<kNorm>(x, w, inv, i));
+    bad |= _mm512_cmp_ps_mask(av, inf, _CMP_NLT_UQ);  // Inf or NaN
+    vmax = _mm512_max_ps(vmax, av);
+  }
+  if (bad) {
+    std::memset(q, 0, static_cast<size_t>(k));
+    *a = std::nanf("");
+    *qsum = 0;
+    return;
+  }
+  const float scale = 127.0f / std::max(_mm512_reduce_max_ps(vmax), 1e-5f);
+  const __m512 vs = _mm512_set1_ps(scale);
+  const __m512i lo = _mm512_set1_epi32(-128), hi = _mm512_set1_epi32(127);
+  __m512i sum = _mm512_setzero_si512();
+  for (int64_t i = 0; i < k; i += 16) {
+    // cvtps rounds half to even (MXCSR default), like nearbyint in scalar.cc.
+    __m512i qi = _mm512_cvtps_epi32(_mm512_mul_ps(normed_zmm<kNorm>(x, w, inv, i), vs));
+    qi = _mm512_min_epi32(_mm512_max_epi32(qi, lo), hi);
+    sum = _mm512_add_epi32(sum, qi);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + i), _mm512_cvtepi32_epi8(qi));
+  }
+  *a = scale;
+  *qsum = _mm512_reduce_add_epi32(sum);
+}
+
+inline void quantize_zmm(const float* x, int64_t m, int64_t k, const float* norm_w, float eps, int8_t* q,
+              float* a, int32_t* qsum) {
+  for (int64_t r = 0; r < m; ++r) {
+    const float* xr = x + r * k;
+    if (norm_w) {
+      const double ss = sum_squares_zmm(xr, k);
+      const float inv_rms = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(k) + static_cast<double>(eps)));
+      quantize_row_zmm<true>(xr, k, norm_w, inv_rms, q + r * k, a + r, qsum + r);
+    } else {
+      quantize_row_zmm<false>(xr, k, nullptr, 1.0f, q + r * k, a + r, qsum + r);
+    }
+  }
+}
+
+#endif  // __AVX512F__
 
 #if defined(__AVX2__)
 // ---------------------------------------------------------------------------------------------
@@ -210,7 +286,9 @@ struct YmmDot {
 
   template <int MR, int NG>
   static void emit(__m256i (&acc)[MR][NG], const Dest& d) {
+    #pragma GCC unroll 16
     for (int t = 0; t < MR; ++t)
+      #pragma GCC unroll 16
       for (int g = 0; g < NG; ++g) {
         int* dst = d.out + t * d.ld + g * G;
         __m256i v = acc[t][g];
@@ -227,6 +305,7 @@ struct YmmDot {
   static void unpack_block(const uint8_t* grp, int64_t gstride, int64_t span0, int64_t nspans, uint8_t* buf) {
     const __m256i mask3 = _mm256_set1_epi8(3);
     for (int64_t sp = 0; sp < nspans; ++sp)
+      #pragma GCC unroll 16
       for (int g = 0; g < NG; ++g) {
         const __m256i p = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(grp + g * gstride + (span0 + sp) * 32));
         __m256i* dst = reinterpret_cast<__m256i*>(buf + (sp * 4 * NG + g) * 32);
@@ -240,22 +319,31 @@ struct YmmDot {
   template <int MR, int NG>
   static void micro_buffered(const uint8_t* buf, int64_t nquads, const int8_t* q, int64_t ldq, const Dest& d) {
     __m256i sum[MR][NG];
+    #pragma GCC unroll 16
     for (int t = 0; t < MR; ++t)
+      #pragma GCC unroll 16
       for (int g = 0; g < NG; ++g) sum[t][g] = _mm256_setzero_si256();
     for (int64_t u0 = 0; u0 < nquads; u0 += Ops::kChunkQuads) {
       const int64_t u1 = std::min(nquads, u0 + Ops::kChunkQuads);
       __m256i acc[MR][NG];
+      #pragma GCC unroll 16
       for (int t = 0; t < MR; ++t)
+        #pragma GCC unroll 16
         for (int g = 0; g < NG; ++g) acc[t][g] = _mm256_setzero_si256();
       for (int64_t u = u0; u < u1; ++u) {
         __m256i w[NG];
+        #pragma GCC unroll 16
         for (int g = 0; g < NG; ++g) w[g] = _mm256_load_si256(reinterpret_cast<const __m256i*>(buf + (u * NG + g) * 32));
+        #pragma GCC unroll 16
         for (int t = 0; t < MR; ++t) {
           const __m256i x = bcast(q + t * ldq + 4 * u);
+          #pragma GCC unroll 16
           for (int g = 0; g < NG; ++g) acc[t][g] = Ops::step(acc[t][g], w[g], x);
         }
       }
+      #pragma GCC unroll 16
       for (int t = 0; t < MR; ++t)
+        #pragma GCC unroll 16
         for (int g = 0; g < NG; ++g) sum[t][g] = _mm256_add_epi32(sum[t][g], Ops::widen(acc[t][g]));
     }
     emit<MR, NG>(sum, d);
@@ -309,27 +397,38 @@ struct YmmDot {
     const __m256i mask3 = _mm256_set1_epi8(3);
     constexpr int64_t kChunkSpans = Ops::kChunkQuads / 4;
     __m256i sum[MR][NG];
+    #pragma GCC unroll 16
     for (int t = 0; t < MR; ++t)
+      #pragma GCC unroll 16
       for (int g = 0; g < NG; ++g) sum[t][g] = _mm256_setzero_si256();
     for (int64_t s0 = 0; s0 < nspans; s0 += kChunkSpans) {
       const int64_t s1 = std::min(nspans, s0 + kChunkSpans);
       __m256i acc[MR][NG];
+      #pragma GCC unroll 16
       for (int t = 0; t < MR; ++t)
+        #pragma GCC unroll 16
         for (int g = 0; g < NG; ++g) acc[t][g] = _mm256_setzero_si256();
       for (int64_t sp = s0; sp < s1; ++sp) {
         __m256i p[NG];
+        #pragma GCC unroll 16
         for (int g = 0; g < NG; ++g)
           p[g] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(grp + g * gstride + sp * 32));
+        #pragma GCC unroll 16
         for (int s = 0; s < 4; ++s) {
           __m256i w[NG];
+          #pragma GCC unroll 16
           for (int g = 0; g < NG; ++g) w[g] = _mm256_and_si256(_mm256_srli_epi16(p[g], 2 * s), mask3);
+          #pragma GCC unroll 16
           for (int t = 0; t < MR; ++t) {
             const __m256i x = bcast(q + t * ldq + sp * kSpan + 4 * s);
+            #pragma GCC unroll 16
             for (int g = 0; g < NG; ++g) acc[t][g] = Ops::step(acc[t][g], w[g], x);
           }
         }
       }
+      #pragma GCC unroll 16
       for (int t = 0; t < MR; ++t)
+        #pragma GCC unroll 16
         for (int g = 0; g < NG; ++g) sum[t][g] = _mm256_add_epi32(sum[t][g], Ops::widen(acc[t][g]));
     }
     emit<MR, NG>(sum, d);
