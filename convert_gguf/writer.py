@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bitnet_onnx.arch import EMBEDDING, HEAD_NORM, LINEAR, NORM, SLIDING, TensorSpec
+from bitnet_onnx.arch import HEAD_NORM, LINEAR, NORM, SLIDING, TensorSpec
 from bitnet_onnx.errors import BitnetOnnxError
 from bitnet_onnx.ternary import BLOCK
 from bitnet_onnx.st_modules import read_st_modules
