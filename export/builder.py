@@ -20,7 +20,9 @@ class GraphBuilder:
     def __init__(self, opset: int = DEFAULT_OPSET):
         self.opsets: dict[str, int] = {"": opset}
         self.nodes: list[onnx.NodeProto] = []
-        self.initializers: list[TensorProto] = []
+        self._model = onnx.ModelProto()  # initializers are written straight into it: no copies of big tensors
+        self.initializers = self._model.graph.initializer
+        self.weight_bytes = 0  # counted here: reading sizes back from the proto copies the data
         self.inputs: list[onnx.ValueInfoProto] = []
         self.outputs: list[onnx.ValueInfoProto] = []
         self._scope: list[str] = []
@@ -66,7 +68,13 @@ class GraphBuilder:
 
     def initializer(self, name: str, array: np.ndarray) -> str:
         full = self._unique(self.path(name))
-        self.initializers.append(numpy_helper.from_array(np.ascontiguousarray(array), full))
+        array = np.ascontiguousarray(array)
+        t = self.initializers.add()
+        t.name = full
+        t.data_type = helper.np_dtype_to_tensor_dtype(array.dtype)
+        t.dims.extend(array.shape)
+        t.raw_data = array.tobytes()
+        self.weight_bytes += array.nbytes  # little-endian hosts only (x86, ARM), like onnx's from_array fast path
         return full
 
     def const(self, value, dtype=np.float32) -> str:
@@ -75,7 +83,7 @@ class GraphBuilder:
         key = (array.dtype.str, array.shape, array.tobytes())
         if key not in self._consts:
             name = self._unique(f"/const/{array.dtype.name}_{'x'.join(map(str, array.shape)) or 's'}")
-            self.initializers.append(numpy_helper.from_array(array, name))
+            self.initializers.append(numpy_helper.from_array(array, name))  # small
             self._consts[key] = name
         return self._consts[key]
 
@@ -91,11 +99,16 @@ class GraphBuilder:
         self.outputs.append(helper.make_tensor_value_info(name, elem_type, shape))
 
     def model(self, graph_name: str, doc: str = "", producer_version: str = "") -> onnx.ModelProto:
-        graph = helper.make_graph(self.nodes, graph_name, self.inputs, self.outputs, self.initializers)
-        opsets = [helper.make_opsetid(d, v) for d, v in sorted(self.opsets.items())]
-        model = helper.make_model(graph, opset_imports=opsets, producer_name="bitnet-onnx",
-                                  producer_version=producer_version, doc_string=doc)
-        model.ir_version = 10  # readable by ORT 1.20+ (onnx 1.17 writes 11 by default in some versions)
+        """The finished model. Call once: the builder hands over its ModelProto."""
+        model = self._model
+        graph = model.graph
+        graph.name = graph_name
+        graph.node.extend(self.nodes)
+        graph.input.extend(self.inputs)
+        graph.output.extend(self.outputs)
+        model.opset_import.extend(helper.make_opsetid(d, v) for d, v in sorted(self.opsets.items()))
+        model.producer_name, model.producer_version, model.doc_string = "bitnet-onnx", producer_version, doc
+        model.ir_version = 10  # readable by ORT 1.20+ (newer onnx writes 11)
         return model
 
 

@@ -101,8 +101,8 @@ def export(model_dir: str | Path, out_dir: str | Path, arch: str | None = None, 
     variant = choose_variant(folder, weights, ternarize)
     st = read_st_modules(folder.path, folder.arch, folder.cfg.hidden)
     manifest = make_manifest(folder, st, variant, bits, ternarize)
-    model = build_model(folder, st, variant, bits, ternarize)
-    write_folder(out_dir, model, manifest, folder.path, overwrite=overwrite)
+    model, weight_bytes = build_model(folder, st, variant, bits, ternarize)
+    write_folder(out_dir, model, manifest, folder.path, weight_bytes, overwrite=overwrite)
     log.info("exported %s (%s, %s) to %s in %.1f s", folder.path, folder.arch.name, variant, out_dir,
              time.perf_counter() - start)
     return out_dir

@@ -43,7 +43,8 @@ def layer_source(folder: ModelFolder, ternarize: bool) -> LayerSource:
 
 
 def build_model(folder: ModelFolder, st: StModules, variant: str, bits: int = 4,
-                ternarize: bool = False) -> onnx.ModelProto:
+                ternarize: bool = False) -> tuple[onnx.ModelProto, int]:
+    """The model and the bytes of its weights (the writer decides on external data from it)."""
     cfg = folder.cfg
     b = GraphBuilder()
     ids = b.add_input("input_ids", INT64, ["batch", "sequence"])
@@ -67,4 +68,4 @@ def build_model(folder: ModelFolder, st: StModules, variant: str, bits: int = 4,
     b.add_output(sentence, "sentence_embedding", FLOAT, ["batch", st.dimension or cfg.hidden])
     b.add_output(tokens, "token_embeddings", FLOAT, ["batch", "sequence", cfg.hidden])
     doc = f"{cfg.arch.name} embedding model, weights {variant}, exported by bitnet-onnx {__version__}"
-    return b.model(f"bitnet_onnx_{cfg.arch.name}", doc=doc, producer_version=__version__)
+    return b.model(f"bitnet_onnx_{cfg.arch.name}", doc=doc, producer_version=__version__), b.weight_bytes

@@ -23,13 +23,9 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_ma
                    "vocab.json", "merges.txt", "added_tokens.json")
 
 
-def weights_bytes(model: onnx.ModelProto) -> int:
-    return sum(len(t.raw_data) for t in model.graph.initializer)
-
-
-def save_model(model: onnx.ModelProto, folder: Path) -> Path:
+def save_model(model: onnx.ModelProto, folder: Path, weight_bytes: int) -> Path:
     path = folder / MODEL_NAME
-    if weights_bytes(model) > PROTOBUF_LIMIT:
+    if weight_bytes > PROTOBUF_LIMIT:
         onnx.save_model(model, str(path), save_as_external_data=True, all_tensors_to_one_file=True,
                         location=EXTERNAL_DATA_NAME, size_threshold=1024)
     else:
@@ -60,7 +56,7 @@ def _umask() -> int:
     return mask
 
 
-def write_folder(out_dir: Path, model: onnx.ModelProto, manifest: Manifest, source: Path,
+def write_folder(out_dir: Path, model: onnx.ModelProto, manifest: Manifest, source: Path, weight_bytes: int,
                  overwrite: bool = False) -> Path:
     out_dir = Path(out_dir)
     if out_dir.exists() and not overwrite:
@@ -71,7 +67,7 @@ def write_folder(out_dir: Path, model: onnx.ModelProto, manifest: Manifest, sour
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
     try:
         os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes it private; the result is an ordinary folder
-        path = save_model(model, tmp)
+        path = save_model(model, tmp, weight_bytes)
         check_model(path, manifest.needs_custom_ops)
         copy_tokenizer(source, tmp)
         manifest.write(tmp)
