@@ -30,6 +30,7 @@ from bitnet_onnx.manifest import MANIFEST_NAME, WEIGHT_VARIANTS
 SHAPE_ARCH = {"qwen3-0.6b": "qwen3", "gemma3-270m": "gemma3"}
 DEFAULT_VARIANTS = "i2s,int8,nbits,f32"
 BASELINE = "f32"
+NBITS_LABELS = {"nbits2": 2, "nbits4": 4}  # MatMulNBits with a chosen bit width
 
 EPILOG = """\
 examples:
@@ -52,7 +53,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch", default="1,16", metavar="LIST", help="texts per batch (default 1,16)")
     p.add_argument("--threads", type=int, default=1, metavar="N", help="intra-op threads per session (default 1)")
     p.add_argument("--variants", default=DEFAULT_VARIANTS, metavar="LIST",
-                   help=f"weight variants to compare (default {DEFAULT_VARIANTS}; also f16)")
+                   help=f"weight variants to compare (default {DEFAULT_VARIANTS}; also f16, nbits2, nbits4)")
     p.add_argument("--reps", type=int, default=3, metavar="N", help="timed repetitions per cell (default 3)")
     p.add_argument("--json", metavar="FILE", help="also write the table as JSON")
     p.add_argument("--cache-dir", metavar="DIR", help="where exports (and --shape models) are kept")
@@ -98,9 +99,10 @@ def _int_list(text: str, name: str) -> list[int]:
 
 def _variants(text: str) -> list[str]:
     variants = [v.strip() for v in text.split(",") if v.strip()]
-    bad = [v for v in variants if v not in WEIGHT_VARIANTS]
+    choices = [*WEIGHT_VARIANTS, *NBITS_LABELS]
+    bad = [v for v in variants if v not in choices]
     if bad or not variants:
-        raise BitnetOnnxError(f"--variants {text!r}: choose from {', '.join(WEIGHT_VARIANTS)}")
+        raise BitnetOnnxError(f"--variants {text!r}: choose from {', '.join(choices)}")
     return list(dict.fromkeys(variants))
 
 
@@ -160,10 +162,12 @@ def cached_export(model_dir: Path, variant: str, cache: Path, refresh: bool = Fa
 
 
 def export_variant(model_dir: Path, out_dir: Path, variant: str) -> Path:
-    from bitnet_onnx.export import export_model
+    """Exports one variant; "nbits2" / "nbits4" pick MatMulNBits' bits ("nbits": the exporter's default)."""
+    from bitnet_onnx.export.exporter import export
 
-    export_model(model_dir, out_dir, weights=variant)
-    return out_dir
+    if variant in NBITS_LABELS:
+        return export(model_dir, out_dir, weights="nbits", bits=NBITS_LABELS[variant])
+    return export(model_dir, out_dir, weights=variant)
 
 
 def _build_atomically(folder: Path, build) -> Path:
@@ -326,9 +330,18 @@ def _progress(message: str) -> None:
 # --- the worker process ------------------------------------------------------------------------------
 
 def _rss_peak_bytes() -> int:
+    """This process's peak RSS: VmHWM (per address space, reset by exec; ru_maxrss would carry over
+    the parent's peak on Linux), else ru_maxrss."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
     import resource
 
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
+    scale = 1 if sys.platform == "darwin" else 1024  # macOS reports bytes, Linux KiB
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale
 
 
 def _worker(folder: str, threads: int) -> None:
