@@ -88,6 +88,7 @@ class ArchSpec:
     post_attn_norm: str | None
     post_ffn_norm: str | None
     sliding_window: bool  # layers may be "sliding_attention"
+    default_sliding_pattern: int | None  # every n-th layer global when a config names no pattern
     query_scale_key: str | None  # config key whose value^-0.5 scales QK (None: head_dim^-0.5)
     default_pooling: str | None  # pooling when the folder has no sentence-transformers Pooling
     append_eos: str | None  # token appended to every input (Qwen3's last-token rule)
@@ -117,6 +118,7 @@ QWEN3 = ArchSpec(
     post_attn_norm=None,
     post_ffn_norm=None,
     sliding_window=False,
+    default_sliding_pattern=None,
     query_scale_key=None,
     default_pooling="lasttoken",
     append_eos="<|endoftext|>",
@@ -136,6 +138,7 @@ GEMMA3 = ArchSpec(
     post_attn_norm="post_attention_norm",
     post_ffn_norm="post_ffw_norm",
     sliding_window=True,
+    default_sliding_pattern=6,
     query_scale_key="query_pre_attn_scalar",
     default_pooling=None,
     append_eos=None,
@@ -300,7 +303,7 @@ def _layer_types(config: dict, arch: ArchSpec, n_layers: int, source: str) -> tu
             raise ConfigError(f"{source}: {arch.name} does not support sliding_attention layers")
         return tuple(types)
     pattern = config.get("sliding_window_pattern") or config.get("_sliding_window_pattern")
-    pattern = pattern if arch.sliding_window else None
+    pattern = (pattern or arch.default_sliding_pattern) if arch.sliding_window else None
     if pattern:  # every pattern-th layer is global (Gemma3 before transformers 4.53)
         return tuple(FULL if (i + 1) % int(pattern) == 0 else SLIDING for i in range(n_layers))
     return (FULL,) * n_layers

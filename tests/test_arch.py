@@ -75,3 +75,8 @@ def test_config_errors_name_the_key(change, message):
     config = {k: v for k, v in (QWEN | change).items() if v is not None}
     with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
         ModelConfig.from_dict(config, ARCHITECTURES["qwen3"])
+
+
+def test_gemma3_without_a_pattern_takes_transformers_default_of_six():
+    config = {k: v for k, v in GEMMA_V4.items() if k != "sliding_window_pattern"}
+    assert ModelConfig.from_dict(config, ARCHITECTURES["gemma3"]).layer_types == (SLIDING,) * 5 + (FULL,)
