@@ -27,7 +27,9 @@ from bitnet_onnx import __version__
 from bitnet_onnx.errors import BitnetOnnxError
 from bitnet_onnx.manifest import MANIFEST_NAME, WEIGHT_VARIANTS
 
-SHAPE_ARCH = {"qwen3-0.6b": "qwen3", "gemma3-270m": "gemma3"}
+# --shape -> (architecture, factory shape); the tiny ones are for quick checks of the bench itself.
+SHAPES = {"qwen3-0.6b": ("qwen3", "qwen3-0.6b"), "gemma3-270m": ("gemma3", "gemma3-270m"),
+          "qwen3-tiny": ("qwen3", "tiny"), "gemma3-tiny": ("gemma3", "tiny")}
 DEFAULT_VARIANTS = "i2s,int8,nbits,f32"
 BASELINE = "f32"
 NBITS_LABELS = {"nbits2": 2, "nbits4": 4}  # MatMulNBits with a chosen bit width
@@ -48,7 +50,7 @@ Exports are cached under --cache-dir (default: $XDG_CACHE_HOME/bitnet-onnx or ~/
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.epilog = EPILOG
     p.add_argument("model_dir", metavar="MODEL_DIR", nargs="?", help="HF model folder (or use --shape)")
-    p.add_argument("--shape", choices=sorted(SHAPE_ARCH), help="bench a random-weight BitNet model of this real shape")
+    p.add_argument("--shape", choices=list(SHAPES), help="bench a random-weight BitNet model of this real shape")
     p.add_argument("--seq", default="16,128,512", metavar="LIST", help="tokens per text (default 16,128,512)")
     p.add_argument("--batch", default="1,16", metavar="LIST", help="texts per batch (default 1,16)")
     p.add_argument("--threads", type=int, default=1, metavar="N", help="intra-op threads per session (default 1)")
@@ -148,7 +150,8 @@ def shape_model(shape: str, cache: Path) -> Path:
     if (folder / "config.json").is_file():
         return folder
     _progress(f"generating a random-weight BitNet {shape} model in {folder} ...")
-    return _build_atomically(folder, lambda tmp: make_model(tmp, SHAPE_ARCH[shape], bitnet=True, seed=0, shape=shape))
+    arch, factory_shape = SHAPES[shape]
+    return _build_atomically(folder, lambda tmp: make_model(tmp, arch, bitnet=True, seed=0, shape=factory_shape))
 
 
 def cached_export(model_dir: Path, variant: str, cache: Path, refresh: bool = False) -> Path:

@@ -1,0 +1,97 @@
+"""`bench` and `demo` code paths on small models (one repetition; no timing is asserted)."""
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from bitnet_onnx.cli import main
+from bitnet_onnx.commands import bench as bench_cmd
+from bitnet_onnx.testing import make_model
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    return make_model(tmp_path_factory.mktemp("bench") / "hf", "gemma3")
+
+
+def test_bench_table_json_and_cache(model_dir, tmp_path, capsys, monkeypatch):
+    cache, report = tmp_path / "cache", tmp_path / "bench.json"
+    argv = ["bench", str(model_dir), "--seq", "8,24", "--batch", "1,3", "--variants", "i2s,int8,f32",
+            "--reps", "1", "--cache-dir", str(cache), "--json", str(report)]
+    assert main(argv) == 0
+    out, err = capsys.readouterr()
+    assert err.count("exporting") == 3
+    lines = out.splitlines()
+    assert lines[1].split()[:5] == ["batch", "seq", "variant", "ms/batch", "tokens/s"]
+    assert len(lines) == 3 + 4 * 3  # title, header, rule, one row per (batch, seq, variant)
+
+    result = json.loads(report.read_text())
+    rows = result["rows"]
+    assert {(r["batch"], r["seq"], r["variant"]) for r in rows} == {
+        (b, s, v) for b in (1, 3) for s in (8, 24) for v in ("i2s", "int8", "f32")}
+    for r in rows:
+        assert r["ms_per_batch"] > 0 and len(r["ms_all"]) == 1
+        assert r["tokens_per_s"] == pytest.approx(r["batch"] * r["seq"] / r["ms_per_batch"] * 1000)
+        if r["variant"] == "f32":
+            assert r["x_f32"] == 1.0 and r["x_int8"] > 0
+    for v, mem in result["variants"].items():
+        assert mem["peak_rss_bytes"] >= mem["base_rss_bytes"] > 0
+        assert mem["file_bytes"] > 0
+    sizes = {v: m["file_bytes"] for v, m in result["variants"].items()}
+    assert sizes["i2s"] < sizes["int8"] < sizes["f32"]
+
+    # same model, same code: every export comes from the cache
+    monkeypatch.setattr(bench_cmd, "export_variant", lambda *a: pytest.fail("re-exported a cached variant"))
+    assert main(argv[:-2]) == 0
+    assert "exporting" not in capsys.readouterr().err
+    # a changed model folder is a new cache entry
+    changed = tmp_path / "changed"
+    shutil.copytree(model_dir, changed)
+    config = json.loads((changed / "config.json").read_text())
+    config["rms_norm_eps"] = 1e-5
+    (changed / "config.json").write_text(json.dumps(config))
+    assert bench_cmd.folder_hash(changed) != bench_cmd.folder_hash(model_dir)
+
+def test_bench_shape_generates_once(tmp_path, capsys):
+    argv = ["bench", "--shape", "qwen3-tiny", "--seq", "8", "--batch", "1", "--variants", "i2s,nbits2",
+            "--reps", "1", "--cache-dir", str(tmp_path)]
+    assert main(argv) == 0
+    out, err = capsys.readouterr()
+    assert "generating" in err and "qwen3-tiny" in out and " nbits2 " in out
+    assert main(argv) == 0
+    assert "generating" not in capsys.readouterr().err
+    assert len(list((tmp_path / "models").iterdir())) == 1
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--seq", "16,abc"], "--seq"),
+    (["--variants", "i2s,fp8"], "--variants"),
+    (["--batch", "0"], "--batch"),
+    ([], "either MODEL_DIR or --shape"),
+])
+def test_bench_bad_arguments(tmp_path, capsys, argv, message):
+    assert main(["bench", *argv, "--cache-dir", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_demo_runs_end_to_end(tmp_path, capsys):
+    work = tmp_path / "demo"
+    assert main(["demo", "--workdir", str(work), "--skip-bench"]) == 0
+    out = capsys.readouterr().out
+    for arch in ("qwen3", "gemma3"):
+        assert f"== {arch}:" in out
+    assert out.count("cosine similarity of the sample texts") == 2
+    verify = [line for line in out.splitlines() if line.startswith("verify against PyTorch")]
+    assert len(verify) == 2
+    if "skipped" not in verify[0]:
+        worst = [float(line.rsplit("worst ", 1)[1]) for line in verify]
+        assert min(worst) > 0.999
+    # the kept exports work with the embed verb
+    assert main(["embed", str(work / "qwen3-i2s"), "hello", "world"]) == 0
+    vectors = np.array(json.loads(capsys.readouterr().out))
+    assert vectors.shape == (2, 1024)
+    assert main(["demo", "--workdir", str(work)]) == 1  # not empty: refuses to mix runs
+    assert "not empty" in capsys.readouterr().err
