@@ -1,0 +1,151 @@
+"""The pure C++ kernels (customops/kernels) without ONNX Runtime, against numpy reference vectors.
+
+customops/tests/kernel_test.cc is built three ways and run on vectors from
+customops/tests/make_kernel_vectors.py (bitnet_onnx.ternary):
+  native     Release, for scalar and every x86 ISA this CPU has (from /proc/cpuinfo);
+  sanitize   AddressSanitizer + UBSan, aborting on the first report, same kernels;
+  aarch64    cross-compiled (g++-aarch64-linux-gnu, static) and run under qemu-aarch64 for scalar
+             and NEON, with -cpu max (SDOT path) and -cpu cortex-a53 (no dotprod: widening path).
+Builds are cached in build/kernel-tests/<variant>. A missing tool fails with what to install.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+TEST_SRC = REPO / "customops" / "tests"
+BUILD_ROOT = REPO / "build" / "kernel-tests"
+TOOLCHAIN = REPO / "scripts" / "aarch64-toolchain.cmake"
+SANITIZE = "-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
+APT_HINT = "apt-get install -y qemu-user g++-aarch64-linux-gnu (cmake and ninja: pip install cmake ninja)"
+
+ON_X86 = platform.machine() in ("x86_64", "AMD64")
+
+
+def _tool(name: str) -> str:
+    """A build tool from the venv running pytest, else from PATH; missing is a failure."""
+    found = shutil.which(name, path=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
+    if not found:
+        pytest.fail(f"{name} not found: the kernel tests need it ({APT_HINT})")
+    return found
+
+
+def _run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=900, **kw)
+
+
+def _build(variant: str, *cmake_args: str) -> Path:
+    """Configure (every time: kernel files may have appeared) and build kernel_test; returns it."""
+    build = BUILD_ROOT / variant
+    ninja = _tool("ninja")
+    configure = [_tool("cmake"), "-S", str(TEST_SRC), "-B", str(build), "-G", "Ninja",
+                 f"-DCMAKE_MAKE_PROGRAM={ninja}", "-DCMAKE_BUILD_TYPE=Release", *cmake_args]
+    for cmd in (configure, [ninja, "-C", str(build), "-j2", "kernel_test"]):
+        res = _run(cmd)
+        assert res.returncode == 0, f"{' '.join(cmd)} failed:\n{res.stdout[-4000:]}\n{res.stderr[-4000:]}"
+    return build / "kernel_test"
+
+
+def _native_kernels() -> list[str]:
+    """scalar plus each kernel whose ISA /proc/cpuinfo lists (as dispatch.cc requires them)."""
+    if platform.machine() in ("aarch64", "arm64"):
+        return ["scalar", "neon"]
+    flags: set[str] = set()
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("flags"):
+            flags = set(line.split(":", 1)[1].split())
+            break
+    kernels = ["scalar"]
+    if {"avx2", "fma", "f16c"} <= flags:
+        kernels.append("avx2")
+        if "avx_vnni" in flags:
+            kernels.append("avxvnni")
+        if {"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni"} <= flags:
+            kernels.append("avx512vnni")
+    return kernels
+
+
+def _check(res: subprocess.CompletedProcess, kernels: list[str]) -> str:
+    out = res.stdout + res.stderr
+    lines = res.stdout.strip().splitlines()
+    assert res.returncode == 0 and lines and lines[-1].endswith(" 0 failed"), f"kernel_test failed:\n{out[-6000:]}"
+    for name in kernels:
+        assert f"kernel {name}: ok" in res.stdout, out[-6000:]
+    passed = int(lines[-1].split()[0])
+    assert passed > 0, out
+    return res.stdout
+
+
+# Sanitized and emulated scalar runs skip the largest cases: they add nothing to memory-safety
+# coverage and cost most of the time. NEON under qemu runs on every case.
+SMALL_MACS = 300_000_000
+
+
+@pytest.fixture(scope="module")
+def vectors(tmp_path_factory) -> dict[str, int]:
+    """Vector file -> multiply-adds of its full dot."""
+    out = tmp_path_factory.mktemp("kernel-vectors")
+    res = _run([sys.executable, str(TEST_SRC / "make_kernel_vectors.py"), str(out)], cwd=REPO)
+    assert res.returncode == 0, res.stderr
+    files = {str(out / name): int(macs) for name, macs in
+             (line.split() for line in (out / "index.txt").read_text().splitlines())}
+    assert len(files) >= 10 and max(files.values()) > SMALL_MACS
+    return files
+
+
+def _small(vectors: dict[str, int]) -> list[str]:
+    return [f for f, macs in vectors.items() if macs <= SMALL_MACS]
+
+
+def test_native(vectors):
+    exe = _build("native")
+    kernels = _native_kernels()
+    _check(_run([str(exe), "--kernels", ",".join(kernels), *vectors]), kernels)
+
+
+def test_sanitizers(vectors):
+    exe = _build("sanitize", f"-DCMAKE_CXX_FLAGS={SANITIZE}", f"-DCMAKE_EXE_LINKER_FLAGS={SANITIZE}")
+    kernels = _native_kernels()
+    env = dict(os.environ, ASAN_OPTIONS="abort_on_error=0:detect_leaks=1",
+               UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1")
+    res = _run([str(exe), "--kernels", ",".join(kernels), *_small(vectors)], env=env)
+    _check(res, kernels)
+    assert "runtime error" not in res.stderr and "AddressSanitizer" not in res.stderr, res.stderr[-6000:]
+
+
+@pytest.fixture(scope="module")
+def aarch64_exe() -> Path:
+    _tool("aarch64-linux-gnu-g++")
+    return _build("aarch64", f"-DCMAKE_TOOLCHAIN_FILE={TOOLCHAIN}", "-DCMAKE_EXE_LINKER_FLAGS=-static")
+
+
+# -cpu max has dotprod (SDOT path); cortex-a53 has not (widening path).
+@pytest.mark.skipif(not ON_X86, reason="cross-compiles from x86-64; an aarch64 host runs NEON in test_native")
+@pytest.mark.parametrize("cpu, kernel, dotprod, all_cases",
+                         [("max", "neon", 1, True), ("cortex-a53", "neon", 0, True), ("max", "scalar", 1, False)])
+def test_aarch64_qemu(vectors, aarch64_exe, cpu, kernel, dotprod, all_cases):
+    qemu = _tool("qemu-aarch64")
+    files = list(vectors) if all_cases else _small(vectors)
+    out = _check(_run([qemu, "-cpu", cpu, str(aarch64_exe), "--kernels", kernel, *files]), [kernel])
+    assert f"dotprod={dotprod}" in out.splitlines()[0], out.splitlines()[0]
+
+
+def test_harness_refuses_missing_kernel_and_bad_file(vectors, tmp_path):
+    """kernel_test itself never passes by skipping: unknown kernels and truncated files fail."""
+    exe = _build("native")
+    first = next(iter(vectors))
+    missing = "avx2" if platform.machine() in ("aarch64", "arm64") else "neon"
+    res = _run([str(exe), "--kernels", f"scalar,{missing}", first])
+    assert res.returncode != 0 and f"FAIL select_kernel({missing})" in res.stdout, res.stdout
+    truncated = tmp_path / "truncated.i2sv"
+    truncated.write_bytes(Path(first).read_bytes()[:-1])
+    res = _run([str(exe), "--kernels", "scalar", str(truncated)])
+    assert res.returncode != 0 and "file size does not match" in res.stdout, res.stdout
