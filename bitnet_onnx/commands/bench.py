@@ -117,18 +117,26 @@ def cache_dir(explicit: str | None) -> Path:
     return root
 
 
-def code_hash() -> str:
-    """Hash of this bitnet-onnx's Python sources, so a changed exporter never reuses a stale export."""
-    import bitnet_onnx
+def code_hash(*modules: str) -> str:
+    """Hash of the Python sources of ``modules`` (a package: the .py files of its folder), so a changed
+    exporter or factory never reuses a stale cache entry."""
+    import importlib.util
 
     h = hashlib.sha256(__version__.encode())
-    root = Path(bitnet_onnx.__file__).parent
-    for sub in ("", "export", "testing"):
-        folder = (root / sub).resolve()
-        for f in sorted(folder.glob("*.py")):
+    for name in modules:
+        spec = importlib.util.find_spec(name)
+        if spec.submodule_search_locations:
+            files = sorted(f for d in spec.submodule_search_locations for f in Path(d).glob("*.py"))
+        else:
+            files = [Path(spec.origin)]
+        for f in files:
             h.update(f.name.encode())
             h.update(f.read_bytes())
     return h.hexdigest()[:16]
+
+
+EXPORT_CODE = ("bitnet_onnx", "bitnet_onnx.export")  # the core and the exporter
+FACTORY_CODE = ("bitnet_onnx.arch", "bitnet_onnx.testing")
 
 
 def folder_hash(folder: Path) -> str:
@@ -146,7 +154,7 @@ def shape_model(shape: str, cache: Path) -> Path:
     """A random-weight BitNet model of a real shape (seed 0), generated once into the cache."""
     from bitnet_onnx.testing import make_model
 
-    folder = cache / "models" / f"{shape}-bitnet-seed0-{code_hash()}"
+    folder = cache / "models" / f"{shape}-bitnet-seed0-{code_hash(*FACTORY_CODE)}"
     if (folder / "config.json").is_file():
         return folder
     _progress(f"generating a random-weight BitNet {shape} model in {folder} ...")
@@ -155,7 +163,7 @@ def shape_model(shape: str, cache: Path) -> Path:
 
 
 def cached_export(model_dir: Path, variant: str, cache: Path, refresh: bool = False) -> Path:
-    folder = cache / "exports" / f"{folder_hash(model_dir)}-{code_hash()}-{variant}"
+    folder = cache / "exports" / f"{folder_hash(model_dir)}-{code_hash(*EXPORT_CODE)}-{variant}"
     if (folder / MANIFEST_NAME).is_file() and not refresh:
         return folder
     if folder.exists():
