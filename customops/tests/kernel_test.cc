@@ -15,6 +15,7 @@
 #include <cstdarg>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -90,6 +91,37 @@ bool load(const char* path, Vectors* v, std::string* error) {
   return true;
 }
 
+// Exactly `count` elements (a sanitizer flags any access past the end) at an address that is
+// `offset` bytes past a 64-byte boundary. Kernel inputs get only their natural alignment
+// (offset = sizeof(T)): ORT hands over numpy buffers and the op allocates q with new[]. Only the
+// repacked weights are 64-byte aligned, as the op allocates them.
+template <class T>
+class Buffer {
+ public:
+  Buffer(size_t count, size_t offset) : count_(count) {
+    if (posix_memalign(&base_, 64, offset + count * sizeof(T)) != 0) std::abort();
+    ptr_ = reinterpret_cast<T*>(static_cast<char*>(base_) + offset);
+  }
+  Buffer(const std::vector<T>& from, size_t offset) : Buffer(from.size(), offset) {
+    std::memcpy(ptr_, from.data(), from.size() * sizeof(T));
+  }
+  ~Buffer() { std::free(base_); }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  T* get() const { return ptr_; }
+  T& operator[](size_t i) const { return ptr_[i]; }
+  size_t size() const { return count_; }
+
+ private:
+  void* base_ = nullptr;
+  T* ptr_ = nullptr;
+  size_t count_;
+};
+
+// Natural alignment only (see Buffer).
+template <class T>
+Buffer<T>* unaligned_copy(const std::vector<T>& v) { return new Buffer<T>(v, sizeof(T)); }
+
 int g_passed = 0, g_failed = 0;
 
 void report(bool ok, const std::string& what, const std::string& detail) {
@@ -113,8 +145,9 @@ constexpr int32_t kSentinel = 0x5a5a5a5a;
 std::string check_tile(const I2SKernel& kern, const uint8_t* packed, const Vectors& v, const QuantizedRows& rows,
                        int64_t m0, int64_t m1, int64_t n0, int64_t n1, int64_t pad) {
   const int64_t ld = (n1 - n0) + pad;
-  std::vector<int32_t> out(static_cast<size_t>((m1 - m0) * ld), kSentinel);
-  kern.dot(packed, v.n, v.k, rows, m0, m1, n0, n1, out.data(), ld);
+  Buffer<int32_t> out(static_cast<size_t>((m1 - m0) * ld), sizeof(int32_t));
+  std::fill(out.get(), out.get() + out.size(), kSentinel);
+  kern.dot(packed, v.n, v.k, rows, m0, m1, n0, n1, out.get(), ld);
   for (int64_t i = m0; i < m1; ++i) {
     for (int64_t j = n0; j < n1; ++j) {
       const int32_t got = out[(i - m0) * ld + (j - n0)], want = v.sums[i * v.n + j];
@@ -138,17 +171,15 @@ int64_t rand_below(int64_t bound) {
 }
 
 void check_dot(const I2SKernel& kern, const Vectors& v, const std::string& tag) {
-  // Exact-size copies so a sanitizer flags any access past the end.
-  std::unique_ptr<uint8_t[]> i2s(new uint8_t[v.i2s.size()]);
-  std::memcpy(i2s.get(), v.i2s.data(), v.i2s.size());
-  const size_t pbytes = kern.packed_bytes(v.n, v.k);
-  std::unique_ptr<uint8_t[]> packed(new uint8_t[pbytes]);
-  kern.repack(i2s.get(), v.n, v.k, packed.get());
-  report(std::memcmp(i2s.get(), v.i2s.data(), v.i2s.size()) == 0, tag + " repack", "modified its input");
+  std::unique_ptr<Buffer<uint8_t>> i2s(unaligned_copy(v.i2s));
+  Buffer<uint8_t> packed(kern.packed_bytes(v.n, v.k), 0);
+  kern.repack(i2s->get(), v.n, v.k, packed.get());
+  report(std::memcmp(i2s->get(), v.i2s.data(), v.i2s.size()) == 0, tag + " repack", "modified its input");
 
-  std::unique_ptr<int8_t[]> q(new int8_t[v.q_dot.size()]);
-  std::memcpy(q.get(), v.q_dot.data(), v.q_dot.size());
-  const QuantizedRows rows{q.get(), v.a_plain.data(), v.qsum_dot.data(), v.m, v.k};
+  std::unique_ptr<Buffer<int8_t>> q(unaligned_copy(v.q_dot));
+  std::unique_ptr<Buffer<float>> a(unaligned_copy(v.a_plain));
+  std::unique_ptr<Buffer<int32_t>> qsum(unaligned_copy(v.qsum_dot));
+  const QuantizedRows rows{q->get(), a->get(), qsum->get(), v.m, v.k};
   const int64_t m = v.m, n = v.n;
 
   std::string err = check_tile(kern, packed.get(), v, rows, 0, m, 0, n, 0);
@@ -169,11 +200,12 @@ void check_dot(const I2SKernel& kern, const Vectors& v, const std::string& tag) 
   report(err.empty(), tag + " dot sub-tiles", err);
 
   // The op's split: the kernel's own tile grid, each tile written where the op would write it.
-  std::vector<int32_t> out(static_cast<size_t>(m * n), kSentinel);
+  Buffer<int32_t> out(static_cast<size_t>(m * n), sizeof(int32_t));
+  std::fill(out.get(), out.get() + out.size(), kSentinel);
   for (int64_t m0 = 0; m0 < m; m0 += kern.tile_m)
     for (int64_t n0 = 0; n0 < n; n0 += kern.tile_n)
       kern.dot(packed.get(), n, v.k, rows, m0, std::min(m, m0 + kern.tile_m), n0, std::min(n, n0 + kern.tile_n),
-               out.data() + m0 * n + n0, n);
+               out.get() + m0 * n + n0, n);
   int64_t bad = -1;
   for (int64_t i = 0; i < m * n && bad < 0; ++i)
     if (out[i] != v.sums[i]) bad = i;
@@ -194,17 +226,12 @@ void check_quantize(const I2SKernel& kern, const Vectors& v, bool norm, const st
   const std::vector<float>& want_a = norm ? v.a_norm : v.a_plain;
   const std::vector<int32_t>& want_sum = norm ? v.qsum_norm : v.qsum_plain;
   const size_t mk = static_cast<size_t>(v.m * v.k);
-  std::unique_ptr<float[]> x(new float[mk]);
-  std::memcpy(x.get(), v.x.data(), mk * sizeof(float));
-  std::unique_ptr<float[]> w;
-  if (norm) {
-    w.reset(new float[v.k]);
-    std::memcpy(w.get(), v.norm_w.data(), v.k * sizeof(float));
-  }
-  std::unique_ptr<int8_t[]> q(new int8_t[mk]);
-  std::unique_ptr<float[]> a(new float[v.m]);
-  std::unique_ptr<int32_t[]> qsum(new int32_t[v.m]);
-  kern.quantize(x.get(), v.m, v.k, w.get(), v.eps, q.get(), a.get(), qsum.get());
+  std::unique_ptr<Buffer<float>> x(unaligned_copy(v.x));
+  std::unique_ptr<Buffer<float>> w(norm ? unaligned_copy(v.norm_w) : nullptr);
+  Buffer<int8_t> q(mk, sizeof(int8_t));
+  Buffer<float> a(static_cast<size_t>(v.m), sizeof(float));
+  Buffer<int32_t> qsum(static_cast<size_t>(v.m), sizeof(int32_t));
+  kern.quantize(x->get(), v.m, v.k, w ? w->get() : nullptr, v.eps, q.get(), a.get(), qsum.get());
   std::string err;
   for (int64_t r = 0; r < v.m && err.empty(); ++r) {
     if (!same_float(a[r], want_a[r]))

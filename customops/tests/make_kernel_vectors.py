@@ -113,6 +113,11 @@ def write_all(out: Path) -> list[tuple[str, int]]:
         x = np.where(q == 0, 0.0, q).astype(np.float32)  # quantize checks on the same extremes
         add(f"extreme_k{k}_n5_m5", x, t, norm_w=np.ones(k, np.float32), q_dot=q)
 
+    # The unused code 0b11 (reads as 0) mixed with +1/-1 against the same extreme activations.
+    k = 3072
+    i2s = np.stack([np.full(k // 4, b, np.uint8) for b in (0xFF, 0xEE, 0x33, 0xBB, 0xAA, 0x00)])
+    add(f"code3_extreme_k{k}_n6_m5", x, None, i2s=i2s, q_dot=q)
+
     (out / "index.txt").write_text("".join(f"{name} {macs}\n" for name, macs in index))
     return index
 
