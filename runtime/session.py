@@ -32,6 +32,7 @@ def create_session(folder: str | Path, manifest: Manifest, threads: int | None =
     if threads is not None:
         options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
+    options.log_severity_level = 3  # errors only: ORT's warnings would clutter a CLI's stderr
     try:
         session = ort.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
     except Exception as e:
