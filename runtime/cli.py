@@ -38,6 +38,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--input", "-i", metavar="FILE", help="texts from a file (text lines or JSONL); '-' for stdin")
     p.add_argument("--output", "-o", metavar="FILE", help="write .npy, .jsonl or .json instead of JSON on stdout")
     p.add_argument("--batch-size", type=int, default=32, metavar="N", help="texts per batch (default 32)")
+    p.add_argument("--max-batch-tokens", type=int, default=None, metavar="N",
+                   help="cap on texts x padded length per batch (default 16384): long texts get smaller batches")
     p.add_argument("--prompt-name", metavar="NAME", help="a prompt of the folder's manifest, e.g. query")
     p.add_argument("--prompt", metavar="TEXT", help="a literal prefix put before every text")
     p.add_argument("--dimensions", type=int, metavar="N", help="keep the first N dimensions (Matryoshka), renormalized")
@@ -61,7 +63,8 @@ def run(args: argparse.Namespace) -> int:
     show = not args.quiet and sys.stderr.isatty()
     vectors = embedder.encode([r["text"] for r in records], batch_size=args.batch_size,
                               prompt_name=args.prompt_name, prompt=args.prompt,
-                              dimensions=args.dimensions, show_progress_bar=show)
+                              dimensions=args.dimensions, show_progress_bar=show,
+                              **({"max_batch_tokens": args.max_batch_tokens} if args.max_batch_tokens else {}))
     if output is None:
         _write_json(sys.stdout, vectors)
         sys.stdout.write("\n")

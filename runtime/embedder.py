@@ -20,6 +20,9 @@ from .session import SENTENCE_OUTPUT, TOKEN_OUTPUT, create_session
 from .tokenization import TOKENIZER_FILE, TextTokenizer, check_texts
 
 OUTPUT_VALUES = (SENTENCE_OUTPUT, TOKEN_OUTPUT)
+# Padded tokens per batch: 32 texts of 512 tokens; longer texts go in smaller batches, since the
+# attention's memory grows with texts x length^2.
+MAX_BATCH_TOKENS = 16384
 
 
 class Embedder:
@@ -54,7 +57,8 @@ class Embedder:
 
     def encode(self, texts: str | Sequence[str], batch_size: int = 32, prompt_name: str | None = None,
                prompt: str | None = None, normalize: bool | None = None, dimensions: int | None = None,
-               show_progress_bar: bool | None = None, output_value: str = SENTENCE_OUTPUT):
+               show_progress_bar: bool | None = None, output_value: str = SENTENCE_OUTPUT,
+               max_batch_tokens: int = MAX_BATCH_TOKENS):
         """Embeddings of ``texts``: float32 [len(texts), dim] in input order (1-D [dim] for one string).
 
         - ``prompt`` (a literal prefix) or ``prompt_name`` (a key of the manifest's prompts) is put
@@ -63,38 +67,38 @@ class Embedder:
           L2-normalizes; False returns the graph's output as is.
         - ``dimensions``: keep the first N values (Matryoshka), renormalized when normalizing.
         - ``output_value="token_embeddings"``: a list of float32 [tokens_i, hidden] arrays, padding removed.
+        - ``max_batch_tokens``: a batch of long texts holds fewer than ``batch_size`` texts, so that
+          texts x padded length stays within this budget (one text always fits).
         """
         single = isinstance(texts, str)
         items = [texts] if single else list(texts)
-        if batch_size is None or int(batch_size) < 1:
-            raise BitnetOnnxError(f"batch_size must be a positive integer, got {batch_size!r}")
+        batch_size = _positive_int(batch_size, "batch_size")
+        max_batch_tokens = _positive_int(max_batch_tokens, "max_batch_tokens")
         if output_value not in OUTPUT_VALUES:
             raise BitnetOnnxError(f"output_value must be one of {', '.join(OUTPUT_VALUES)}, got {output_value!r}")
         prefix = self._prompt(prompt_name, prompt)
         ids = self.tokenizer.tokenize([prefix + t for t in check_texts(items)])
 
         if output_value == TOKEN_OUTPUT:
-            tokens = self._run(ids, int(batch_size), TOKEN_OUTPUT, show_progress_bar)
+            tokens = self._run(ids, _batches(ids, batch_size, max_batch_tokens), TOKEN_OUTPUT, show_progress_bar)
             return tokens[0] if single else tokens
         width = self._check_dimensions(dimensions)
-        rows = self._run(ids, int(batch_size), SENTENCE_OUTPUT, show_progress_bar)
+        rows = self._run(ids, _batches(ids, batch_size, max_batch_tokens), SENTENCE_OUTPUT, show_progress_bar)
         out = np.stack(rows) if rows else np.zeros((0, self.dimension), dtype=np.float32)
         out = np.ascontiguousarray(out[:, :width], dtype=np.float32)
         if self.manifest.normalize if normalize is None else normalize:
             out = _l2_normalize(out)
         return out[0] if single else out
 
-    def _run(self, ids: list[list[int]], batch_size: int, output: str, show_progress_bar: bool | None) -> list:
-        """Runs length-sorted batches; returns one array per text, in input order."""
+    def _run(self, ids: list[list[int]], batches: list[list[int]], output: str, show_progress_bar: bool | None) -> list:
+        """Runs the batches (lists of text indices); returns one array per text, in input order."""
         from tqdm.auto import tqdm
 
-        order = sorted(range(len(ids)), key=lambda i: len(ids[i]), reverse=True)
         results: list = [None] * len(ids)
         bar = tqdm(total=len(ids), unit="text", desc="embed", file=sys.stderr,
                    disable=not show_progress_bar, leave=False, delay=1.0)
         with bar:
-            for start in range(0, len(order), batch_size):
-                chunk = order[start:start + batch_size]
+            for chunk in batches:
                 input_ids, mask = self.tokenizer.pad([ids[i] for i in chunk])
                 (values,) = self.session.run([output], {"input_ids": input_ids, "attention_mask": mask})
                 for row, i in enumerate(chunk):
@@ -124,6 +128,25 @@ class Embedder:
                 or not 1 <= dimensions <= self.dimension:
             raise BitnetOnnxError(f"dimensions must be an integer from 1 to {self.dimension}, got {dimensions!r}")
         return int(dimensions)
+
+
+def _batches(ids: list[list[int]], batch_size: int, max_tokens: int) -> list[list[int]]:
+    """Text indices sorted by length, longest first, cut into batches of at most ``batch_size`` texts
+    and ``max_tokens`` padded tokens (dynamic padding: a batch is as wide as its first text)."""
+    order = sorted(range(len(ids)), key=lambda i: len(ids[i]), reverse=True)
+    batches, start = [], 0
+    while start < len(order):
+        width = max(len(ids[order[start]]), 1)
+        n = max(1, min(batch_size, max_tokens // width))
+        batches.append(order[start:start + n])
+        start += n
+    return batches
+
+
+def _positive_int(value, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise BitnetOnnxError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)
 
 
 def _l2_normalize(x: np.ndarray) -> np.ndarray:

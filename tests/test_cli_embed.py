@@ -43,7 +43,8 @@ def test_text_lines_to_npy(out_dir, expected, tmp_path, capsys):
     src = tmp_path / "in.txt"
     src.write_text("\n".join(TEXTS) + "\n", encoding="utf-8")  # the blank middle line is a text
     dst = tmp_path / "out.npy"
-    code, out, err = _run(capsys, out_dir, "--input", src, "--output", dst, "--batch-size", 2)
+    code, out, err = _run(capsys, out_dir, "--input", src, "--output", dst, "--batch-size", 2,
+                          "--max-batch-tokens", 8)
     assert code == 0, err
     got = np.load(dst)
     assert got.dtype == np.float32 and got.shape == expected.shape

@@ -152,12 +152,37 @@ def test_threads(exports, embedders):
         Embedder(exports["qwen3"], threads=0)
 
 
+class _RecordingSession:
+    """Wraps an ORT session and records the shape of every batch it runs."""
+
+    def __init__(self, session):
+        self.session, self.shapes = session, []
+
+    def run(self, outputs, feeds):
+        self.shapes.append(feeds["input_ids"].shape)
+        return self.session.run(outputs, feeds)
+
+
+def test_length_sorted_batches_within_token_budget(exports, embedders):
+    e = Embedder(exports["qwen3"], threads=1)
+    e.session = recorder = _RecordingSession(e.session)
+    lengths = [len(x) for x in e.tokenizer.tokenize(TEXTS)]
+    got = e.encode(TEXTS, batch_size=4, max_batch_tokens=2 * max(lengths))
+    widths = [w for _, w in recorder.shapes]
+    assert widths == sorted(widths, reverse=True) and widths[0] == max(lengths)  # longest first, dynamic padding
+    assert all(b * w <= 2 * max(lengths) or b == 1 for b, w in recorder.shapes)
+    assert sum(b for b, _ in recorder.shapes) == len(TEXTS) and max(b for b, _ in recorder.shapes) <= 4
+    np.testing.assert_allclose(got, embedders["qwen3"].encode(TEXTS), rtol=0, atol=2e-5)
+
+
 def test_bad_arguments(embedders):
     e = embedders["qwen3"]
     with pytest.raises(BitnetOnnxError, match=r"texts\[1\]"):
         e.encode(["fine", None])
     with pytest.raises(BitnetOnnxError, match="batch_size"):
         e.encode(TEXTS, batch_size=0)
+    with pytest.raises(BitnetOnnxError, match="max_batch_tokens"):
+        e.encode(TEXTS, max_batch_tokens="many")
 
 
 # --- broken folders -----------------------------------------------------------------------------------
