@@ -18,7 +18,7 @@ from ..errors import BitnetOnnxError
 from ..manifest import MODEL_NAME, Manifest
 
 EXTERNAL_DATA_NAME = MODEL_NAME + ".data"
-PROTOBUF_LIMIT = 2**31 - 2**26  # stay clear of 2 GB: graph structure adds to the weights
+PROTOBUF_LIMIT = 2_000_000_000  # weights over 2 GB go to external data (protobuf caps a file at 2 GiB)
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model",
                    "vocab.json", "merges.txt", "added_tokens.json")
 
