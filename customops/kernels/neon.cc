@@ -154,27 +154,24 @@ void quantize(const float* x, int64_t m, int64_t k, const float* norm_w, float e
   for (int64_t r = 0; r < m; ++r) quantize_row(x + r * k, k, norm_w, eps, q + r * k, a + r, qsum + r);
 }
 
-// Without dotprod: int8 x int8 -> int16 products, 16 per lane per block (|sum| <= 2048).
-struct WideningBlock {
-  static inline int32x4_t add(int32x4_t acc, const int8x16_t w[8], const int8_t* q) {
-    int16x8_t s = vdupq_n_s16(0);
-    for (int v = 0; v < 8; ++v) {
-      const int8x16_t qv = vld1q_s8(q + 16 * v);
-      s = vmlal_s8(s, vget_low_s8(w[v]), vget_low_s8(qv));
-      s = vmlal_high_s8(s, w[v], qv);
-    }
-    return vpadalq_s16(acc, s);
+// Without dotprod: int8 x int8 -> int16 products, 16 per lane per block (|sum| <= 16 * 128),
+// folded into int32 at the end of every block: never overflows.
+struct Widening {
+  static inline void step(int32x4_t&, int16x8_t& part, int8x16_t w, int8x16_t q) {
+    part = vmlal_s8(part, vget_low_s8(w), vget_low_s8(q));
+    part = vmlal_high_s8(part, w, q);
   }
+  static inline void flush(int32x4_t& acc, int16x8_t& part) { acc = vpadalq_s16(acc, part); }
 };
 
 void dot_widening(const uint8_t* packed, int64_t n, int64_t k, const QuantizedRows& rows, int64_t m0,
                   int64_t m1, int64_t n0, int64_t n1, int32_t* out, int64_t ld) {
   (void)n;
-  tiled_dot<WideningBlock>(packed, k, rows, m0, m1, n0, n1, out, ld);
+  tiled_dot<Widening>(packed, k, rows, m0, m1, n0, n1, out, ld);
 }
 
 constexpr int64_t kTileM = 16;  // multiple of kTileTokens
-constexpr int64_t kTileN = 64;  // multiple of kTileRows
+constexpr int64_t kTileN = 64;  // multiple of 4 rows
 
 const I2SKernel kNeon = {"neon", packed_bytes, repack, quantize, dot_widening, kTileM, kTileN};
 #ifndef BITNET_ONNX_NO_NEON_DOTPROD

@@ -10,11 +10,9 @@
 namespace bitnet_onnx {
 namespace {
 
-struct SdotBlock {
-  static inline int32x4_t add(int32x4_t acc, const int8x16_t w[8], const int8_t* q) {
-    for (int v = 0; v < 8; ++v) acc = vdotq_s32(acc, w[v], vld1q_s8(q + 16 * v));
-    return acc;
-  }
+struct Sdot {
+  static inline void step(int32x4_t& acc, int16x8_t&, int8x16_t w, int8x16_t q) { acc = vdotq_s32(acc, w, q); }
+  static inline void flush(int32x4_t&, int16x8_t&) {}
 };
 
 }  // namespace
@@ -22,7 +20,7 @@ struct SdotBlock {
 void neon_dotprod_dot(const uint8_t* packed, int64_t n, int64_t k, const QuantizedRows& rows,
                       int64_t m0, int64_t m1, int64_t n0, int64_t n1, int32_t* out, int64_t ld) {
   (void)n;
-  tiled_dot<SdotBlock>(packed, k, rows, m0, m1, n0, n1, out, ld);
+  tiled_dot<Sdot>(packed, k, rows, m0, m1, n0, n1, out, ld);
 }
 
 }  // namespace bitnet_onnx
