@@ -2,18 +2,19 @@
 // the AVX512 flags of avx512vnni.cc; usable only when amx_usable() (CPUID, XCR0 and, on Linux,
 // the per-process permission for the tile data state) says so.
 //
-// Weights: the same 16-row panel layout as avx512vnni.cc. Per 32-row panel and 1024-column K
-// block the 2-bit codes are unpacked once into an L1 buffer whose 1 KB pieces are AMX B tiles
-// as they are ([16 quads][16 rows x 4 codes], u8); activation rows q are A tiles (s8, read in
-// place, stride K). TDPBSUD (signed A x unsigned B) then gives sum_k q*c into 16x16 int32 tiles;
-// minus qsum it is sum_k q*T. Register blocking 2x2: tiles 0-3 accumulate 32 tokens x 32 rows,
-// 4-5 hold A, 6-7 hold B. Token blocks of fewer than 16 rows go to the AVX512-VNNI kernel.
+// Weights: the same 16-row panel layout as avx512vnni.cc. Per 1024-column K block, the 2-bit
+// codes of the tile's rows are unpacked once into a per-thread buffer of int8 T whose 1 KB
+// pieces are AMX B tiles as they are ([16 quads][16 rows x 4 values]); activation rows q are A
+// tiles read in place (stride K). TDPBSSD accumulates sum_k q*T in 16x16 int32 tiles, loaded
+// from / stored to the output directly. Register blocking 2x2: tiles 0-3 hold 32 tokens x 32
+// rows of C, 4-5 A, 6-7 B. Token blocks of fewer than 16 rows go to the AVX512-VNNI kernel.
 #pragma GCC diagnostic ignored "-Wuninitialized"  // GCC 12 intrinsic headers (bug 105593)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #if defined(__linux__)
 #include <sys/syscall.h>
@@ -81,17 +82,18 @@ void load_tile_config() {
   _tile_loadconfig(&cfg);
 }
 
-// Group codes over columns [k0, k0 + kc) as bytes, [quad][16 rows x 4]: consecutive B tiles.
-void unpack_group(const uint8_t* grp, int64_t k0, int64_t kc, uint8_t* buf) {
-  const __m512i mask3 = _mm512_set1_epi8(3);
+// Group values T = code - 1 over columns [k0, k0 + kc) as int8, [quad][16 rows x 4]: one B
+// tile per 64 columns. Signed T lets TDPBSSD give sum q*T directly (no qsum correction).
+void unpack_group(const uint8_t* grp, int64_t k0, int64_t kc, int8_t* buf) {
+  const __m512i mask3 = _mm512_set1_epi8(3), one = _mm512_set1_epi8(1);
   const uint8_t* src = grp + (k0 / kSpan) * 64;
   for (int64_t sp = 0; sp < kc / kSpan; ++sp) {
     const __m512i p = _mm512_loadu_si512(src + sp * 64);
-    uint8_t* dst = buf + sp * 4 * 64;
-    _mm512_store_si512(dst, _mm512_and_si512(p, mask3));
-    _mm512_store_si512(dst + 64, _mm512_and_si512(_mm512_srli_epi16(p, 2), mask3));
-    _mm512_store_si512(dst + 128, _mm512_and_si512(_mm512_srli_epi16(p, 4), mask3));
-    _mm512_store_si512(dst + 192, _mm512_and_si512(_mm512_srli_epi16(p, 6), mask3));
+    int8_t* dst = buf + sp * 4 * 64;
+    _mm512_store_si512(dst, _mm512_sub_epi8(_mm512_and_si512(p, mask3), one));
+    _mm512_store_si512(dst + 64, _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(p, 2), mask3), one));
+    _mm512_store_si512(dst + 128, _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(p, 4), mask3), one));
+    _mm512_store_si512(dst + 192, _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(p, 6), mask3), one));
   }
 }
 
@@ -101,61 +103,98 @@ inline __mmask16 lane_mask(int64_t g, int64_t n0, int64_t n1) {
   return static_cast<__mmask16>(((1u << hi) - 1u) & ~((1u << lo) - 1u));
 }
 
-// One 16x16 C tile (in c, row-major) -> out rows, adding what an earlier K block left there and
-// subtracting qsum after the last one.
-inline void emit_tile(const int32_t* c, int32_t* dst, int64_t ld, __mmask16 mask, const int32_t* qsum, bool first,
-                      bool last) {
-  for (int t = 0; t < kTm; ++t, dst += ld) {
-    __m512i v = _mm512_load_si512(c + t * 16);
-    if (!first) v = _mm512_add_epi32(v, _mm512_maskz_loadu_epi32(mask, dst));
-    if (last) v = _mm512_sub_epi32(v, _mm512_set1_epi32(qsum[t]));
-    _mm512_mask_storeu_epi32(dst, mask, v);
-  }
+// C tiles of a micro call that are not whole 16-column groups of the output go through a
+// staging buffer with masked loads / stores; whole ones are loaded / stored in place.
+struct Stage {
+  alignas(64) int32_t c[4][kTm * G];
+};
+
+inline void stage_in(int32_t* c, const int32_t* src, int64_t ld, __mmask16 mask, bool first) {
+  for (int t = 0; t < kTm; ++t)
+    _mm512_store_si512(c + t * G, first ? _mm512_setzero_si512() : _mm512_maskz_loadu_epi32(mask, src + t * ld));
 }
 
-struct Block {  // one K block of a panel: where A, B and C live
-  const int8_t* q;  // activations of the first token, column k0
-  int64_t ldq;
-  const uint8_t* b[2];  // B tiles of the panel's groups (b[1] unused for one group)
+inline void stage_out(const int32_t* c, int32_t* dst, int64_t ld, __mmask16 mask) {
+  for (int t = 0; t < kTm; ++t) _mm512_mask_storeu_epi32(dst + t * ld, mask, _mm512_load_si512(c + t * G));
+}
+
+struct Block {  // one K block of one (token pair, group pair): where A, B and C live
+  const int8_t* q;  // the token pair's activations over the K block, packed by pack_tokens
+  const int8_t* b[2];  // B tiles of the two groups (b[1] unused for one group)
   int64_t kc;
   int32_t* out;  // out element (first token, first column of group 0)
   int64_t ld;
-  const int32_t* qsum;
   __mmask16 mask[2];
-  bool first, last;
+  bool first;  // first K block: C starts at zero
 };
 
-// MB token tiles (1 or 2) x NG groups (1 or 2); C tiles 0..3 = (token tile i, group j) -> 2i + j.
+// C tile (i, j) of token tile i and group j is tile 2i + j; its output and staging slot.
+#define BITNET_C_IN(T, I, J)                                                                     \
+  do {                                                                                           \
+    int32_t* dst = blk.out + (I) * kTm * blk.ld + (J) * G;                                       \
+    if (blk.first) {                                                                             \
+      _tile_zero(T);                                                                             \
+    } else if (whole) {                                                                          \
+      _tile_loadd(T, dst, blk.ld * 4);                                                           \
+    } else {                                                                                     \
+      stage_in(st.c[T], dst, blk.ld, blk.mask[J], false);                                        \
+      _tile_loadd(T, st.c[T], 64);                                                               \
+    }                                                                                            \
+  } while (0)
+// Stored through an L1-resident staging tile: a tile store straight into the output rows (1 KB
+// apart, a few L1 sets) stalled on their misses; plain vector stores drain in the background.
+#define BITNET_C_OUT(T, I, J)                                                                    \
+  do {                                                                                           \
+    _tile_stored(T, st.c[T], 64);                                                                \
+    stage_out(st.c[T], blk.out + (I) * kTm * blk.ld + (J) * G, blk.ld, blk.mask[J]);             \
+  } while (0)
+
+// MB token tiles (1 or 2) x NG groups (1 or 2): tiles 0-3 C, 4-5 A, 6-7 B.
 template <int MB, int NG>
 void micro(const Block& blk) {
-  alignas(64) int32_t c[4][kTm * G];
-  _tile_zero(0);
-  if (NG > 1) _tile_zero(1);
-  if (MB > 1) _tile_zero(2);
-  if (MB > 1 && NG > 1) _tile_zero(3);
+  Stage st;
+  const bool whole = blk.mask[0] == 0xFFFF && (NG == 1 || blk.mask[1] == 0xFFFF);
+  BITNET_C_IN(0, 0, 0);
+  if (NG > 1) BITNET_C_IN(1, 0, 1);
+  if (MB > 1) BITNET_C_IN(2, 1, 0);
+  if (MB > 1 && NG > 1) BITNET_C_IN(3, 1, 1);
   for (int64_t kk = 0; kk < blk.kc; kk += kKStep) {
-    const uint8_t* b0 = blk.b[0] + kk * G;  // kKStep columns = 16 quads x 64 bytes
-    _tile_loadd(4, blk.q + kk, blk.ldq);
-    _tile_loadd(6, b0, 64);
-    _tile_dpbsud(0, 4, 6);
+    const int8_t* a = blk.q + kk * 2 * kTm;  // packed: [k step][32 tokens][64]
+    _tile_loadd(4, a, 64);
+    _tile_loadd(6, blk.b[0] + kk * G, 64);  // kKStep columns = 16 quads x 64 bytes
+    _tile_dpbssd(0, 4, 6);
     if (NG > 1) {
       _tile_loadd(7, blk.b[1] + kk * G, 64);
-      _tile_dpbsud(1, 4, 7);
+      _tile_dpbssd(1, 4, 7);
     }
     if (MB > 1) {
-      _tile_loadd(5, blk.q + kTm * blk.ldq + kk, blk.ldq);
-      _tile_dpbsud(2, 5, 6);
-      if (NG > 1) _tile_dpbsud(3, 5, 7);
+      _tile_loadd(5, a + kTm * 64, 64);
+      _tile_dpbssd(2, 5, 6);
+      if (NG > 1) _tile_dpbssd(3, 5, 7);
     }
   }
-  _tile_stored(0, c[0], 64);
-  if (NG > 1) _tile_stored(1, c[1], 64);
-  if (MB > 1) _tile_stored(2, c[2], 64);
-  if (MB > 1 && NG > 1) _tile_stored(3, c[3], 64);
-  for (int i = 0; i < MB; ++i)
-    for (int j = 0; j < NG; ++j)
-      emit_tile(c[2 * i + j], blk.out + i * kTm * blk.ld + j * G, blk.ld, blk.mask[j], blk.qsum + i * kTm, blk.first,
-                blk.last);
+  BITNET_C_OUT(0, 0, 0);
+  if (NG > 1) BITNET_C_OUT(1, 0, 1);
+  if (MB > 1) BITNET_C_OUT(2, 1, 0);
+  if (MB > 1 && NG > 1) BITNET_C_OUT(3, 1, 1);
+}
+#undef BITNET_C_IN
+#undef BITNET_C_OUT
+
+// Activation rows [rows x kc] (stride ldq) -> contiguous A tiles [kc / 64][rows][64]: each tile
+// load then reads 1 KB in sequence instead of 16 lines at a K-byte stride (few L1 sets).
+void pack_tokens(const int8_t* q, int64_t ldq, int64_t rows, int64_t kc, int8_t* apack) {
+  for (int64_t kk = 0; kk < kc; kk += kKStep)
+    for (int64_t r = 0; r < rows; ++r)
+      _mm512_store_si512(apack + (kk / kKStep) * 2 * kTm * 64 + r * 64, _mm512_loadu_si512(q + r * ldq + kk));
+}
+
+// Per-thread B buffer for all groups of a tile over one K block (grown once, 64-byte aligned).
+int8_t* b_buffer(size_t bytes) {
+  thread_local std::vector<int8_t> storage;
+  if (storage.size() < bytes + 64) storage.resize(bytes + 64);
+  const uintptr_t p = reinterpret_cast<uintptr_t>(storage.data());
+  return reinterpret_cast<int8_t*>((p + 63) & ~uintptr_t{63});
 }
 
 void dot(const uint8_t* packed, int64_t n, int64_t k, const QuantizedRows& rows, int64_t m0, int64_t m1, int64_t n0,
@@ -166,30 +205,31 @@ void dot(const uint8_t* packed, int64_t n, int64_t k, const QuantizedRows& rows,
     avx512vnni_kernel()->dot(packed, n, k, rows, m0 + tiled_m, m1, n0, n1, out + tiled_m * ld, ld);
   if (tiled_m == 0) return;
   const int64_t me = m0 + tiled_m;
-
-  load_tile_config();
-  alignas(64) uint8_t buf[2][kKc * G];
   const int64_t gstride = group_stride(k, G);
   const int64_t g0 = n0 / G, g1 = panel_groups(n1, G);
+  const int64_t kc_max = std::min(kKc, k);
+  int8_t* buf = b_buffer(static_cast<size_t>((g1 - g0) * kc_max * G));
+  alignas(64) int8_t apack[2 * kTm * kKc];
+
+  load_tile_config();
+  // B streams from L2 (sequential 1 KB tiles); the A tiles of a token pair stay in L1.
   for (int64_t k0 = 0; k0 < k; k0 += kKc) {
     const int64_t kc = std::min(kKc, k - k0);
-    for (int64_t g = g0; g < g1; g += 2) {
-      const int ng = g + 1 < g1 ? 2 : 1;
-      for (int j = 0; j < ng; ++j) unpack_group(packed + (g + j) * gstride, k0, kc, buf[j]);
-      Block blk;
-      blk.ldq = k;
-      blk.b[0] = buf[0];
-      blk.b[1] = buf[1];
-      blk.kc = kc;
-      blk.ld = ld;
-      blk.first = k0 == 0;
-      blk.last = k0 + kc == k;
-      for (int j = 0; j < 2; ++j) blk.mask[j] = j < ng ? lane_mask(g + j, n0, n1) : 0;
-      for (int64_t i = m0; i < me; i += 2 * kTm) {
-        const int mb = i + 2 * kTm <= me ? 2 : 1;
-        blk.q = rows.q + i * k + k0;
+    for (int64_t g = g0; g < g1; ++g) unpack_group(packed + g * gstride, k0, kc, buf + (g - g0) * kc * G);
+    for (int64_t i = m0; i < me; i += 2 * kTm) {
+      const int mb = i + 2 * kTm <= me ? 2 : 1;
+      pack_tokens(rows.q + i * k + k0, k, mb * kTm, kc, apack);
+      for (int64_t g = g0; g < g1; g += 2) {
+        const int ng = g + 1 < g1 ? 2 : 1;
+        Block blk;
+        blk.q = apack;
+        blk.b[0] = buf + (g - g0) * kc * G;
+        blk.b[1] = blk.b[0] + kc * G;
+        blk.kc = kc;
         blk.out = out + (i - m0) * ld + (g * G - n0);
-        blk.qsum = rows.qsum + i;
+        blk.ld = ld;
+        for (int j = 0; j < 2; ++j) blk.mask[j] = j < ng ? lane_mask(g + j, n0, n1) : 0;
+        blk.first = k0 == 0;
         if (mb == 2)
           ng == 2 ? micro<2, 2>(blk) : micro<2, 1>(blk);
         else
