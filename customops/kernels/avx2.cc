@@ -19,7 +19,7 @@ namespace {
 using namespace x86;
 
 struct Avx2Ops {
-  static constexpr int kMr = 6;
+  static constexpr int kMr = 3;
   static constexpr int64_t kChunkQuads = 32;
   static __m256i step(__m256i acc, __m256i codes, __m256i x) {
     return _mm256_add_epi16(acc, _mm256_maddubs_epi16(codes, x));
