@@ -4,8 +4,9 @@ customops/tests/kernel_test.cc is built three ways and run on vectors from
 customops/tests/make_kernel_vectors.py (bitnet_onnx.ternary):
   native     Release, for scalar and every x86 ISA this CPU has (from /proc/cpuinfo);
   sanitize   AddressSanitizer + UBSan, aborting on the first report, same kernels;
-  aarch64    cross-compiled (g++-aarch64-linux-gnu, static) and run under qemu-aarch64 for scalar
-             and NEON, with -cpu max (SDOT path) and -cpu cortex-a53 (no dotprod: widening path).
+  aarch64    cross-compiled (g++-aarch64-linux-gnu, static; also with UBSan) and run under
+             qemu-aarch64 for scalar and NEON, with -cpu max (SDOT path) and -cpu cortex-a53
+             (no dotprod: the widening path).
 Builds are cached in build/kernel-tests/<variant>. A missing tool fails with what to install.
 """
 
@@ -42,16 +43,16 @@ def _run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, capture_output=True, text=True, timeout=900, **kw)
 
 
-def _build(variant: str, *cmake_args: str) -> Path:
-    """Configure (every time: kernel files may have appeared) and build kernel_test; returns it."""
+def _build(variant: str, *cmake_args: str, source: Path = TEST_SRC, target: str = "kernel_test") -> Path:
+    """Configure (every time: kernel files may have appeared) and build; returns the build folder's target."""
     build = BUILD_ROOT / variant
     ninja = _tool("ninja")
-    configure = [_tool("cmake"), "-S", str(TEST_SRC), "-B", str(build), "-G", "Ninja",
+    configure = [_tool("cmake"), "-S", str(source), "-B", str(build), "-G", "Ninja",
                  f"-DCMAKE_MAKE_PROGRAM={ninja}", "-DCMAKE_BUILD_TYPE=Release", *cmake_args]
-    for cmd in (configure, [ninja, "-C", str(build), "-j2", "kernel_test"]):
+    for cmd in (configure, [ninja, "-C", str(build), "-j2", target]):
         res = _run(cmd)
         assert res.returncode == 0, f"{' '.join(cmd)} failed:\n{res.stdout[-4000:]}\n{res.stderr[-4000:]}"
-    return build / "kernel_test"
+    return build / target
 
 
 def _native_kernels() -> list[str]:
@@ -121,21 +122,73 @@ def test_sanitizers(vectors):
     assert "runtime error" not in res.stderr and "AddressSanitizer" not in res.stderr, res.stderr[-6000:]
 
 
+UBSAN = "-fsanitize=undefined -fno-sanitize-recover=all"  # ASan does not run under qemu-user
+AARCH64_VARIANTS = {
+    "aarch64": ["-DCMAKE_EXE_LINKER_FLAGS=-static"],
+    "aarch64-ubsan": [f"-DCMAKE_CXX_FLAGS={UBSAN}", f"-DCMAKE_EXE_LINKER_FLAGS={UBSAN} -static"],
+}
+
+
 @pytest.fixture(scope="module")
-def aarch64_exe() -> Path:
+def aarch64_build():
+    """variant -> cross-compiled static kernel_test, built on first use."""
     _tool("aarch64-linux-gnu-g++")
-    return _build("aarch64", f"-DCMAKE_TOOLCHAIN_FILE={TOOLCHAIN}", "-DCMAKE_EXE_LINKER_FLAGS=-static")
+    built: dict[str, Path] = {}
+
+    def get(variant: str) -> Path:
+        if variant not in built:
+            built[variant] = _build(variant, f"-DCMAKE_TOOLCHAIN_FILE={TOOLCHAIN}", *AARCH64_VARIANTS[variant])
+        return built[variant]
+
+    return get
 
 
-# -cpu max has dotprod (SDOT path); cortex-a53 has not (widening path).
+# -cpu max has dotprod (SDOT path); cortex-a53 has not (widening path). Release builds run NEON
+# on every case; scalar and the UBSan build run the cases up to SMALL_MACS.
 @pytest.mark.skipif(not ON_X86, reason="cross-compiles from x86-64; an aarch64 host runs NEON in test_native")
-@pytest.mark.parametrize("cpu, kernel, dotprod, all_cases",
-                         [("max", "neon", 1, True), ("cortex-a53", "neon", 0, True), ("max", "scalar", 1, False)])
-def test_aarch64_qemu(vectors, aarch64_exe, cpu, kernel, dotprod, all_cases):
+@pytest.mark.parametrize("variant, cpu, kernels, all_cases", [
+    ("aarch64", "max", "neon", True),
+    ("aarch64", "cortex-a53", "neon", True),
+    ("aarch64", "max", "scalar", False),
+    ("aarch64-ubsan", "max", "scalar,neon", False),
+    ("aarch64-ubsan", "cortex-a53", "neon", False),
+])
+def test_aarch64_qemu(vectors, aarch64_build, variant, cpu, kernels, all_cases):
+    exe = aarch64_build(variant)
     qemu = _tool("qemu-aarch64")
     files = list(vectors) if all_cases else _small(vectors)
-    out = _check(_run([qemu, "-cpu", cpu, str(aarch64_exe), "--kernels", kernel, *files]), [kernel])
+    res = _run([qemu, "-cpu", cpu, str(exe), "--kernels", kernels, *files])
+    out = _check(res, kernels.split(","))
+    dotprod = 0 if cpu == "cortex-a53" else 1
     assert f"dotprod={dotprod}" in out.splitlines()[0], out.splitlines()[0]
+    assert "runtime error" not in res.stderr, res.stderr[-6000:]
+
+
+def _ort_headers() -> Path:
+    """ORT headers as the op build found them: ONNXRUNTIME_INCLUDE_DIR, else the package build's copy."""
+    env = os.environ.get("ONNXRUNTIME_INCLUDE_DIR")
+    candidates = [Path(env)] if env else sorted(REPO.glob("build/*/.ort-headers/include"))
+    for path in candidates:
+        if (path / "onnxruntime_c_api.h").is_file():
+            return path
+    pytest.fail("no ONNX Runtime headers: build the package first (scripts/setup.sh) or set ONNXRUNTIME_INCLUDE_DIR")
+
+
+@pytest.mark.skipif(not ON_X86, reason="cross-compiles from x86-64")
+def test_aarch64_op_library_builds():
+    """The whole op library (ORT glue + kernels, NEON included) cross-compiles for aarch64 and
+    exports only RegisterCustomOps. (No aarch64 onnxruntime here to load it.)"""
+    _tool("aarch64-linux-gnu-g++")
+    lib = _build("aarch64-oplib", f"-DCMAKE_TOOLCHAIN_FILE={TOOLCHAIN}", f"-DONNXRUNTIME_INCLUDE_DIR={_ort_headers()}",
+                 source=REPO, target="all").parent
+    libs = sorted(lib.rglob("*.so"))
+    assert len(libs) == 1, libs
+    res = _run([_tool("aarch64-linux-gnu-nm"), "-D", "--defined-only", str(libs[0])])
+    assert res.returncode == 0, res.stderr
+    symbols = {line.split()[-1] for line in res.stdout.splitlines() if line.strip()}
+    assert symbols == {"RegisterCustomOps"}, symbols
+    res = _run([_tool("aarch64-linux-gnu-objdump"), "-d", str(libs[0])])
+    assert "sdot" in res.stdout, "the SDOT kernel is missing from the aarch64 library"
 
 
 def test_harness_refuses_missing_kernel_and_bad_file(vectors, tmp_path):
