@@ -33,6 +33,7 @@ def folder_bytes(folder: Path) -> dict[str, int]:
 
 CHILD = """
 import json, resource, sys, time
+from bitnet_onnx.export.exporter import export
 t0 = time.perf_counter()
 export(sys.argv[1], sys.argv[2], weights=sys.argv[3], overwrite=True)
 print(json.dumps({"seconds": time.perf_counter() - t0,

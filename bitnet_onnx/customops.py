@@ -81,7 +81,8 @@ def _infer(ctx) -> None:
     out.tensor_type.elem_type = onnx.TensorProto.FLOAT
     x_type = ctx.get_input_type(0)
     w_type = ctx.get_input_type(1)
-    if x_type.tensor_type.HasField("shape") and w_type.tensor_type.HasField("shape"):
+    known = x_type is not None and w_type is not None  # None: X comes from an op onnx has no schema for
+    if known and x_type.tensor_type.HasField("shape") and w_type.tensor_type.HasField("shape"):
         x_dims = list(x_type.tensor_type.shape.dim)
         w_dims = list(w_type.tensor_type.shape.dim)
         if not x_dims:
