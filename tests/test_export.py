@@ -192,9 +192,10 @@ def test_gemma3_sliding_window_is_applied(models, exports):
     """A 40-token input over a window of 8: matches HF, and the window changes the result."""
     narrow, wide = models("gemma3", bitnet=False), models("gemma3", bitnet=False, sliding_window=64)
     ids, mask = batch([40], 40)
-    got, _ = run(session(exports(narrow, "f32")), ids, mask)
-    ref, _ = Reference(narrow).encode(ids, mask)
+    got, tokens = run(session(exports(narrow, "f32")), ids, mask)
+    ref, ref_tokens = Reference(narrow).encode(ids, mask)
     assert cosines(got, ref).min() >= 0.99999
+    assert np.abs(tokens - ref_tokens).max() <= 1e-3 * np.abs(ref_tokens).max()  # a window off by one is ~1
     got_wide, _ = run(session(exports(wide, "f32")), ids, mask)
     assert cosines(got, got_wide).min() < 0.9999  # same weights (same seed), only the window differs
 
@@ -218,9 +219,11 @@ def test_gemma3_bidirectional(models, exports):
 def test_standard_gemma3_bidirectional_f32_matches_transformers(models, exports):
     model = models("gemma3", bitnet=False, bidirectional=True)
     ids, mask = batch([30, 11], 30, "right")
-    got, _ = run(session(exports(model, "f32")), ids, mask)
-    ref, _ = Reference(model).encode(ids, mask)
+    got, tokens = run(session(exports(model, "f32")), ids, mask)
+    ref, ref_tokens = Reference(model).encode(ids, mask)
     assert cosines(got, ref).min() >= 0.99999
+    m = mask[..., None]  # HF's bidirectional window is |i - j| <= W // 2: off by one changes tokens by ~1
+    assert np.abs((tokens - ref_tokens) * m).max() <= 1e-3 * np.abs(ref_tokens * m).max()
 
 
 # -- sentence-transformers modules and tokenizer rules ------------------------------------------------
