@@ -1,6 +1,6 @@
 """The pure C++ kernels (customops/kernels) without ONNX Runtime, against numpy reference vectors.
 
-customops/tests/kernel_test.cc is built three ways and run on vectors from
+customops/tests/kernel_test.cc is built several ways and run on vectors from
 customops/tests/make_kernel_vectors.py (bitnet_onnx.ternary):
   native     Release, for scalar and every x86 ISA this CPU has (from /proc/cpuinfo);
   sanitize   AddressSanitizer + UBSan, aborting on the first report, same kernels;
@@ -44,7 +44,7 @@ def _run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
 
 
 def _build(variant: str, *cmake_args: str, source: Path = TEST_SRC, target: str = "kernel_test") -> Path:
-    """Configure (every time: kernel files may have appeared) and build; returns the build folder's target."""
+    """Configure (every time: kernel files may have appeared) and build `target`; returns the build folder."""
     build = BUILD_ROOT / variant
     ninja = _tool("ninja")
     configure = [_tool("cmake"), "-S", str(source), "-B", str(build), "-G", "Ninja",
@@ -52,7 +52,7 @@ def _build(variant: str, *cmake_args: str, source: Path = TEST_SRC, target: str 
     for cmd in (configure, [ninja, "-C", str(build), "-j2", target]):
         res = _run(cmd)
         assert res.returncode == 0, f"{' '.join(cmd)} failed:\n{res.stdout[-4000:]}\n{res.stderr[-4000:]}"
-    return build / target
+    return build
 
 
 def _native_kernels() -> list[str]:
@@ -107,13 +107,13 @@ def _small(vectors: dict[str, int]) -> list[str]:
 
 
 def test_native(vectors):
-    exe = _build("native")
+    exe = _build("native") / "kernel_test"
     kernels = _native_kernels()
     _check(_run([str(exe), "--kernels", ",".join(kernels), *vectors]), kernels)
 
 
 def test_sanitizers(vectors):
-    exe = _build("sanitize", f"-DCMAKE_CXX_FLAGS={SANITIZE}", f"-DCMAKE_EXE_LINKER_FLAGS={SANITIZE}")
+    exe = _build("sanitize", f"-DCMAKE_CXX_FLAGS={SANITIZE}", f"-DCMAKE_EXE_LINKER_FLAGS={SANITIZE}") / "kernel_test"
     kernels = _native_kernels()
     env = dict(os.environ, ASAN_OPTIONS="abort_on_error=0:detect_leaks=1",
                UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1")
@@ -137,7 +137,8 @@ def aarch64_build():
 
     def get(variant: str) -> Path:
         if variant not in built:
-            built[variant] = _build(variant, f"-DCMAKE_TOOLCHAIN_FILE={TOOLCHAIN}", *AARCH64_VARIANTS[variant])
+            build = _build(variant, f"-DCMAKE_TOOLCHAIN_FILE={TOOLCHAIN}", *AARCH64_VARIANTS[variant])
+            built[variant] = build / "kernel_test"
         return built[variant]
 
     return get
@@ -179,9 +180,9 @@ def test_aarch64_op_library_builds():
     """The whole op library (ORT glue + kernels, NEON included) cross-compiles for aarch64 and
     exports only RegisterCustomOps. (No aarch64 onnxruntime here to load it.)"""
     _tool("aarch64-linux-gnu-g++")
-    lib = _build("aarch64-oplib", f"-DCMAKE_TOOLCHAIN_FILE={TOOLCHAIN}", f"-DONNXRUNTIME_INCLUDE_DIR={_ort_headers()}",
-                 source=REPO, target="all").parent
-    libs = sorted(lib.rglob("*.so"))
+    build = _build("aarch64-oplib", f"-DCMAKE_TOOLCHAIN_FILE={TOOLCHAIN}",
+                   f"-DONNXRUNTIME_INCLUDE_DIR={_ort_headers()}", source=REPO, target="all")
+    libs = sorted(build.rglob("*.so"))
     assert len(libs) == 1, libs
     res = _run([_tool("aarch64-linux-gnu-nm"), "-D", "--defined-only", str(libs[0])])
     assert res.returncode == 0, res.stderr
@@ -193,7 +194,7 @@ def test_aarch64_op_library_builds():
 
 def test_harness_refuses_missing_kernel_and_bad_file(vectors, tmp_path):
     """kernel_test itself never passes by skipping: unknown kernels and truncated files fail."""
-    exe = _build("native")
+    exe = _build("native") / "kernel_test"
     first = next(iter(vectors))
     missing = "avx2" if platform.machine() in ("aarch64", "arm64") else "neon"
     res = _run([str(exe), "--kernels", f"scalar,{missing}", first])
