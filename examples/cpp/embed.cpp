@@ -1,0 +1,194 @@
+// Embeds token ids with an exported bitnet-onnx model through the ONNX Runtime C++ API.
+//
+//   embed_cpp [--threads N] [--pad-side left|right] [--pad-id ID] LIBRARY MODEL IDS_FILE
+//
+// Same arguments and output as examples/c/embed.c: LIBRARY is libbitnet_onnx_ops.so (registered
+// with Ort::SessionOptions::RegisterCustomOpsLibrary), MODEL an exported model.onnx, IDS_FILE one
+// text per line of token ids separated by spaces or commas ("-" reads stdin). Prints one line per
+// text: its sentence_embedding. Errors (Ort::Exception included) print one line and exit 1.
+#define ORT_API_MANUAL_INIT  // check the runtime's API version ourselves instead of at static init
+#include "onnxruntime_cxx_api.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct Error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct Args {
+  int threads = 0;  // 0: ORT's default
+  int64_t pad_id = 0;
+  bool left = false;
+  std::string library, model, ids_file;
+};
+
+long long parse_int(const std::string& flag, const char* value, long long lo) {
+  std::string text = value ? value : "";
+  size_t used = 0;
+  long long v = 0;
+  try {
+    v = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (text.empty() || used != text.size() || v < lo)
+    throw Error(flag + " needs an integer >= " + std::to_string(lo) + ", got '" + text + "'");
+  return v;
+}
+
+Args parse_args(int argc, char** argv) {
+  const std::string usage =
+      "usage: embed_cpp [--threads N] [--pad-side left|right] [--pad-id ID] LIBRARY MODEL IDS_FILE";
+  Args args;
+  std::vector<std::string> positional;
+  for (int i = 1; i < argc; i++) {
+    std::string a = argv[i];
+    const char* next = i + 1 < argc ? argv[i + 1] : nullptr;
+    if (a == "--threads") {
+      args.threads = static_cast<int>(parse_int(a, next, 1));
+      i++;
+    } else if (a == "--pad-id") {
+      args.pad_id = parse_int(a, next, 0);
+      i++;
+    } else if (a == "--pad-side") {
+      std::string side = next ? next : "";
+      if (side != "left" && side != "right") throw Error("--pad-side must be 'left' or 'right'");
+      args.left = side == "left";
+      i++;
+    } else if (a.rfind("--", 0) == 0) {
+      throw Error(usage);
+    } else {
+      positional.push_back(a);
+    }
+  }
+  if (positional.size() != 3) throw Error(usage);
+  args.library = positional[0];
+  args.model = positional[1];
+  args.ids_file = positional[2];
+  return args;
+}
+
+// One row of token ids per line; every line must hold at least one id.
+std::vector<std::vector<int64_t>> read_ids(const std::string& path) {
+  std::ifstream file;
+  if (path != "-") {
+    file.open(path);
+    if (!file) throw Error(path + ": cannot open");
+  }
+  std::istream& in = path == "-" ? std::cin : file;
+  std::vector<std::vector<int64_t>> texts;
+  std::string line;
+  for (size_t line_no = 1; std::getline(in, line); line_no++) {
+    for (char& ch : line)
+      if (ch == ',' || ch == '\t' || ch == '\r') ch = ' ';
+    std::istringstream words(line);
+    std::vector<int64_t> row;
+    for (std::string word; words >> word;) {
+      size_t used = 0;
+      long long v = -1;
+      try {
+        v = std::stoll(word, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used != word.size() || v < 0)
+        throw Error(path + ": line " + std::to_string(line_no) + ": '" + word.substr(0, 20) +
+                    "' is not a non-negative token id");
+      row.push_back(v);
+    }
+    if (row.empty())
+      throw Error(path + ": line " + std::to_string(line_no) + ": no token ids (every line is one text)");
+    texts.push_back(std::move(row));
+  }
+  if (in.bad()) throw Error(path + ": read error");
+  if (texts.empty()) throw Error(path + ": no texts (expected one line of token ids per text)");
+  return texts;
+}
+
+std::vector<std::vector<float>> embed(const Args& args, const std::vector<std::vector<int64_t>>& texts) {
+  Ort::Env env(ORT_LOGGING_LEVEL_FATAL, "embed_cpp");  // errors come back as exceptions, printed once
+  Ort::SessionOptions options;
+  if (args.threads > 0) options.SetIntraOpNumThreads(args.threads);
+  // ORT loads the library, calls its RegisterCustomOps and unloads it with the options.
+  try {
+    options.RegisterCustomOpsLibrary(args.library.c_str());
+  } catch (const Ort::Exception& e) {
+    throw Error("op library " + args.library + ": RegisterCustomOpsLibrary failed: " + e.what());
+  }
+  std::unique_ptr<Ort::Session> session;
+  try {
+    session = std::make_unique<Ort::Session>(env, args.model.c_str(), options);
+  } catch (const Ort::Exception& e) {
+    throw Error("model " + args.model + ": session creation failed: " + e.what());
+  }
+
+  // input_ids and attention_mask, int64 [batch, width], padded to the longest text.
+  size_t batch = texts.size(), width = 0;
+  for (const auto& t : texts) width = std::max(width, t.size());
+  std::vector<int64_t> ids(batch * width, args.pad_id), mask(batch * width, 0);
+  for (size_t r = 0; r < batch; r++) {
+    size_t first = args.left ? width - texts[r].size() : 0;
+    for (size_t c = 0; c < texts[r].size(); c++) {
+      ids[r * width + first + c] = texts[r][c];
+      mask[r * width + first + c] = 1;
+    }
+  }
+  auto cpu = Ort::MemoryInfo::CreateCpu(OrtArenaAllocator, OrtMemTypeDefault);
+  const int64_t shape[2] = {static_cast<int64_t>(batch), static_cast<int64_t>(width)};
+  Ort::Value inputs[2] = {Ort::Value::CreateTensor<int64_t>(cpu, ids.data(), ids.size(), shape, 2),
+                          Ort::Value::CreateTensor<int64_t>(cpu, mask.data(), mask.size(), shape, 2)};
+  const char* input_names[2] = {"input_ids", "attention_mask"};
+  const char* output_names[1] = {"sentence_embedding"};
+  auto outputs = session->Run(Ort::RunOptions{nullptr}, input_names, inputs, 2, output_names, 1);
+
+  // The output must be float32 [batch, dimension] before we read it.
+  auto info = outputs[0].GetTensorTypeAndShapeInfo();
+  auto dims = info.GetShape();
+  if (info.GetElementType() != ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT || dims.size() != 2 ||
+      dims[0] != static_cast<int64_t>(batch))
+    throw Error(args.model + ": sentence_embedding is not float32 [" + std::to_string(batch) + ", dimension]");
+  const float* values = outputs[0].GetTensorData<float>();
+  std::vector<std::vector<float>> rows(batch);
+  for (size_t r = 0; r < batch; r++) rows[r].assign(values + r * dims[1], values + (r + 1) * dims[1]);
+  return rows;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    Args args = parse_args(argc, argv);
+    auto texts = read_ids(args.ids_file);
+    // The headers' API version must exist in the loaded runtime (a newer runtime serves older ones).
+    const OrtApi* api = OrtGetApiBase()->GetApi(ORT_API_VERSION);
+    if (api == nullptr)
+      throw Error(std::string("onnxruntime ") + OrtGetApiBase()->GetVersionString() +
+                  " does not provide API version " + std::to_string(ORT_API_VERSION) +
+                  " (these headers need onnxruntime >= 1." + std::to_string(ORT_API_VERSION) + ")");
+    Ort::InitApi(api);
+    for (const auto& row : embed(args, texts)) {
+      for (size_t c = 0; c < row.size(); c++) std::printf(c ? " %.9g" : "%.9g", row[c]);
+      std::putchar('\n');
+    }
+    if (std::fflush(stdout) != 0) throw Error("writing the embeddings failed");
+  } catch (const Ort::Exception& e) {
+    std::fprintf(stderr, "embed_cpp: onnxruntime error (code %d): %s\n", static_cast<int>(e.GetOrtErrorCode()),
+                 e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "embed_cpp: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
