@@ -72,38 +72,79 @@ inline int32_t load_quad(const int8_t* p) {
   return v;
 }
 
-// Sum of squares of a row in double, in the fixed order every kernel shares so that the fused
-// RMSNorm gives the same float inv_rms everywhere: 16 lanes, lane l sums x[i]^2 for i = l mod 16
-// in increasing i, then lanes fold as l += l + h for h = 8, 4, 2, 1. (Each square is exact in
-// double, so FMA or mul+add give the same sums.) Needs k % 16 == 0.
-inline double sum_squares_reference(const float* x, int64_t k) {
-  double lane[16] = {0};
-  for (int64_t i = 0; i < k; ++i) lane[i % 16] += static_cast<double>(x[i]) * static_cast<double>(x[i]);
-  for (int h = 8; h >= 1; h /= 2)
-    for (int l = 0; l < h; ++l) lane[l] += lane[l + h];
-  return lane[0];
+// Sum of squares of a row in float64, in exactly numpy's order (np.mean of np.square(x, float64)
+// in bitnet_onnx.ternary.rms_norm_f32 reduces a contiguous row with pairwise_sum): pieces of at
+// most 128 values are leaves summed by 8 interleaved partial sums r[0..7], combined as
+// ((r0+r1)+(r2+r3))+((r4+r5)+(r6+r7)); longer pieces split at n/2 rounded down to a multiple of 8.
+// neon.cc does the same, so inv_rms is bit-identical to the numpy reference on every path.
+// (Each square is exact in double, so FMA or mul + add give the same sums.) Needs k % 8 == 0.
+inline double sum_squares_reference(const float* x, int64_t n) {
+  if (n <= 128) {
+    double r[8];
+    for (int j = 0; j < 8; ++j) r[j] = static_cast<double>(x[j]) * static_cast<double>(x[j]);
+    for (int64_t i = 8; i < n; i += 8)
+      for (int j = 0; j < 8; ++j) r[j] += static_cast<double>(x[i + j]) * static_cast<double>(x[i + j]);
+    return ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+  }
+  int64_t n2 = n / 2;
+  n2 -= n2 % 8;
+  return sum_squares_reference(x, n2) + sum_squares_reference(x + n2, n - n2);
 }
 
+// The leaves of sum_squares_reference as the vector code finds them: a piece of n values is
+// one leaf (n <= 128), two equal leaves (n <= 256, n % 16 == 0) or four (n <= 512,
+// n % 32 == 0), computed side by side; anything else splits like numpy. Leaf(x, n, sums) fills
+// sums[0..NL) for NL leaves of n / NL values each.
+template <class Leaves>
+inline double pairwise_sum_squares(const float* x, int64_t n) {
+  double s[4];
+  if (n <= 128) {
+    Leaves::template run<1>(x, n, s);
+    return s[0];
+  }
+  if (n <= 256 && n % 16 == 0) {
+    Leaves::template run<2>(x, n / 2, s);
+    return s[0] + s[1];
+  }
+  if (n <= 512 && n % 32 == 0) {
+    Leaves::template run<4>(x, n / 4, s);
+    return (s[0] + s[1]) + (s[2] + s[3]);
+  }
+  int64_t n2 = n / 2;
+  n2 -= n2 % 8;
+  return pairwise_sum_squares<Leaves>(x, n2) + pairwise_sum_squares<Leaves>(x + n2, n - n2);
+}
+
+// numpy's combination of a leaf's eight partial sums.
+inline double combine8(const double* r) { return ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7])); }
 
 #if defined(__AVX512F__)
 // ---------------------------------------------------------------------------------------------
 // 512-bit quantization shared by avx512vnni.cc and amx.cc (numerics of scalar.cc, vectorized).
 
-// The shared 16-lane order of x86_common.h: lanes 0-7 in lo, 8-15 in hi.
-inline double sum_squares_zmm(const float* x, int64_t k) {
-  __m512d lo = _mm512_setzero_pd(), hi = _mm512_setzero_pd();
-  for (int64_t i = 0; i < k; i += 16) {
-    const __m512 v = _mm512_loadu_ps(x + i);
-    const __m512d a = _mm512_cvtps_pd(_mm512_castps512_ps256(v));
-    const __m512d b = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
-    lo = _mm512_fmadd_pd(a, a, lo);  // squares are exact in double: fma == mul + add
-    hi = _mm512_fmadd_pd(b, b, hi);
+// NL numpy leaves of n values (n % 8 == 0) side by side, one zmm of partial sums r[0..7] each.
+struct LeavesZmm {
+  template <int NL>
+  static void run(const float* x, int64_t n, double* sums) {
+    __m512d r[NL];
+    for (int l = 0; l < NL; ++l) {
+      const __m512d v = _mm512_cvtps_pd(_mm256_loadu_ps(x + l * n));
+      r[l] = _mm512_mul_pd(v, v);
+    }
+    for (int64_t i = 8; i < n; i += 8)
+      for (int l = 0; l < NL; ++l) {
+        const __m512d v = _mm512_cvtps_pd(_mm256_loadu_ps(x + l * n + i));
+        r[l] = _mm512_fmadd_pd(v, v, r[l]);
+      }
+    for (int l = 0; l < NL; ++l) {
+      alignas(64) double lane[8];
+      _mm512_store_pd(lane, r[l]);
+      sums[l] = combine8(lane);
+    }
   }
-  const __m512d s8 = _mm512_add_pd(lo, hi);
-  const __m256d s4 = _mm256_add_pd(_mm512_castpd512_pd256(s8), _mm512_extractf64x4_pd(s8, 1));
-  const __m128d s2 = _mm_add_pd(_mm256_castpd256_pd128(s4), _mm256_extractf128_pd(s4, 1));
-  return _mm_cvtsd_f64(s2) + _mm_cvtsd_f64(_mm_unpackhi_pd(s2, s2));
-}
+};
+
+inline double sum_squares_zmm(const float* x, int64_t k) { return pairwise_sum_squares<LeavesZmm>(x, k); }
 
 template <bool kNorm>
 inline __m512 normed_zmm(const float* x, const float* w, __m512 inv_rms, int64_t i) {
@@ -131,14 +172,19 @@ void quantize_row_zmm(const float* x, int64_t k, const float* w, float inv_rms, 
   }
   const float scale = 127.0f / std::max(_mm512_reduce_max_ps(vmax), 1e-5f);
   const __m512 vs = _mm512_set1_ps(scale);
-  const __m512i lo = _mm512_set1_epi32(-128), hi = _mm512_set1_epi32(127);
+  // 64 values per step: saturating packs (== the clamp to [-128, 127]) then a dword permute
+  // back to memory order; qsum accumulates with vpdpbusd against ones.
+  const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  const __m512i ones = _mm512_set1_epi8(1);
   __m512i sum = _mm512_setzero_si512();
-  for (int64_t i = 0; i < k; i += 16) {
+  for (int64_t i = 0; i < k; i += 64) {
     // cvtps rounds half to even (MXCSR default), like nearbyint in scalar.cc.
-    __m512i qi = _mm512_cvtps_epi32(_mm512_mul_ps(normed_zmm<kNorm>(x, w, inv, i), vs));
-    qi = _mm512_min_epi32(_mm512_max_epi32(qi, lo), hi);
-    sum = _mm512_add_epi32(sum, qi);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + i), _mm512_cvtepi32_epi8(qi));
+    __m512i qi[4];
+    for (int j = 0; j < 4; ++j) qi[j] = _mm512_cvtps_epi32(_mm512_mul_ps(normed_zmm<kNorm>(x, w, inv, i + 16 * j), vs));
+    const __m512i b = _mm512_packs_epi16(_mm512_packs_epi32(qi[0], qi[1]), _mm512_packs_epi32(qi[2], qi[3]));
+    const __m512i qb = _mm512_permutexvar_epi32(order, b);
+    _mm512_storeu_si512(q + i, qb);
+    sum = _mm512_dpbusd_epi32(sum, ones, qb);
   }
   *a = scale;
   *qsum = _mm512_reduce_add_epi32(sum);
@@ -164,18 +210,33 @@ inline void quantize_zmm(const float* x, int64_t m, int64_t k, const float* norm
 // ---------------------------------------------------------------------------------------------
 // 256-bit pieces shared by avx2.cc and avxvnni.cc (also compiled, unused, into avx512vnni.cc).
 
-// The shared 16-lane order: ymm d[j] holds lanes 4j..4j+3.
-inline double sum_squares_ymm(const float* x, int64_t k) {
-  __m256d d[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd()};
-  for (int64_t i = 0; i < k; i += 16)
-    for (int j = 0; j < 4; ++j) {
-      const __m256d v = _mm256_cvtps_pd(_mm_loadu_ps(x + i + 4 * j));
-      d[j] = _mm256_fmadd_pd(v, v, d[j]);  // squares are exact in double: fma == mul + add
+// NL numpy leaves of n values (n % 8 == 0) side by side, two ymm of partial sums each.
+struct LeavesYmm {
+  template <int NL>
+  static void run(const float* x, int64_t n, double* sums) {
+    __m256d lo[NL], hi[NL];
+    for (int l = 0; l < NL; ++l) {
+      const __m256d a = _mm256_cvtps_pd(_mm_loadu_ps(x + l * n)), b = _mm256_cvtps_pd(_mm_loadu_ps(x + l * n + 4));
+      lo[l] = _mm256_mul_pd(a, a);
+      hi[l] = _mm256_mul_pd(b, b);
     }
-  const __m256d s4 = _mm256_add_pd(_mm256_add_pd(d[0], d[2]), _mm256_add_pd(d[1], d[3]));
-  const __m128d s2 = _mm_add_pd(_mm256_castpd256_pd128(s4), _mm256_extractf128_pd(s4, 1));
-  return _mm_cvtsd_f64(s2) + _mm_cvtsd_f64(_mm_unpackhi_pd(s2, s2));
-}
+    for (int64_t i = 8; i < n; i += 8)
+      for (int l = 0; l < NL; ++l) {
+        const __m256d a = _mm256_cvtps_pd(_mm_loadu_ps(x + l * n + i));
+        const __m256d b = _mm256_cvtps_pd(_mm_loadu_ps(x + l * n + i + 4));
+        lo[l] = _mm256_fmadd_pd(a, a, lo[l]);
+        hi[l] = _mm256_fmadd_pd(b, b, hi[l]);
+      }
+    for (int l = 0; l < NL; ++l) {
+      alignas(32) double lane[8];
+      _mm256_store_pd(lane, lo[l]);
+      _mm256_store_pd(lane + 4, hi[l]);
+      sums[l] = combine8(lane);
+    }
+  }
+};
+
+inline double sum_squares_ymm(const float* x, int64_t k) { return pairwise_sum_squares<LeavesYmm>(x, k); }
 
 template <bool kNorm>
 inline __m256 normed_ymm(const float* x, const float* w, __m256 inv_rms, int64_t i) {
@@ -217,15 +278,19 @@ void quantize_row_ymm(const float* x, int64_t k, const float* w, float inv_rms, 
   }
   const float scale = 127.0f / std::max(hmax_ymm(vmax), 1e-5f);
   const __m256 vs = _mm256_set1_ps(scale);
-  const __m256i lo = _mm256_set1_epi32(-128), hi = _mm256_set1_epi32(127);
+  // 32 values per step: saturating packs (== the clamp to [-128, 127]) then a dword permute
+  // back to memory order; qsum via vpmaddubsw / vpmaddwd against ones.
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
   __m256i sum = _mm256_setzero_si256();
-  for (int64_t i = 0; i < k; i += 8) {
+  for (int64_t i = 0; i < k; i += 32) {
     // cvtps rounds half to even (MXCSR default), like nearbyint in scalar.cc.
-    __m256i qi = _mm256_cvtps_epi32(_mm256_mul_ps(normed_ymm<kNorm>(x, w, inv, i), vs));
-    qi = _mm256_min_epi32(_mm256_max_epi32(qi, lo), hi);
-    sum = _mm256_add_epi32(sum, qi);
-    const __m128i q16 = _mm_packs_epi32(_mm256_castsi256_si128(qi), _mm256_extracti128_si256(qi, 1));
-    _mm_storel_epi64(reinterpret_cast<__m128i*>(q + i), _mm_packs_epi16(q16, q16));
+    __m256i qi[4];
+    for (int j = 0; j < 4; ++j) qi[j] = _mm256_cvtps_epi32(_mm256_mul_ps(normed_ymm<kNorm>(x, w, inv, i + 8 * j), vs));
+    const __m256i b = _mm256_packs_epi16(_mm256_packs_epi32(qi[0], qi[1]), _mm256_packs_epi32(qi[2], qi[3]));
+    const __m256i qb = _mm256_permutevar8x32_epi32(b, order);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + i), qb);
+    sum = _mm256_add_epi32(sum, _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, qb), ones16));
   }
   *a = scale;
   *qsum = hsum_epi32_ymm(sum);
