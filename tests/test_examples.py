@@ -3,8 +3,9 @@
 examples/CMakeLists.txt is built into build/examples with the ORT headers the op library was built
 with and the libonnxruntime of the onnxruntime wheel; embed_c and embed_cpp then embed the token
 ids TextTokenizer gives for a few texts, and their sentence_embedding must equal what an
-InferenceSession in this process computes for the same model and ids. A missing compiler, build
-tool or header fails with what to install.
+InferenceSession in this process computes for the same model and ids (the ORT-native int8 export
+runs with --no-op-library). Each bad input is a one-line error. A missing compiler, build tool or
+header fails with what to install.
 """
 
 from __future__ import annotations
@@ -102,6 +103,7 @@ def exported(tmp_path_factory):
         "qwen3": export(make_model(root / "qwen3", "qwen3", dtype="float32"), root / "qwen3-onnx"),
         "gemma3": export(make_model(root / "gemma3", "gemma3", dtype="float32", padding_side="left"),
                          root / "gemma3-onnx"),
+        "qwen3-int8": export(root / "qwen3", root / "qwen3-int8", weights="int8"),
     }
 
 
@@ -112,23 +114,29 @@ def _write_ids(path: Path, rows) -> Path:
 
 def _host_embed(program: Path, folder: Path, ids_file: Path) -> np.ndarray:
     manifest = Manifest.read(folder)
+    library = [customops.library_path()] if manifest.needs_custom_ops else ["--no-op-library"]
     res = _run([program, "--threads", "1", "--pad-side", manifest.padding_side,
-                "--pad-id", manifest.pad_token_id, customops.library_path(), folder / manifest.model_file,
-                ids_file])
+                "--pad-id", manifest.pad_token_id, *library, folder / manifest.model_file, ids_file])
     assert res.returncode == 0, f"{program.name} failed:\n{res.stderr[-4000:]}"
     assert res.stderr == "", res.stderr
     return np.array([[float(v) for v in line.split()] for line in res.stdout.splitlines()], np.float32)
 
 
 def _python_embed(folder: Path, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    sess = ort.InferenceSession(str(folder / "model.onnx"), customops.session_options(threads=1),
-                                providers=["CPUExecutionProvider"])
+    if Manifest.read(folder).needs_custom_ops:
+        options = customops.session_options(threads=1)
+    else:
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = 1
+    sess = ort.InferenceSession(str(folder / "model.onnx"), options, providers=["CPUExecutionProvider"])
     return sess.run(["sentence_embedding"], {"input_ids": ids, "attention_mask": mask})[0]
 
 
-@pytest.mark.parametrize("arch", ["qwen3", "gemma3"])
-def test_hosts_equal_python(programs, exported, arch, tmp_path):
-    folder = exported[arch]
+@pytest.mark.parametrize("model", ["qwen3", "gemma3", "qwen3-int8"])
+def test_hosts_equal_python(programs, exported, model, tmp_path):
+    """i2s exports with the op library; the ORT-native int8 export with --no-op-library."""
+    folder = exported[model]
+    assert Manifest.read(folder).needs_custom_ops == (model != "qwen3-int8")
     tokenizer = TextTokenizer.from_folder(folder)
     rows = tokenizer.tokenize(TEXTS)
     assert len({len(r) for r in rows}) > 1, "texts of one length would not exercise padding"
@@ -163,6 +171,7 @@ def test_hosts_read_ids_from_stdin_with_commas(programs, exported):
     ("empty_line", "line 2: no token ids"),
     ("id_out_of_vocab", "Gather"),
     ("no_arguments", "usage:"),
+    ("i2s_without_library", "I2STernaryMatMul"),
 ])
 def test_hosts_fail_with_one_line(programs, exported, tmp_path, case, expect):
     """Each error is one line on stderr naming the problem, exit 1, nothing on stdout."""
@@ -177,6 +186,7 @@ def test_hosts_fail_with_one_line(programs, exported, tmp_path, case, expect):
         "empty_line": [library, model, _write_ids(tmp_path / "empty.txt", [[5, 6], []])],
         "id_out_of_vocab": [library, model, _write_ids(tmp_path / "big.txt", [[5, 10**6]])],
         "no_arguments": [],
+        "i2s_without_library": ["--no-op-library", model, ids],
     }[case]
     for name, program in programs.items():
         res = _run([program, *args])

@@ -1,6 +1,7 @@
 /* Embeds token ids with an exported bitnet-onnx model through the ONNX Runtime C API.
  *
  *   embed_c [--threads N] [--pad-side left|right] [--pad-id ID] LIBRARY MODEL IDS_FILE
+ *   embed_c [options] --no-op-library MODEL IDS_FILE     (ORT-native exports: --weights f32/f16/int8/nbits)
  *
  * LIBRARY   the op library, libbitnet_onnx_ops.so (registered with RegisterCustomOpsLibrary_V2)
  * MODEL     model.onnx of a folder written by `bitnet-onnx export`
@@ -114,12 +115,13 @@ static long parse_int(const char* flag, const char* value, long lo) {
 }
 
 static void usage(void) {
-  die("usage: embed_c [--threads N] [--pad-side left|right] [--pad-id ID] LIBRARY MODEL IDS_FILE");
+  die("usage: embed_c [--threads N] [--pad-side left|right] [--pad-id ID] (LIBRARY | --no-op-library) MODEL "
+      "IDS_FILE");
 }
 
 int main(int argc, char** argv) {
   long threads = 0, pad_id = 0; /* 0 threads: ORT's default */
-  int left = 0;
+  int left = 0, use_library = 1;
   const char* positional[3];
   int npos = 0;
   for (int i = 1; i < argc; i++) {
@@ -132,13 +134,15 @@ int main(int argc, char** argv) {
         die("--pad-side must be 'left' or 'right'");
       left = strcmp(next, "left") == 0;
       i++;
-    } else if (a[0] == '-' && a[1] == '-') usage();
+    } else if (strcmp(a, "--no-op-library") == 0) use_library = 0;
+    else if (a[0] == '-' && a[1] == '-') usage();
     else if (npos < 3) positional[npos++] = a;
     else usage();
   }
-  if (npos != 3) usage();
-  const char *library = positional[0], *model = positional[1];
-  Texts texts = read_ids(positional[2]);
+  if (npos != 2 + use_library) usage();
+  const char* library = use_library ? positional[0] : NULL;
+  const char* model = positional[use_library];
+  Texts texts = read_ids(positional[use_library + 1]);
 
   /* The headers' API version must exist in the loaded runtime (a newer runtime serves older ones). */
   api = OrtGetApiBase()->GetApi(ORT_API_VERSION);
@@ -153,7 +157,7 @@ int main(int argc, char** argv) {
   check(api->CreateSessionOptions(&options), "CreateSessionOptions");
   if (threads > 0) check(api->SetIntraOpNumThreads(options, (int)threads), "SetIntraOpNumThreads");
   /* ORT loads the library, calls its RegisterCustomOps and unloads it with the options. */
-  check(api->RegisterCustomOpsLibrary_V2(options, library), "RegisterCustomOpsLibrary_V2 (op library)");
+  if (library) check(api->RegisterCustomOpsLibrary_V2(options, library), "RegisterCustomOpsLibrary_V2 (op library)");
   OrtSession* session;
   check(api->CreateSession(env, model, options, &session), "CreateSession (model)");
 

@@ -1,6 +1,7 @@
 // Embeds token ids with an exported bitnet-onnx model through the ONNX Runtime C++ API.
 //
 //   embed_cpp [--threads N] [--pad-side left|right] [--pad-id ID] LIBRARY MODEL IDS_FILE
+//   embed_cpp [options] --no-op-library MODEL IDS_FILE     (ORT-native exports: --weights f32/f16/int8/nbits)
 //
 // Same arguments and output as examples/c/embed.c: LIBRARY is libbitnet_onnx_ops.so (registered
 // with Ort::SessionOptions::RegisterCustomOpsLibrary), MODEL an exported model.onnx, IDS_FILE one
@@ -29,7 +30,7 @@ struct Error : std::runtime_error {
 struct Args {
   int threads = 0;  // 0: ORT's default
   int64_t pad_id = 0;
-  bool left = false;
+  bool left = false, use_library = true;  // use_library false: --no-op-library
   std::string library, model, ids_file;
 };
 
@@ -49,7 +50,8 @@ long long parse_int(const std::string& flag, const char* value, long long lo) {
 
 Args parse_args(int argc, char** argv) {
   const std::string usage =
-      "usage: embed_cpp [--threads N] [--pad-side left|right] [--pad-id ID] LIBRARY MODEL IDS_FILE";
+      "usage: embed_cpp [--threads N] [--pad-side left|right] [--pad-id ID] (LIBRARY | --no-op-library) MODEL "
+      "IDS_FILE";
   Args args;
   std::vector<std::string> positional;
   for (int i = 1; i < argc; i++) {
@@ -66,16 +68,19 @@ Args parse_args(int argc, char** argv) {
       if (side != "left" && side != "right") throw Error("--pad-side must be 'left' or 'right'");
       args.left = side == "left";
       i++;
+    } else if (a == "--no-op-library") {
+      args.use_library = false;
     } else if (a.rfind("--", 0) == 0) {
       throw Error(usage);
     } else {
       positional.push_back(a);
     }
   }
-  if (positional.size() != 3) throw Error(usage);
-  args.library = positional[0];
-  args.model = positional[1];
-  args.ids_file = positional[2];
+  size_t first = args.use_library ? 1 : 0;
+  if (positional.size() != first + 2) throw Error(usage);
+  if (args.use_library) args.library = positional[0];
+  args.model = positional[first];
+  args.ids_file = positional[first + 1];
   return args;
 }
 
@@ -122,7 +127,7 @@ std::vector<std::vector<float>> embed(const Args& args, const std::vector<std::v
   if (args.threads > 0) options.SetIntraOpNumThreads(args.threads);
   // ORT loads the library, calls its RegisterCustomOps and unloads it with the options.
   try {
-    options.RegisterCustomOpsLibrary(args.library.c_str());
+    if (args.use_library) options.RegisterCustomOpsLibrary(args.library.c_str());
   } catch (const Ort::Exception& e) {
     throw Error("op library " + args.library + ": RegisterCustomOpsLibrary failed: " + e.what());
   }
