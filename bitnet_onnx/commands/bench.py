@@ -4,8 +4,8 @@ Each variant is exported once into a cache (keyed by a content hash of the model
 variant and the bitnet-onnx code) and run in its own worker process, so each variant's peak RSS
 is its own process's ``ru_maxrss``. The workers stay alive side by side and the parent asks them
 in turn for one timed run, rotating the order each repetition (interleaved repetitions); the
-table reports medians and ratios from this one run. The first run of each (variant, shape) is a
-discarded warm-up. Inputs are full-length token sequences, no padding.
+table reports medians and ratios from this one run. Each (variant, shape) of up to 4096 tokens
+first gets a discarded warm-up run. Inputs are full-length token sequences, no padding.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ SHAPES = {"qwen3-0.6b": ("qwen3", "qwen3-0.6b"), "gemma3-270m": ("gemma3", "gemm
           "qwen3-tiny": ("qwen3", "tiny"), "gemma3-tiny": ("gemma3", "tiny")}
 DEFAULT_VARIANTS = "i2s,int8,nbits,f32"
 BASELINE = "f32"
+WARMUP_MAX_TOKENS = 4096  # bigger cells skip the warm-up run: seconds of compute dwarf first-run costs
 NBITS_LABELS = {"nbits2": 2, "nbits4": 4}  # MatMulNBits with a chosen bit width
 
 EPILOG = """\
@@ -157,17 +158,20 @@ def shape_model(shape: str, cache: Path) -> Path:
     folder = cache / "models" / f"{shape}-bitnet-seed0-{code_hash(*FACTORY_CODE)}"
     if (folder / "config.json").is_file():
         return folder
+    for stale in (cache / "models").glob(f"{shape}-bitnet-seed0-*"):  # older factory code
+        shutil.rmtree(stale, ignore_errors=True)
     _progress(f"generating a random-weight BitNet {shape} model in {folder} ...")
     arch, factory_shape = SHAPES[shape]
     return _build_atomically(folder, lambda tmp: make_model(tmp, arch, bitnet=True, seed=0, shape=factory_shape))
 
 
 def cached_export(model_dir: Path, variant: str, cache: Path, refresh: bool = False) -> Path:
-    folder = cache / "exports" / f"{folder_hash(model_dir)}-{code_hash(*EXPORT_CODE)}-{variant}"
+    model_hash = folder_hash(model_dir)
+    folder = cache / "exports" / f"{model_hash}-{code_hash(*EXPORT_CODE)}-{variant}"
     if (folder / MANIFEST_NAME).is_file() and not refresh:
         return folder
-    if folder.exists():
-        shutil.rmtree(folder)
+    for stale in (cache / "exports").glob(f"{model_hash}-*-{variant}"):  # older exporter code
+        shutil.rmtree(stale, ignore_errors=True)
     _progress(f"exporting {model_dir} as {variant} ...")
     return _build_atomically(folder, lambda tmp: export_variant(model_dir, tmp, variant))
 
@@ -268,6 +272,8 @@ def bench(folders: dict[str, Path], configs: list[tuple[int, int]], threads: int
             if log:
                 log(f"bench: {'warm-up' if rep == 0 else f'repetition {rep}/{reps}'} ...")
             for batch, seq in configs:
+                if rep == 0 and batch * seq > WARMUP_MAX_TOKENS:
+                    continue
                 for v in order:
                     ms = workers[v].ask(cmd="time", batch=batch, seq=seq)["ms"]
                     if rep > 0:
