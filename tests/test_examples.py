@@ -171,6 +171,7 @@ def test_hosts_read_ids_from_stdin_with_commas(programs, exported):
     ("empty_line", "line 2: no token ids"),
     ("id_out_of_vocab", "Gather"),
     ("no_arguments", "usage:"),
+    ("bad_threads", "--threads needs an integer in [1, "),
     ("i2s_without_library", "I2STernaryMatMul"),
 ])
 def test_hosts_fail_with_one_line(programs, exported, tmp_path, case, expect):
@@ -186,6 +187,7 @@ def test_hosts_fail_with_one_line(programs, exported, tmp_path, case, expect):
         "empty_line": [library, model, _write_ids(tmp_path / "empty.txt", [[5, 6], []])],
         "id_out_of_vocab": [library, model, _write_ids(tmp_path / "big.txt", [[5, 10**6]])],
         "no_arguments": [],
+        "bad_threads": ["--threads", "0", library, model, ids],
         "i2s_without_library": ["--no-op-library", model, ids],
     }[case]
     for name, program in programs.items():

@@ -15,6 +15,7 @@
  */
 #define _POSIX_C_SOURCE 200809L /* getline */
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -105,12 +106,12 @@ static Texts read_ids(const char* path) {
   return texts;
 }
 
-static long parse_int(const char* flag, const char* value, long lo) {
+static long parse_int(const char* flag, const char* value, long lo, long hi) {
   char* end;
   errno = 0;
   long v = value ? strtol(value, &end, 10) : 0;
-  if (value == NULL || *value == '\0' || *end != '\0' || errno == ERANGE || v < lo)
-    die("%s needs an integer >= %ld, got '%s'", flag, lo, value ? value : "");
+  if (value == NULL || *value == '\0' || *end != '\0' || errno == ERANGE || v < lo || v > hi)
+    die("%s needs an integer in [%ld, %ld], got '%s'", flag, lo, hi, value ? value : "");
   return v;
 }
 
@@ -127,8 +128,8 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; i++) {
     const char* a = argv[i];
     const char* next = i + 1 < argc ? argv[i + 1] : NULL;
-    if (strcmp(a, "--threads") == 0) { threads = parse_int(a, next, 1); i++; }
-    else if (strcmp(a, "--pad-id") == 0) { pad_id = parse_int(a, next, 0); i++; }
+    if (strcmp(a, "--threads") == 0) { threads = parse_int(a, next, 1, INT_MAX); i++; }
+    else if (strcmp(a, "--pad-id") == 0) { pad_id = parse_int(a, next, 0, LONG_MAX); i++; }
     else if (strcmp(a, "--pad-side") == 0) {
       if (next == NULL || (strcmp(next, "left") != 0 && strcmp(next, "right") != 0))
         die("--pad-side must be 'left' or 'right'");

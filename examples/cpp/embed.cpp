@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <sstream>
 #include <stdexcept>
@@ -34,7 +35,7 @@ struct Args {
   std::string library, model, ids_file;
 };
 
-long long parse_int(const std::string& flag, const char* value, long long lo) {
+long long parse_int(const std::string& flag, const char* value, long long lo, long long hi) {
   std::string text = value ? value : "";
   size_t used = 0;
   long long v = 0;
@@ -43,8 +44,9 @@ long long parse_int(const std::string& flag, const char* value, long long lo) {
   } catch (const std::exception&) {
     used = 0;
   }
-  if (text.empty() || used != text.size() || v < lo)
-    throw Error(flag + " needs an integer >= " + std::to_string(lo) + ", got '" + text + "'");
+  if (text.empty() || used != text.size() || v < lo || v > hi)
+    throw Error(flag + " needs an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got '" + text +
+                "'");
   return v;
 }
 
@@ -58,10 +60,10 @@ Args parse_args(int argc, char** argv) {
     std::string a = argv[i];
     const char* next = i + 1 < argc ? argv[i + 1] : nullptr;
     if (a == "--threads") {
-      args.threads = static_cast<int>(parse_int(a, next, 1));
+      args.threads = static_cast<int>(parse_int(a, next, 1, std::numeric_limits<int>::max()));
       i++;
     } else if (a == "--pad-id") {
-      args.pad_id = parse_int(a, next, 0);
+      args.pad_id = parse_int(a, next, 0, std::numeric_limits<int64_t>::max());
       i++;
     } else if (a == "--pad-side") {
       std::string side = next ? next : "";
