@@ -81,7 +81,7 @@ def _ort_library() -> Path:
 @pytest.fixture(scope="module")
 def programs() -> dict[str, Path]:
     """Configures and builds examples/ (incrementally); program name -> executable."""
-    for compiler in ("cc", "c++"):
+    for compiler in (os.environ.get("CC") or "cc", os.environ.get("CXX") or "c++"):  # what CMake looks for
         if not shutil.which(compiler):
             pytest.fail(f"no C/C++ compiler ('{compiler}' not on PATH): {HINT}")
     ninja = _tool("ninja")
