@@ -26,6 +26,10 @@
 #include "x86_common.h"
 
 namespace bitnet_onnx {
+
+void avx512vnni_dot_scaled(const uint8_t* packed, int64_t n, int64_t k, const QuantizedRows& rows, float s_w,
+                           int64_t m0, int64_t m1, int64_t n0, int64_t n1, float* y, int64_t ldy);
+
 namespace {
 
 using namespace x86;
@@ -114,8 +118,17 @@ inline void stage_in(int32_t* c, const int32_t* src, int64_t ld, __mmask16 mask,
     _mm512_store_si512(c + t * G, first ? _mm512_setzero_si512() : _mm512_maskz_loadu_epi32(mask, src + t * ld));
 }
 
-inline void stage_out(const int32_t* c, int32_t* dst, int64_t ld, __mmask16 mask) {
-  for (int t = 0; t < kTm; ++t) _mm512_mask_storeu_epi32(dst + t * ld, mask, _mm512_load_si512(c + t * G));
+// a != null: last K block with the op's epilogue fused, y = (float(sum) / a) * s_w per row.
+inline void stage_out(const int32_t* c, int32_t* dst, int64_t ld, __mmask16 mask, const float* a, float s_w) {
+  if (a == nullptr) {
+    for (int t = 0; t < kTm; ++t) _mm512_mask_storeu_epi32(dst + t * ld, mask, _mm512_load_si512(c + t * G));
+    return;
+  }
+  const __m512 sw = _mm512_set1_ps(s_w);
+  for (int t = 0; t < kTm; ++t) {
+    const __m512 f = _mm512_cvtepi32_ps(_mm512_load_si512(c + t * G));
+    _mm512_mask_storeu_ps(dst + t * ld, mask, _mm512_mul_ps(_mm512_div_ps(f, _mm512_set1_ps(a[t])), sw));
+  }
 }
 
 struct Block {  // one K block of one (token pair, group pair): where A, B and C live
@@ -125,7 +138,9 @@ struct Block {  // one K block of one (token pair, group pair): where A, B and C
   int32_t* out;  // out element (first token, first column of group 0)
   int64_t ld;
   __mmask16 mask[2];
-  bool first;  // first K block: C starts at zero
+  bool first;      // first K block: C starts at zero
+  const float* a;  // last K block with the fused epilogue: a of the first token (else null)
+  float s_w;
 };
 
 // C tile (i, j) of token tile i and group j is tile 2i + j; its output and staging slot.
@@ -146,7 +161,8 @@ struct Block {  // one K block of one (token pair, group pair): where A, B and C
 #define BITNET_C_OUT(T, I, J)                                                                    \
   do {                                                                                           \
     _tile_stored(T, st.c[T], 64);                                                                \
-    stage_out(st.c[T], blk.out + (I) * kTm * blk.ld + (J) * G, blk.ld, blk.mask[J]);             \
+    stage_out(st.c[T], blk.out + (I) * kTm * blk.ld + (J) * G, blk.ld, blk.mask[J],                \
+              blk.a ? blk.a + (I) * kTm : nullptr, blk.s_w);                                      \
   } while (0)
 
 // MB token tiles (1 or 2) x NG groups (1 or 2): tiles 0-3 C, 4-5 A, 6-7 B.
@@ -197,12 +213,22 @@ int8_t* b_buffer(size_t bytes) {
   return reinterpret_cast<int8_t*>((p + 63) & ~uintptr_t{63});
 }
 
-void dot(const uint8_t* packed, int64_t n, int64_t k, const QuantizedRows& rows, int64_t m0, int64_t m1, int64_t n0,
-         int64_t n1, int32_t* out, int64_t ld) {
+struct Scale {  // fused epilogue: per-token a and the weight scale
+  const float* a;
+  float s_w;
+};
+
+void dot_any(const uint8_t* packed, int64_t n, int64_t k, const QuantizedRows& rows, int64_t m0, int64_t m1,
+             int64_t n0, int64_t n1, int32_t* out, int64_t ld, const Scale* sc) {
   if (m1 <= m0 || n1 <= n0) return;
   const int64_t tiled_m = (m1 - m0) / kTm * kTm;  // tokens in whole A tiles
-  if (tiled_m < m1 - m0)  // leftover rows (and all of a small M): the VNNI kernel
-    avx512vnni_kernel()->dot(packed, n, k, rows, m0 + tiled_m, m1, n0, n1, out + tiled_m * ld, ld);
+  if (tiled_m < m1 - m0) {  // leftover rows (and all of a small M): the VNNI kernel
+    if (sc)
+      avx512vnni_dot_scaled(packed, n, k, rows, sc->s_w, m0 + tiled_m, m1, n0, n1,
+                            reinterpret_cast<float*>(out + tiled_m * ld), ld);
+    else
+      avx512vnni_kernel()->dot(packed, n, k, rows, m0 + tiled_m, m1, n0, n1, out + tiled_m * ld, ld);
+  }
   if (tiled_m == 0) return;
   const int64_t me = m0 + tiled_m;
   const int64_t gstride = group_stride(k, G);
@@ -230,6 +256,8 @@ void dot(const uint8_t* packed, int64_t n, int64_t k, const QuantizedRows& rows,
         blk.ld = ld;
         for (int j = 0; j < 2; ++j) blk.mask[j] = j < ng ? lane_mask(g + j, n0, n1) : 0;
         blk.first = k0 == 0;
+        blk.a = sc && k0 + kc == k ? sc->a + i : nullptr;
+        blk.s_w = sc ? sc->s_w : 0.0f;
         if (mb == 2)
           ng == 2 ? micro<2, 2>(blk) : micro<2, 1>(blk);
         else
@@ -238,6 +266,11 @@ void dot(const uint8_t* packed, int64_t n, int64_t k, const QuantizedRows& rows,
     }
   }
   _tile_release();  // the OS need not save tile state for this thread any more
+}
+
+void dot(const uint8_t* packed, int64_t n, int64_t k, const QuantizedRows& rows, int64_t m0, int64_t m1, int64_t n0,
+         int64_t n1, int32_t* out, int64_t ld) {
+  dot_any(packed, n, k, rows, m0, m1, n0, n1, out, ld, nullptr);
 }
 
 size_t packed_bytes(int64_t n, int64_t k) { return panel_bytes(n, k, G); }
@@ -254,5 +287,12 @@ bool amx_usable() {
 }
 
 const I2SKernel* amx_kernel() { return &kAmx; }
+
+// dot() with the op's epilogue fused (proposed kernel-table entry `dot_scaled`, see avx512vnni.cc).
+void amx_dot_scaled(const uint8_t* packed, int64_t n, int64_t k, const QuantizedRows& rows, float s_w, int64_t m0,
+                    int64_t m1, int64_t n0, int64_t n1, float* y, int64_t ldy) {
+  const Scale sc{rows.a, s_w};
+  dot_any(packed, n, k, rows, m0, m1, n0, n1, reinterpret_cast<int32_t*>(y), ldy, &sc);
+}
 
 }  // namespace bitnet_onnx

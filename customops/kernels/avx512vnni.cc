@@ -47,12 +47,26 @@ inline __mmask16 lane_mask(int64_t g, int64_t n0, int64_t n1) {
 }
 
 // Where one microkernel's results go: rows [i, i+mr) x groups [g, g+ng) of the output tile.
+// The op's epilogue, y = (float(sum) / a) * s_w, in that order (DESIGN.md).
+inline __m512 scale_sums(__m512i sums, float a, float s_w) {
+  return _mm512_mul_ps(_mm512_div_ps(_mm512_cvtepi32_ps(sums), _mm512_set1_ps(a)), _mm512_set1_ps(s_w));
+}
+
+struct Scale {  // fused epilogue: per-token a and the weight scale
+  const float* a;
+  float s_w;
+};
+
+// Where one microkernel's results go: rows [i, i+mr) x groups [g, g+ng) of the output tile.
+// With the fused epilogue, earlier K blocks leave int32 partial sums in the float output's bytes.
 struct Dest {
   int32_t* out;  // out element of (row i, column g*G), possibly before the tile's first column
   int64_t ld;
   const int32_t* qsum;  // qsum of row i
   __mmask16 mask[4];
   bool first, last;  // first / last K block: start from zero / subtract qsum
+  const float* a;    // fused epilogue (null: int32 sums): a of row i; out is then float memory
+  float s_w;
 };
 
 template <int MR, int NG>
@@ -65,7 +79,10 @@ inline void emit(__m512i (&acc)[MR][NG], const Dest& d) {
       __m512i v = acc[t][g];
       if (!d.first) v = _mm512_add_epi32(v, _mm512_maskz_loadu_epi32(d.mask[g], dst));
       if (d.last) v = _mm512_sub_epi32(v, _mm512_set1_epi32(d.qsum[t]));
-      _mm512_mask_storeu_epi32(dst, d.mask[g], v);
+      if (d.last && d.a)
+        _mm512_mask_storeu_ps(dst, d.mask[g], scale_sums(v, d.a[t], d.s_w));
+      else
+        _mm512_mask_storeu_epi32(dst, d.mask[g], v);
     }
 }
 
@@ -119,7 +136,8 @@ void micro_buffered_any(int mr, const uint8_t* buf, int64_t nquads, const int8_t
 }
 
 Dest make_dest(int32_t* out, int64_t ld, const QuantizedRows& rows, int64_t i, int64_t m0, int64_t g, int ng,
-               int64_t n0, int64_t n1, bool first, bool last) {
+               int64_t n0, int64_t n1, bool first, bool last,
+               const Scale* sc) {
   Dest d;
   d.out = out + (i - m0) * ld + (g * G - n0);
   d.ld = ld;
@@ -127,11 +145,13 @@ Dest make_dest(int32_t* out, int64_t ld, const QuantizedRows& rows, int64_t i, i
   for (int j = 0; j < 4; ++j) d.mask[j] = j < ng ? lane_mask(g + j, n0, n1) : 0;
   d.first = first;
   d.last = last;
+  d.a = sc ? sc->a + i : nullptr;
+  d.s_w = sc ? sc->s_w : 0.0f;
   return d;
 }
 
 void dot_buffered(const uint8_t* packed, int64_t k, const QuantizedRows& rows, int64_t m0, int64_t m1,
-                  int64_t n0, int64_t n1, int32_t* out, int64_t ld) {
+                  int64_t n0, int64_t n1, int32_t* out, int64_t ld, const Scale* sc) {
   alignas(64) uint8_t buf[kKc * 2 * G];
   const int64_t gstride = group_stride(k, G);
   const int64_t g0 = n0 / G, g1 = panel_groups(n1, G);
@@ -146,7 +166,7 @@ void dot_buffered(const uint8_t* packed, int64_t k, const QuantizedRows& rows, i
         unpack_block<1>(grp, gstride, k0 / kSpan, kc / kSpan, buf);
       for (int64_t i = m0; i < m1; i += kMaxMr) {
         const int mr = static_cast<int>(std::min<int64_t>(kMaxMr, m1 - i));
-        const Dest d = make_dest(out, ld, rows, i, m0, g, ng, n0, n1, k0 == 0, k0 + kc == k);
+        const Dest d = make_dest(out, ld, rows, i, m0, g, ng, n0, n1, k0 == 0, k0 + kc == k, sc);
         const int8_t* q = rows.q + i * k + k0;
         if (ng == 2)
           micro_buffered_any<2>(mr, buf, kc / 4, q, k, d);
@@ -235,14 +255,14 @@ void direct_any(int mr, const uint8_t* grp, int64_t gstride, int64_t nspans, con
 }
 
 void dot_direct(const uint8_t* packed, int64_t k, const QuantizedRows& rows, int64_t m0, int64_t m1, int64_t n0,
-                int64_t n1, int32_t* out, int64_t ld) {
+                int64_t n1, int32_t* out, int64_t ld, const Scale* sc) {
   const int64_t gstride = group_stride(k, G);
   const int64_t g0 = n0 / G, g1 = panel_groups(n1, G);
   for (int64_t i = m0; i < m1; i += kDirectMr) {
     const int mr = static_cast<int>(std::min<int64_t>(kDirectMr, m1 - i));
     for (int64_t g = g0; g < g1; g += kDirectNg) {
       const int ng = static_cast<int>(std::min<int64_t>(kDirectNg, g1 - g));
-      const Dest d = make_dest(out, ld, rows, i, m0, g, ng, n0, n1, true, true);
+      const Dest d = make_dest(out, ld, rows, i, m0, g, ng, n0, n1, true, true, sc);
       const uint8_t* grp = packed + g * gstride;
       const int8_t* q = rows.q + i * k;
       switch (ng) {
@@ -255,14 +275,19 @@ void dot_direct(const uint8_t* packed, int64_t k, const QuantizedRows& rows, int
   }
 }
 
+void dot_any(const uint8_t* packed, int64_t k, const QuantizedRows& rows, int64_t m0, int64_t m1, int64_t n0,
+             int64_t n1, int32_t* out, int64_t ld, const Scale* sc) {
+  if (m1 <= m0 || n1 <= n0) return;
+  if (m1 - m0 >= kBufferedMinM)
+    dot_buffered(packed, k, rows, m0, m1, n0, n1, out, ld, sc);
+  else
+    dot_direct(packed, k, rows, m0, m1, n0, n1, out, ld, sc);
+}
+
 void dot(const uint8_t* packed, int64_t n, int64_t k, const QuantizedRows& rows, int64_t m0, int64_t m1,
          int64_t n0, int64_t n1, int32_t* out, int64_t ld) {
   (void)n;
-  if (m1 <= m0 || n1 <= n0) return;
-  if (m1 - m0 >= kBufferedMinM)
-    dot_buffered(packed, k, rows, m0, m1, n0, n1, out, ld);
-  else
-    dot_direct(packed, k, rows, m0, m1, n0, n1, out, ld);
+  dot_any(packed, k, rows, m0, m1, n0, n1, out, ld, nullptr);
 }
 
 const I2SKernel kAvx512Vnni = {"avx512vnni", packed_bytes, repack, quantize_zmm, dot, /*tile_m=*/256, /*tile_n=*/256};
@@ -270,5 +295,14 @@ const I2SKernel kAvx512Vnni = {"avx512vnni", packed_bytes, repack, quantize_zmm,
 }  // namespace
 
 const I2SKernel* avx512vnni_kernel() { return &kAvx512Vnni; }
+
+// dot() with the op's epilogue fused: y[(i - m0) * ldy + (j - n0)] = (float(sum) / rows.a[i]) * s_w.
+// (Proposed kernel-table entry `dot_scaled`; saves the int32 round trip through memory.)
+void avx512vnni_dot_scaled(const uint8_t* packed, int64_t n, int64_t k, const QuantizedRows& rows, float s_w,
+                           int64_t m0, int64_t m1, int64_t n0, int64_t n1, float* y, int64_t ldy) {
+  (void)n;
+  const Scale sc{rows.a, s_w};
+  dot_any(packed, k, rows, m0, m1, n0, n1, reinterpret_cast<int32_t*>(y), ldy, &sc);
+}
 
 }  // namespace bitnet_onnx

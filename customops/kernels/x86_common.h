@@ -321,12 +321,20 @@ struct YmmDot {
   static constexpr int64_t kKc = 2048;           // K block: 16 rows x 2 KB = 32 KB of L1
   static constexpr int64_t kBufferedMinM = 8;    // fewer tokens: unpack in registers
 
+  struct Scale {  // fused epilogue: per-token a and the weight scale
+    const float* a;
+    float s_w;
+  };
+
+  // With the fused epilogue, earlier K blocks leave int32 partial sums in the float output's bytes.
   struct Dest {
     int32_t* out;  // element (row i, column g*G): may point before the tile's first column
     int64_t ld;
     const int32_t* qsum;
     __m256i mask[2];
     bool first, last;
+    const float* a;  // fused epilogue (null: int32 sums): a of row i
+    float s_w;
   };
 
   static __m256i lane_mask(int64_t g, int64_t n0, int64_t n1) {
@@ -338,7 +346,7 @@ struct YmmDot {
   }
 
   static Dest make_dest(int32_t* out, int64_t ld, const QuantizedRows& rows, int64_t i, int64_t m0, int64_t g,
-                        int ng, int64_t n0, int64_t n1, bool first, bool last) {
+                        int ng, int64_t n0, int64_t n1, bool first, bool last, const Scale* sc) {
     Dest d;
     d.out = out + (i - m0) * ld + (g * G - n0);
     d.ld = ld;
@@ -346,6 +354,8 @@ struct YmmDot {
     for (int j = 0; j < 2; ++j) d.mask[j] = j < ng ? lane_mask(g + j, n0, n1) : _mm256_setzero_si256();
     d.first = first;
     d.last = last;
+    d.a = sc ? sc->a + i : nullptr;
+    d.s_w = sc ? sc->s_w : 0.0f;
     return d;
   }
 
@@ -359,7 +369,12 @@ struct YmmDot {
         __m256i v = acc[t][g];
         if (!d.first) v = _mm256_add_epi32(v, _mm256_maskload_epi32(dst, d.mask[g]));
         if (d.last) v = _mm256_sub_epi32(v, _mm256_set1_epi32(d.qsum[t]));
-        _mm256_maskstore_epi32(dst, d.mask[g], v);
+        if (d.last && d.a) {  // y = (float(sum) / a) * s_w, in that order (DESIGN.md)
+          const __m256 f = _mm256_div_ps(_mm256_cvtepi32_ps(v), _mm256_set1_ps(d.a[t]));
+          _mm256_maskstore_ps(reinterpret_cast<float*>(dst), d.mask[g], _mm256_mul_ps(f, _mm256_set1_ps(d.s_w)));
+        } else {
+          _mm256_maskstore_epi32(dst, d.mask[g], v);
+        }
       }
   }
 
@@ -429,7 +444,7 @@ struct YmmDot {
   }
 
   static void dot_buffered(const uint8_t* packed, int64_t k, const QuantizedRows& rows, int64_t m0, int64_t m1,
-                           int64_t n0, int64_t n1, int32_t* out, int64_t ld) {
+                           int64_t n0, int64_t n1, int32_t* out, int64_t ld, const Scale* sc) {
     alignas(64) uint8_t buf[kKc * 2 * G];
     const int64_t gstride = group_stride(k, G);
     const int64_t g0 = n0 / G, g1 = panel_groups(n1, G);
@@ -444,7 +459,7 @@ struct YmmDot {
           unpack_block<1>(grp, gstride, k0 / kSpan, kc / kSpan, buf);
         for (int64_t i = m0; i < m1; i += Ops::kMr) {
           const int mr = static_cast<int>(std::min<int64_t>(Ops::kMr, m1 - i));
-          const Dest d = make_dest(out, ld, rows, i, m0, g, ng, n0, n1, k0 == 0, k0 + kc == k);
+          const Dest d = make_dest(out, ld, rows, i, m0, g, ng, n0, n1, k0 == 0, k0 + kc == k, sc);
           const int8_t* q = rows.q + i * k + k0;
           if (ng == 2)
             micro_buffered_any<2>(mr, buf, kc / 4, q, k, d);
@@ -510,7 +525,7 @@ struct YmmDot {
   }
 
   static void dot_direct(const uint8_t* packed, int64_t k, const QuantizedRows& rows, int64_t m0, int64_t m1,
-                         int64_t n0, int64_t n1, int32_t* out, int64_t ld) {
+                         int64_t n0, int64_t n1, int32_t* out, int64_t ld, const Scale* sc) {
     constexpr int kDirectMr = 3;
     const int64_t gstride = group_stride(k, G);
     const int64_t g0 = n0 / G, g1 = panel_groups(n1, G);
@@ -518,7 +533,7 @@ struct YmmDot {
       const int mr = static_cast<int>(std::min<int64_t>(kDirectMr, m1 - i));
       for (int64_t g = g0; g < g1; g += 2) {
         const int ng = g + 1 < g1 ? 2 : 1;
-        const Dest d = make_dest(out, ld, rows, i, m0, g, ng, n0, n1, true, true);
+        const Dest d = make_dest(out, ld, rows, i, m0, g, ng, n0, n1, true, true, sc);
         const uint8_t* grp = packed + g * gstride;
         const int8_t* q = rows.q + i * k;
         if (ng == 2)
@@ -529,14 +544,27 @@ struct YmmDot {
     }
   }
 
+  static void dot_any(const uint8_t* packed, int64_t k, const QuantizedRows& rows, int64_t m0, int64_t m1,
+                      int64_t n0, int64_t n1, int32_t* out, int64_t ld, const Scale* sc) {
+    if (m1 <= m0 || n1 <= n0) return;
+    if (m1 - m0 >= kBufferedMinM)
+      dot_buffered(packed, k, rows, m0, m1, n0, n1, out, ld, sc);
+    else
+      dot_direct(packed, k, rows, m0, m1, n0, n1, out, ld, sc);
+  }
+
   static void dot(const uint8_t* packed, int64_t n, int64_t k, const QuantizedRows& rows, int64_t m0, int64_t m1,
                   int64_t n0, int64_t n1, int32_t* out, int64_t ld) {
     (void)n;
-    if (m1 <= m0 || n1 <= n0) return;
-    if (m1 - m0 >= kBufferedMinM)
-      dot_buffered(packed, k, rows, m0, m1, n0, n1, out, ld);
-    else
-      dot_direct(packed, k, rows, m0, m1, n0, n1, out, ld);
+    dot_any(packed, k, rows, m0, m1, n0, n1, out, ld, nullptr);
+  }
+
+  // dot() with the op's epilogue fused: y[(i - m0) * ldy + (j - n0)] = (float(sum) / a[i]) * s_w.
+  static void dot_scaled(const uint8_t* packed, int64_t n, int64_t k, const QuantizedRows& rows, float s_w,
+                         int64_t m0, int64_t m1, int64_t n0, int64_t n1, float* y, int64_t ldy) {
+    (void)n;
+    const Scale sc{rows.a, s_w};
+    dot_any(packed, k, rows, m0, m1, n0, n1, reinterpret_cast<int32_t*>(y), ldy, &sc);
   }
 };
 #endif  // __AVX2__
