@@ -90,6 +90,12 @@ class Embedder:
             out = _l2_normalize(out)
         return out[0] if single else out
 
+    @staticmethod
+    def similarity(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Cosine similarity matrix [len(a), len(b)] of two sets of embeddings (1-D inputs count as one row)."""
+        a, b = (np.atleast_2d(np.asarray(x, dtype=np.float32)) for x in (a, b))
+        return _l2_normalize(a) @ _l2_normalize(b).T
+
     def _run(self, ids: list[list[int]], batches: list[list[int]], output: str, show_progress_bar: bool | None) -> list:
         """Runs the batches (lists of text indices); returns one array per text, in input order."""
         from tqdm.auto import tqdm

@@ -131,6 +131,16 @@ def test_normalize_follows_manifest_unless_asked(embedders):
     np.testing.assert_array_equal(g.encode(TEXTS, dimensions=8), raw[:, :8])  # no renormalization asked
 
 
+def test_similarity_is_cosine(embedders):
+    g = embedders["gemma3"]  # unnormalized output: similarity must normalize
+    x = g.encode(TEXTS)
+    sim = g.similarity(x, x[:2])
+    assert sim.shape == (len(TEXTS), 2) and sim.dtype == np.float32
+    want = np.array([[u @ v / (np.linalg.norm(u) * np.linalg.norm(v)) for v in x[:2]] for u in x])
+    np.testing.assert_allclose(sim, want, rtol=0, atol=1e-6)
+    assert g.similarity(x[0], x[0]).shape == (1, 1)
+
+
 def test_token_embeddings(embedders):
     e = embedders["gemma3"]
     tokens = e.encode(TEXTS, batch_size=3, output_value="token_embeddings")

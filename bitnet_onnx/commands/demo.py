@@ -106,17 +106,12 @@ def _arch_demo(arch: str, work: Path, args: argparse.Namespace) -> dict[str, Pat
 
     vectors = embedder.encode(list(SAMPLES))
     print("cosine similarity of the sample texts (i2s export):")
-    print(_matrix(vectors @ vectors.T if m.normalize else _cosines(vectors)))
+    print(_matrix(embedder.similarity(vectors, vectors)))
     for k, text in enumerate(SAMPLES, start=1):
         print(f"  [{k}] {text}")
     _verify(out["i2s"], model_dir, args.threads)
     print()
     return out
-
-
-def _cosines(x: np.ndarray) -> np.ndarray:
-    x = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
-    return x @ x.T
 
 
 def _matrix(sim: np.ndarray) -> str:
