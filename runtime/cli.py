@@ -13,6 +13,8 @@ import numpy as np
 
 from bitnet_onnx.errors import BitnetOnnxError
 
+from .embedder import MAX_BATCH_TOKENS, Embedder
+
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
 OUTPUT_SUFFIXES = (".npy", ".jsonl", ".json")
 
@@ -38,8 +40,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--input", "-i", metavar="FILE", help="texts from a file (text lines or JSONL); '-' for stdin")
     p.add_argument("--output", "-o", metavar="FILE", help="write .npy, .jsonl or .json instead of JSON on stdout")
     p.add_argument("--batch-size", type=int, default=32, metavar="N", help="texts per batch (default 32)")
-    p.add_argument("--max-batch-tokens", type=int, default=None, metavar="N",
-                   help="cap on texts x padded length per batch (default 16384): long texts get smaller batches")
+    p.add_argument("--max-batch-tokens", type=int, default=MAX_BATCH_TOKENS, metavar="N",
+                   help=f"cap on texts x padded length per batch (default {MAX_BATCH_TOKENS}): long texts get smaller batches")
     p.add_argument("--prompt-name", metavar="NAME", help="a prompt of the folder's manifest, e.g. query")
     p.add_argument("--prompt", metavar="TEXT", help="a literal prefix put before every text")
     p.add_argument("--dimensions", type=int, metavar="N", help="keep the first N dimensions (Matryoshka), renormalized")
@@ -48,8 +50,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .embedder import Embedder
-
     if args.texts and args.input:
         raise BitnetOnnxError("give texts as arguments or with --input, not both")
     if not args.texts and not args.input:
@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     vectors = embedder.encode([r["text"] for r in records], batch_size=args.batch_size,
                               prompt_name=args.prompt_name, prompt=args.prompt,
                               dimensions=args.dimensions, show_progress_bar=show,
-                              **({"max_batch_tokens": args.max_batch_tokens} if args.max_batch_tokens else {}))
+                              max_batch_tokens=args.max_batch_tokens)
     if output is None:
         _write_json(sys.stdout, vectors)
         sys.stdout.write("\n")
