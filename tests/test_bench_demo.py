@@ -37,7 +37,7 @@ def test_bench_table_json_and_cache(model_dir, tmp_path, capsys, monkeypatch):
         if r["variant"] == "f32":
             assert r["x_f32"] == 1.0 and r["x_int8"] > 0
     for v, mem in result["variants"].items():
-        assert mem["peak_rss_bytes"] >= mem["base_rss_bytes"] > 0
+        assert mem["peak_rss_bytes"] >= mem["load_rss_bytes"] >= mem["base_rss_bytes"] > 0
         assert mem["file_bytes"] > 0
     sizes = {v: m["file_bytes"] for v, m in result["variants"].items()}
     assert sizes["i2s"] < sizes["int8"] < sizes["f32"]

@@ -1,8 +1,8 @@
 """``bitnet-onnx bench``: the i2s export against ORT baselines (f32, int8, nbits) on this machine.
 
 Each variant is exported once into a cache (keyed by a content hash of the model folder, the
-variant and the bitnet-onnx code) and run in its own worker process, so each variant's peak RSS
-is its own process's ``ru_maxrss``. The workers stay alive side by side and the parent asks them
+variant and the bitnet-onnx code) and run in its own worker process, so each variant's RSS is
+its own process's (``VmHWM``: after loading the session, and the peak over all runs). The workers stay alive side by side and the parent asks them
 in turn for one timed run, rotating the order each repetition (interleaved repetitions); the
 table reports medians and ratios from this one run. Each (variant, shape) of up to 4096 tokens
 first gets a discarded warm-up run. Inputs are full-length token sequences, no padding.
@@ -41,9 +41,10 @@ examples:
   bitnet-onnx bench path/to/hf-model --seq 16,128 --batch 1,16 --variants i2s,int8,f32 --json bench.json
 
 Columns: ms per batch and tokens/s are medians over --reps interleaved repetitions; "x f32" and
-"x int8" are tokens/s ratios from the same run; peak RSS is the maximum resident memory of the
-worker process that ran the variant (Python + onnxruntime + the session + the largest batch's
-activations); file is the size of the exported model (model.onnx and its external data).
+"x int8" are tokens/s ratios from the same run; RSS is the peak resident memory of the worker
+process that ran the variant (Python + onnxruntime + the session): "load" once the session is
+created, "peak" after all runs (adds the largest batch's activations); file is the size of the
+exported model (model.onnx and its external data).
 Exports are cached under --cache-dir (default: $XDG_CACHE_HOME/bitnet-onnx or ~/.cache/bitnet-onnx).
 """
 
@@ -284,8 +285,9 @@ def bench(folders: dict[str, Path], configs: list[tuple[int, int]], threads: int
         for w in workers.values():
             w.kill()
 
-    variants = {v: {"file_bytes": model_bytes(f), "peak_rss_bytes": memory[v]["peak_rss_bytes"],
-                    "base_rss_bytes": memory[v]["base_rss_bytes"], "folder": str(f)} for v, f in folders.items()}
+    variants = {v: {"file_bytes": model_bytes(f), "base_rss_bytes": workers[v].info["base_rss_bytes"],
+                    "load_rss_bytes": workers[v].info["load_rss_bytes"],
+                    "peak_rss_bytes": memory[v]["peak_rss_bytes"], "folder": str(f)} for v, f in folders.items()}
     rows = []
     for batch, seq in configs:
         med = {v: statistics.median(times[(v, batch, seq)]) for v in folders}
@@ -304,14 +306,14 @@ def bench(folders: dict[str, Path], configs: list[tuple[int, int]], threads: int
 def format_table(result: dict) -> str:
     has = {k for r in result["rows"] for k in r if k.startswith("x_")}
     head = ["batch", "seq", "variant", "ms/batch", "tokens/s"] + [f"x {k[2:]}" for k in ("x_f32", "x_int8") if k in has]
-    head += ["peak RSS MB", "file MB", "RSS/file"]
+    head += ["load RSS MB", "peak RSS MB", "file MB", "load/file"]
     lines = []
     for r in result["rows"]:
         mem = result["variants"][r["variant"]]
         cells = [str(r["batch"]), str(r["seq"]), r["variant"], _ms(r['ms_per_batch']), f"{r['tokens_per_s']:.0f}"]
         cells += [f"{r[k]:.2f}" for k in ("x_f32", "x_int8") if k in has]
-        cells += [f"{mem['peak_rss_bytes'] / 2**20:.0f}", f"{mem['file_bytes'] / 2**20:.0f}",
-                  f"{mem['peak_rss_bytes'] / mem['file_bytes']:.2f}"]
+        cells += [f"{mem['load_rss_bytes'] / 2**20:.0f}", f"{mem['peak_rss_bytes'] / 2**20:.0f}",
+                  f"{mem['file_bytes'] / 2**20:.0f}", f"{mem['load_rss_bytes'] / mem['file_bytes']:.2f}"]
         lines.append(cells)
     widths = [max(len(h), *(len(c[i]) for c in lines)) for i, h in enumerate(head)]
     fmt = lambda cells: "  ".join(c.rjust(w) for c, w in zip(cells, widths))  # noqa: E731
@@ -390,12 +392,12 @@ def _worker(folder: str, threads: int) -> None:
     except BitnetOnnxError as e:
         reply(error=str(e))
         return
-    reply(ready=True)
+    reply(ready=True, base_rss_bytes=base, load_rss_bytes=_rss_peak_bytes())
     inputs: dict[tuple[int, int], dict] = {}
     for line in sys.stdin:
         request = json.loads(line)
         if request["cmd"] == "exit":
-            reply(peak_rss_bytes=_rss_peak_bytes(), base_rss_bytes=base)
+            reply(peak_rss_bytes=_rss_peak_bytes())
             return
         key = (request["batch"], request["seq"])
         if key not in inputs:
