@@ -90,6 +90,22 @@ class Embedder:
             out = _l2_normalize(out)
         return out[0] if single else out
 
+    def encode_query(self, texts: str | Sequence[str], **kwargs):
+        """``encode`` with the manifest's "query" prompt (when it has one), like sentence-transformers 5."""
+        return self.encode(texts, **self._named_prompt("query", kwargs))
+
+    def encode_document(self, texts: str | Sequence[str], **kwargs):
+        """``encode`` with the manifest's "document" (or "passage") prompt, when it has one."""
+        return self.encode(texts, **self._named_prompt("document", kwargs, fallback="passage"))
+
+    def _named_prompt(self, name: str, kwargs: dict, fallback: str | None = None) -> dict:
+        if "prompt" in kwargs or "prompt_name" in kwargs:
+            return kwargs
+        for candidate in (name, fallback):
+            if candidate in self.manifest.prompts:
+                return {**kwargs, "prompt_name": candidate}
+        return {**kwargs, "prompt": ""}  # no such prompt: plain texts, not the default prompt
+
     @staticmethod
     def similarity(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """Cosine similarity matrix [len(a), len(b)] of two sets of embeddings (1-D inputs count as one row)."""

@@ -109,6 +109,14 @@ def test_prompts(exports, embedders, tmp_path):
     np.testing.assert_array_equal(d.encode(text, prompt=""), e.encode(text))
 
 
+def test_encode_query_and_document_use_named_prompts(embedders):
+    e = embedders["qwen3"]
+    text = "capital of France"
+    np.testing.assert_array_equal(e.encode_query(text), e.encode(text, prompt_name="query"))
+    np.testing.assert_array_equal(e.encode_document([text]), e.encode([text], prompt_name="document"))
+    np.testing.assert_array_equal(e.encode_query(text, prompt="x: "), e.encode("x: " + text))
+
+
 def test_dimensions_truncate_then_renormalize(embedders):
     e = embedders["qwen3"]
     full = e.encode(TEXTS)
