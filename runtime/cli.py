@@ -66,8 +66,12 @@ def run(args: argparse.Namespace) -> int:
                               dimensions=args.dimensions, show_progress_bar=show,
                               max_batch_tokens=args.max_batch_tokens)
     if output is None:
-        _write_json(sys.stdout, vectors)
-        sys.stdout.write("\n")
+        try:
+            _write_json(sys.stdout, vectors)
+            sys.stdout.write("\n")
+            sys.stdout.flush()
+        except BrokenPipeError:  # e.g. `| head`: the reader has all it wanted
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error again at exit
         return 0
     write_output(output, records, vectors)
     if not args.quiet:

@@ -91,6 +91,16 @@ def test_piped_process_is_quiet_and_bad_utf8_is_one_line(out_dir, tmp_path):
         f"bitnet-onnx embed: error: {bad}: not UTF-8 text (invalid byte 0xe9 at offset 3)"]
 
 
+def test_reader_closing_the_pipe_early_is_not_an_error(out_dir):
+    """`bitnet-onnx embed ... | head -c 100`: ~300 KB of JSON, the reader stops after 100 bytes."""
+    cmd = [sys.executable, "-m", "bitnet_onnx", "embed", str(out_dir), *(["some text"] * 120)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout.read(100).startswith(b"[[")
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait() == 0 and "Traceback" not in err and "Broken pipe" not in err
+
+
 @pytest.mark.parametrize("argv, message", [
     (["{out}", "x", "--input", "{src}"], "not both"),
     (["{out}"], "no texts"),
