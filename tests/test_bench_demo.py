@@ -70,6 +70,7 @@ def test_bench_shape_generates_once(tmp_path, capsys):
     (["--variants", "i2s,fp8"], "--variants"),
     (["--batch", "0"], "--batch"),
     ([], "either MODEL_DIR or --shape"),
+    (["--shape", "qwen3-tiny", "--json", "/nonexistent/folder/b.json"], "--json"),
 ])
 def test_bench_bad_arguments(tmp_path, capsys, argv, message):
     assert main(["bench", *argv, "--cache-dir", str(tmp_path)]) == 1

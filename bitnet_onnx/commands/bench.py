@@ -73,6 +73,8 @@ def run(args: argparse.Namespace) -> int:
         raise BitnetOnnxError(f"--reps must be >= 1, got {args.reps}")
     if bool(args.model_dir) == bool(args.shape):
         raise BitnetOnnxError("give either MODEL_DIR or --shape")
+    if args.json and not Path(args.json).resolve().parent.is_dir():  # fail before the long part
+        raise BitnetOnnxError(f"--json {args.json}: folder {Path(args.json).parent} does not exist")
     cache = cache_dir(args.cache_dir)
     if args.shape:
         model_dir, label = shape_model(args.shape, cache), f"{args.shape} (random BitNet weights, seed 0)"
