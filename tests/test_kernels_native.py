@@ -2,7 +2,7 @@
 
 customops/tests/kernel_test.cc is built several ways and run on vectors from
 customops/tests/make_kernel_vectors.py (bitnet_onnx.ternary):
-  native     Release, for scalar and every x86 ISA this CPU has (from /proc/cpuinfo);
+  native     Release, for scalar and every x86 kernel whose ISA this CPU has (/proc/cpuinfo);
   sanitize   AddressSanitizer + UBSan, aborting on the first report, same kernels;
   aarch64    cross-compiled (g++-aarch64-linux-gnu, static; also with UBSan) and run under
              qemu-aarch64 for scalar and NEON, with -cpu max (SDOT path) and -cpu cortex-a53
@@ -55,8 +55,20 @@ def _build(variant: str, *cmake_args: str, source: Path = TEST_SRC, target: str 
     return build
 
 
+# x86 kernel -> the /proc/cpuinfo flags it needs (dispatch.cc checks the same through CPUID).
+AVX512_FLAGS = {"avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni"}
+X86_KERNELS = {
+    "avx2": {"avx2", "fma", "f16c"},
+    "avxvnni": {"avx2", "fma", "f16c", "avx_vnni"},
+    "avx512vnni": AVX512_FLAGS,
+    "amx": AVX512_FLAGS | {"amx_tile", "amx_int8", "gfni"},
+}
+# Kernels a build may leave out; expected whenever customops/kernels/CMakeLists.txt compiles them.
+OPTIONAL_KERNEL_FILES = {"amx": "amx.cc"}
+
+
 def _native_kernels() -> list[str]:
-    """scalar plus each kernel whose ISA /proc/cpuinfo lists (as dispatch.cc requires them)."""
+    """scalar plus every kernel of this build whose ISA this CPU has."""
     if platform.machine() in ("aarch64", "arm64"):
         return ["scalar", "neon"]
     flags: set[str] = set()
@@ -64,14 +76,10 @@ def _native_kernels() -> list[str]:
         if line.startswith("flags"):
             flags = set(line.split(":", 1)[1].split())
             break
-    kernels = ["scalar"]
-    if {"avx2", "fma", "f16c"} <= flags:
-        kernels.append("avx2")
-        if "avx_vnni" in flags:
-            kernels.append("avxvnni")
-        if {"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni"} <= flags:
-            kernels.append("avx512vnni")
-    return kernels
+    cmake = (REPO / "customops" / "kernels" / "CMakeLists.txt").read_text()
+    built = {name for name, file in OPTIONAL_KERNEL_FILES.items() if file in cmake}
+    return ["scalar"] + [name for name, needs in X86_KERNELS.items()
+                         if needs <= flags and (name not in OPTIONAL_KERNEL_FILES or name in built)]
 
 
 def _check(res: subprocess.CompletedProcess, kernels: list[str]) -> str:
