@@ -22,7 +22,7 @@ struct Avx2Ops {
   static constexpr int kMr = 3;
   static constexpr int64_t kChunkQuads = 32;
   static __m256i step(__m256i acc, __m256i codes, __m256i x) {
-    return _mm256_add_epi16(acc, _mm256_maddubs_epi16(codes, x));
+    return _mm256_add_epi16(_mm256_maddubs_epi16(codes, x), acc);
   }
   static __m256i widen(__m256i acc) { return _mm256_madd_epi16(acc, _mm256_set1_epi16(1)); }
 };

@@ -109,6 +109,7 @@ void micro_buffered(const uint8_t* buf, int64_t nquads, const int8_t* q, int64_t
   for (int t = 0; t < MR; ++t)
     #pragma GCC unroll 16
     for (int g = 0; g < NG; ++g) acc[t][g] = _mm512_setzero_si512();
+  #pragma GCC unroll 2  // lets the allocator alternate registers: no accumulator moves
   for (int64_t u = 0; u < nquads; ++u) {
     __m512i w[NG];
     #pragma GCC unroll 16

@@ -410,6 +410,7 @@ struct YmmDot {
       for (int t = 0; t < MR; ++t)
         #pragma GCC unroll 16
         for (int g = 0; g < NG; ++g) acc[t][g] = _mm256_setzero_si256();
+      #pragma GCC unroll 4  // lets the allocator alternate registers: no accumulator moves
       for (int64_t u = u0; u < u1; ++u) {
         __m256i w[NG];
         #pragma GCC unroll 16
