@@ -72,6 +72,7 @@ def rms_norm_f32(x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
     """
     x = np.asarray(x, dtype=np.float32)
     ms = np.mean(np.square(x, dtype=np.float64), axis=-1, keepdims=True)
+    eps = float(np.float32(eps))  # the op's epsilon attribute is a float32
     inv_rms = (1.0 / np.sqrt(ms + eps)).astype(np.float32)
     return (x * inv_rms) * np.asarray(weight, dtype=np.float32)
 

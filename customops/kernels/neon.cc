@@ -17,6 +17,7 @@
 #include "cpu_features.h"
 #include "i2s_kernel.h"
 #include "neon_tile.h"
+#include "pairwise_sum.h"
 
 namespace bitnet_onnx {
 namespace {
@@ -38,40 +39,6 @@ void repack(const uint8_t* i2s, int64_t n, int64_t k, uint8_t* packed) {
     vst1q_u8(packed + i, veorq_u8(b, vshlq_n_u8(both, 1)));
   }
   for (; i < bytes; ++i) packed[i] = fix_unused_codes(i2s[i]);
-}
-
-inline float64x2_t square_f64(float32x2_t v) {
-  const float64x2_t d = vcvt_f64_f32(v);
-  return vmulq_f64(d, d);  // exact: a float's square fits a double
-}
-
-// numpy's pairwise_sum (umath loops_utils) of x[i]^2 in float64, the order np.mean uses on a
-// contiguous row: below 8 values a plain loop; up to 128 eight interleaved partial sums
-// combined as ((r0+r1)+(r2+r3))+((r4+r5)+(r6+r7)) then the remainder; above, split in halves
-// rounded down to a multiple of 8. Bit-identical to bitnet_onnx.ternary.rms_norm_f32.
-double pairwise_sum_squares(const float* x, int64_t n) {
-  if (n < 8) {
-    double res = 0.0;
-    for (int64_t i = 0; i < n; ++i) res += static_cast<double>(x[i]) * static_cast<double>(x[i]);
-    return res;
-  }
-  if (n <= 128) {
-    float64x2_t r[4];  // r[j] holds numpy's r[2j], r[2j+1]
-    for (int j = 0; j < 4; ++j) r[j] = square_f64(vld1_f32(x + 2 * j));
-    int64_t i = 8;
-    for (; i < n - (n % 8); i += 8)
-      for (int j = 0; j < 4; ++j) r[j] = vaddq_f64(r[j], square_f64(vld1_f32(x + i + 2 * j)));
-    const double s01 = vgetq_lane_f64(r[0], 0) + vgetq_lane_f64(r[0], 1);
-    const double s23 = vgetq_lane_f64(r[1], 0) + vgetq_lane_f64(r[1], 1);
-    const double s45 = vgetq_lane_f64(r[2], 0) + vgetq_lane_f64(r[2], 1);
-    const double s67 = vgetq_lane_f64(r[3], 0) + vgetq_lane_f64(r[3], 1);
-    double res = (s01 + s23) + (s45 + s67);
-    for (; i < n; ++i) res += static_cast<double>(x[i]) * static_cast<double>(x[i]);
-    return res;
-  }
-  int64_t n2 = n / 2;
-  n2 -= n2 % 8;
-  return pairwise_sum_squares(x, n2) + pairwise_sum_squares(x + n2, n - n2);
 }
 
 // The value quantization sees: x, or (x * inv_rms) * w with the fused RMSNorm (float32, in order).
@@ -97,7 +64,7 @@ void quantize_row(const float* x, int64_t k, const float* w, float eps, int8_t* 
                   int32_t* qsum) {
   float inv = 1.0f;
   if (w) {
-    const double ms = pairwise_sum_squares(x, k) / static_cast<double>(k);
+    const double ms = sum_squares_reference(x, k) / static_cast<double>(k);
     inv = static_cast<float>(1.0 / std::sqrt(ms + static_cast<double>(eps)));
   }
   const float32x4_t vinv = vdupq_n_f32(inv);

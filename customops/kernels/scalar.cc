@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "i2s_kernel.h"
+#include "pairwise_sum.h"
 
 namespace bitnet_onnx {
 namespace {
@@ -41,7 +42,7 @@ inline float normed(const float* x, const float* norm_w, float inv_rms, int64_t 
   return norm_w ? (x[i] * inv_rms) * norm_w[i] : x[i];
 }
 
-// bitnet_onnx.ternary: rms_norm_f32 (sum of squares in double, the rest in float) followed by
+// bitnet_onnx.ternary: rms_norm_f32 (sum of squares in double in numpy's order, the rest in float) followed by
 // quantize_activations (absmax int8, round half to even; a non-finite row gives q = 0, a = NaN).
 void quantize(const float* x, int64_t m, int64_t k, const float* norm_w, float eps, int8_t* q,
               float* a, int32_t* qsum) {
@@ -50,8 +51,7 @@ void quantize(const float* x, int64_t m, int64_t k, const float* norm_w, float e
     int8_t* qr = q + r * k;
     float inv_rms = 1.0f;
     if (norm_w) {
-      double ss = 0.0;
-      for (int64_t i = 0; i < k; ++i) ss += static_cast<double>(xr[i]) * static_cast<double>(xr[i]);
+      const double ss = sum_squares_reference(xr, k);
       inv_rms = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(k) + static_cast<double>(eps)));
     }
     float absmax = 0.0f;
