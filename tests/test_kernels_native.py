@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cpu_isas import isas_of_this_cpu
 
 REPO = Path(__file__).resolve().parents[1]
 TEST_SRC = REPO / "customops" / "tests"
@@ -55,31 +56,9 @@ def _build(variant: str, *cmake_args: str, source: Path = TEST_SRC, target: str 
     return build
 
 
-# x86 kernel -> the /proc/cpuinfo flags it needs (dispatch.cc checks the same through CPUID).
-AVX512_FLAGS = {"avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni"}
-X86_KERNELS = {
-    "avx2": {"avx2", "fma", "f16c"},
-    "avxvnni": {"avx2", "fma", "f16c", "avx_vnni"},
-    "avx512vnni": AVX512_FLAGS,
-    "amx": AVX512_FLAGS | {"amx_tile", "amx_int8", "gfni"},
-}
-# Kernels a build may leave out; expected whenever customops/kernels/CMakeLists.txt compiles them.
-OPTIONAL_KERNEL_FILES = {"amx": "amx.cc"}
-
-
 def _native_kernels() -> list[str]:
     """scalar plus every kernel of this build whose ISA this CPU has."""
-    if platform.machine() in ("aarch64", "arm64"):
-        return ["scalar", "neon"]
-    flags: set[str] = set()
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("flags"):
-            flags = set(line.split(":", 1)[1].split())
-            break
-    cmake = (REPO / "customops" / "kernels" / "CMakeLists.txt").read_text()
-    built = {name for name, file in OPTIONAL_KERNEL_FILES.items() if file in cmake}
-    return ["scalar"] + [name for name, needs in X86_KERNELS.items()
-                         if needs <= flags and (name not in OPTIONAL_KERNEL_FILES or name in built)]
+    return isas_of_this_cpu()
 
 
 def _check(res: subprocess.CompletedProcess, kernels: list[str]) -> str:

@@ -7,7 +7,6 @@ outputs to 1e-5 relative.
 
 from __future__ import annotations
 
-import platform
 import shutil
 import subprocess
 import threading
@@ -20,36 +19,9 @@ from onnx import TensorProto, helper, numpy_helper
 
 from bitnet_onnx import OP_DOMAIN, OP_NAME, customops
 from bitnet_onnx.ternary import i2s_integer_sums, i2s_matmul_reference, pack_i2s, quantize_activations, rms_norm_f32
+from cpu_isas import ALL_ISAS, isas_of_this_cpu
 
 EPS = float(np.float32(1e-6))  # the attribute is a float32; the reference gets the same value
-
-# ISA -> /proc/cpuinfo flags it needs (the library's own CPUID check must agree).
-ISA_FLAGS = {
-    "x86_64": {
-        "avx2": {"avx2", "fma", "f16c"},
-        "avxvnni": {"avx2", "fma", "f16c", "avx_vnni"},
-        "avx512vnni": {"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni", "fma", "f16c"},
-    },
-    "aarch64": {"neon": {"asimd"}},
-}
-ALL_ISAS = ["scalar", "avx2", "avxvnni", "avx512vnni", "neon"]
-
-
-def cpu_flags() -> set[str]:
-    flags: set[str] = set()
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            key, _, value = line.partition(":")
-            if key.strip() in ("flags", "Features"):
-                flags.update(value.split())
-    return flags
-
-
-def isas_of_this_cpu() -> list[str]:
-    flags = cpu_flags()
-    table = ISA_FLAGS.get(platform.machine(), {})
-    return ["scalar"] + [isa for isa, need in table.items() if need <= flags]
-
 
 ISAS = isas_of_this_cpu()
 MISSING_ISAS = [isa for isa in ALL_ISAS if isa not in ISAS]

@@ -18,6 +18,8 @@ struct Isa {
 // Best first; the default is the first one available.
 const Isa kIsas[] = {
 #if defined(__x86_64__) || defined(_M_X64)
+    {"amx", amx_kernel, [](const CpuFeatures& f) { return f.avx512vnni && amx_usable(); },
+     "AMX-INT8 + AVX512-VNNI and the OS's tile-data permission (Linux >= 5.16)"},
     {"avx512vnni", avx512vnni_kernel, [](const CpuFeatures& f) { return f.avx512vnni; },
      "AVX512F/BW/VL/DQ/VNNI with OS-enabled zmm state"},
     {"avxvnni", avxvnni_kernel, [](const CpuFeatures& f) { return f.avxvnni; }, "AVX-VNNI + AVX2/FMA/F16C"},
@@ -30,7 +32,7 @@ const Isa kIsas[] = {
 };
 
 // Every name BITNET_ONNX_ISA accepts on any build, so a name valid elsewhere gets "not this CPU".
-const char* const kAllNames[] = {"scalar", "avx2", "avxvnni", "avx512vnni", "neon"};
+const char* const kAllNames[] = {"scalar", "avx2", "avxvnni", "avx512vnni", "amx", "neon"};
 
 }  // namespace
 
@@ -54,7 +56,7 @@ const I2SKernel* select_kernel(const char* forced, std::string* error) {
   if (error) {
     *error = std::string("BITNET_ONNX_ISA=") + forced +
              (known ? ": this CPU lacks " + std::string(forced) + " (kernels of this build: " + here + ")"
-                    : ": unknown kernel name; expected one of scalar, avx2, avxvnni, avx512vnni, neon");
+                    : ": unknown kernel name; expected one of scalar, avx2, avxvnni, avx512vnni, amx, neon");
   }
   return nullptr;
 }

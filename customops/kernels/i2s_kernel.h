@@ -23,7 +23,7 @@ struct QuantizedRows {
 };
 
 struct I2SKernel {
-  const char* name;  // "scalar", "avx2", "avxvnni", "avx512vnni", "neon"
+  const char* name;  // "scalar", "avx2", "avxvnni", "avx512vnni", "amx", "neon"
 
   // Bytes of the kernel's own weight layout for an [n, k] matrix (k % 128 == 0).
   size_t (*packed_bytes)(int64_t n, int64_t k);
@@ -43,6 +43,12 @@ struct I2SKernel {
   // Preferred tile (tokens x output rows) for splitting work across threads.
   int64_t tile_m;
   int64_t tile_n;
+
+  // Optional: dot with the op's epilogue fused, y[(i - m0) * ldy + (j - n0)] =
+  // (float(sum) / rows.a[i]) * s_w, bit-identical to dot + epilogue. It saves the int32 round
+  // trip through memory; null means the op runs dot and the epilogue itself.
+  void (*dot_scaled)(const uint8_t* packed, int64_t n, int64_t k, const QuantizedRows& rows, float s_w,
+                     int64_t m0, int64_t m1, int64_t n0, int64_t n1, float* y, int64_t ldy) = nullptr;
 };
 
 // The kernel to use: `forced` ("scalar", "avx2", ... or null/empty for the best this CPU runs).
@@ -53,9 +59,11 @@ const I2SKernel* select_kernel(const char* forced, std::string* error);
 
 namespace bitnet_onnx {
 // Each ISA's table, defined in its own file (scalar.cc, avx2.cc, avxvnni.cc, avx512vnni.cc,
-// neon.cc); select_kernel (dispatch.cc) picks one after checking the CPU.
+// amx.cc, neon.cc); select_kernel (dispatch.cc) picks one after checking the CPU.
 const I2SKernel* scalar_kernel();
 #if defined(__x86_64__) || defined(_M_X64)
+const I2SKernel* amx_kernel();
+bool amx_usable();  // CPUID AMX-INT8, XCR0 tile state and the OS's per-process tile permission
 const I2SKernel* avx2_kernel();
 const I2SKernel* avxvnni_kernel();
 const I2SKernel* avx512vnni_kernel();

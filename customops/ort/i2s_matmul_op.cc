@@ -120,6 +120,10 @@ void dot_job(void* p, size_t i) {
   const int64_t ti = static_cast<int64_t>(i);
   const int64_t m0 = (ti % job.tiles_m) * kern.tile_m, m1 = std::min(job.m, m0 + kern.tile_m);
   const int64_t n0 = (ti / job.tiles_m) * kern.tile_n, n1 = std::min(job.n, n0 + kern.tile_n);
+  if (kern.dot_scaled) {
+    kern.dot_scaled(job.packed, job.n, job.k, job.rows, job.s_w, m0, m1, n0, n1, job.y + m0 * job.n + n0, job.n);
+    return;
+  }
   const int64_t ld = n1 - n0;
   // Per-thread scratch, reused across calls: no allocation or zeroing per job (matters at M = 1).
   thread_local std::vector<int32_t> sums;

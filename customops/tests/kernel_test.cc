@@ -170,6 +170,40 @@ int64_t rand_below(int64_t bound) {
   return static_cast<int64_t>((g_lcg >> 33) % static_cast<uint64_t>(bound));
 }
 
+bool same_float(float got, float want) {
+  if (std::isnan(want)) return std::isnan(got);
+  uint32_t g, w;
+  std::memcpy(&g, &got, 4);
+  std::memcpy(&w, &want, 4);
+  return g == w;
+}
+
+// dot_scaled over [m0,m1) x [n0,n1) with ld = width + pad must equal the op's epilogue applied
+// to the reference sums, (float(sum) / a) * s_w, bit for bit.
+std::string check_scaled_tile(const I2SKernel& kern, const uint8_t* packed, const Vectors& v,
+                              const QuantizedRows& rows, int64_t m0, int64_t m1, int64_t n0, int64_t n1,
+                              int64_t pad) {
+  const float s_w = 0.0123f;
+  const int64_t ld = (n1 - n0) + pad;
+  Buffer<float> y(static_cast<size_t>((m1 - m0) * ld), sizeof(float));
+  std::fill(y.get(), y.get() + y.size(), -7.0f);
+  kern.dot_scaled(packed, v.n, v.k, rows, s_w, m0, m1, n0, n1, y.get(), ld);
+  for (int64_t i = m0; i < m1; ++i) {
+    for (int64_t j = n0; j < n1; ++j) {
+      const float got = y[(i - m0) * ld + (j - n0)];
+      const float want = (static_cast<float>(v.sums[i * v.n + j]) / rows.a[i]) * s_w;
+      if (!same_float(got, want))
+        return fmt("tile m[%" PRId64 ",%" PRId64 ") n[%" PRId64 ",%" PRId64 "): y[%" PRId64 ",%" PRId64
+                   "] = %.9g, want %.9g", m0, m1, n0, n1, i, j, got, want);
+    }
+    for (int64_t j = n1 - n0; j < ld; ++j)
+      if (y[(i - m0) * ld + j] != -7.0f)
+        return fmt("tile m[%" PRId64 ",%" PRId64 ") n[%" PRId64 ",%" PRId64 "): wrote into the ld padding",
+                   m0, m1, n0, n1);
+  }
+  return "";
+}
+
 void check_dot(const I2SKernel& kern, const Vectors& v, const std::string& tag) {
   std::unique_ptr<Buffer<uint8_t>> i2s(unaligned_copy(v.i2s));
   Buffer<uint8_t> packed(kern.packed_bytes(v.n, v.k), 0);
@@ -199,6 +233,13 @@ void check_dot(const I2SKernel& kern, const Vectors& v, const std::string& tag) 
   }
   report(err.empty(), tag + " dot sub-tiles", err);
 
+  if (kern.dot_scaled) {
+    err = check_scaled_tile(kern, packed.get(), v, rows, 0, m, 0, n, 0);
+    for (size_t i = 0; i < tiles.size() && err.empty(); ++i)
+      err = check_scaled_tile(kern, packed.get(), v, rows, tiles[i][0], tiles[i][1], tiles[i][2], tiles[i][3], 3);
+    report(err.empty(), tag + " dot_scaled", err);
+  }
+
   // The op's split: the kernel's own tile grid, each tile written where the op would write it.
   Buffer<int32_t> out(static_cast<size_t>(m * n), sizeof(int32_t));
   std::fill(out.get(), out.get() + out.size(), kSentinel);
@@ -213,13 +254,6 @@ void check_dot(const I2SKernel& kern, const Vectors& v, const std::string& tag) 
          bad < 0 ? "" : fmt("sum[%" PRId64 ",%" PRId64 "] = %d, want %d", bad / n, bad % n, out[bad], v.sums[bad]));
 }
 
-bool same_float(float got, float want) {
-  if (std::isnan(want)) return std::isnan(got);
-  uint32_t g, w;
-  std::memcpy(&g, &got, 4);
-  std::memcpy(&w, &want, 4);
-  return g == w;
-}
 
 void check_quantize(const I2SKernel& kern, const Vectors& v, bool norm, const std::string& tag) {
   const std::vector<int8_t>& want_q = norm ? v.q_norm : v.q_plain;
