@@ -10,7 +10,7 @@ import numpy as np
 
 from .builder import GraphBuilder
 
-INT8 = 3  # TensorProto.INT8
+UINT8 = 2  # TensorProto.UINT8
 FLOAT = 1  # TensorProto.FLOAT
 DOUBLE = 11  # TensorProto.DOUBLE
 
@@ -60,11 +60,13 @@ def activation(b: GraphBuilder, x: str, kind: str) -> str:
 def quantize_per_token(b: GraphBuilder, x: str, act_eps: float) -> tuple[str, str]:
     """Per-token absmax int8 (DESIGN.md): ``a = 127 / max(max|x|, eps)``, ``q = clamp(rint(x*a))``.
 
-    Returns ``(q int8 [..., K], a float32 [..., 1])``. ONNX Round is half-to-even, like the op.
+    Returns ``(q + 128 as uint8 [..., K], a float32 [..., 1])``: ORT's fast integer GEMMs take unsigned
+    activations with a zero point (int8 x int8 MatMulInteger measured 7x slower on x86). ONNX Round is
+    half-to-even, like the op.
     """
     with b.scope("quant"):
         absmax = b.op("ReduceMax", [b.op("Abs", [x]), b.i64([-1])], keepdims=1)
         a = b.op("Div", [b.const(127.0), b.op("Max", [absmax, b.const(act_eps)])])
         r = b.op("Round", [b.op("Mul", [x, a])])
-        q = b.op("Cast", [b.op("Clip", [r, b.const(-128.0), b.const(127.0)])], to=INT8)
-        return q, a
+        q = b.op("Clip", [r, b.const(-128.0), b.const(127.0)])
+        return b.op("Cast", [b.op("Add", [q, b.const(128.0)])], to=UINT8, name="codes"), a
