@@ -61,7 +61,7 @@ def quantize_per_token(b: GraphBuilder, x: str, act_eps: float) -> tuple[str, st
     """Per-token absmax int8 (DESIGN.md): ``a = 127 / max(max|x|, eps)``, ``q = clamp(rint(x*a))``.
 
     Returns ``(q + 128 as uint8 [..., K], a float32 [..., 1])``: ORT's fast integer GEMMs take unsigned
-    activations with a zero point (int8 x int8 MatMulInteger measured 7x slower on x86). ONNX Round is
+    activations with a zero point (int8 x int8 MatMulInteger: 8-12x slower, bench_int8_projection.py). ONNX Round is
     half-to-even, like the op.
     """
     with b.scope("quant"):

@@ -8,9 +8,9 @@ What each variant computes, for a BitNet (ternary) projection with weight ``W`` 
 
 - ``i2s``   I2STernaryMatMul(x, pack_i2s(T), s_w, g): fused RMSNorm, per-token int8, exact sums.
 - ``int8``  the same numbers with ORT-native ops: RMSNorm (float64 sum of squares, as the op), per-token
-            int8 quantization (fed as q + 128, uint8: ORT's fast integer GEMMs are uint8 x int8; int8 x int8
-            measured 7x slower), com.microsoft MatMulIntegerToFloat with T as int8 and zero point 128 (exact
-            int32 sums), then ``(sum / a) * s_w``. No custom library needed.
+            int8 quantization (fed as q + 128, uint8: ORT's fast integer GEMMs are uint8 x int8),
+            com.microsoft MatMulIntegerToFloat with T as int8 and zero point 128 (exact int32 sums), then
+            ``(sum / a) * s_w``. No custom library needed. Timings: benchmarks/bench_int8_projection.py.
 - ``nbits`` RMSNorm, then com.microsoft MatMulNBits holding T exactly (codes T + 2^(bits-1), block
             scale s_w), accuracy_level 4 (ORT's int8 activations, quantized per block, not per token).
 - ``f32`` / ``f16``  fake-quant reference: RMSNorm, then MatMul with ``s_w * T`` (f16: stored f16, cast
