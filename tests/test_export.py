@@ -284,6 +284,7 @@ def test_graph_is_checked_and_uses_cpu_ops_only(models, exports, weights):
     customops.register_onnx_schema()
     onnx.checker.check_model(model, full_check=True)
     assert {n.domain for n in model.graph.node} <= ALLOWED_DOMAINS
+    assert not {"ArgMax", "ArgMin"} & {n.op_type for n in model.graph.node}  # int64 ArgMax: no ORT CPU kernel
     assert ("I2STernaryMatMul" in {n.op_type for n in model.graph.node}) == (weights == "i2s")
     assert {i.name for i in model.graph.input} == {"input_ids", "attention_mask"}
     for vi in model.graph.input:
