@@ -37,7 +37,7 @@ def layer_source(folder: ModelFolder, ternarize: bool) -> LayerSource:
             norm_in = np.ones(weight.shape[1], np.float32)
         else:
             norm_in = None
-        return LinearWeights(weight, norm_in, folder.is_bitnet or ternarize, cfg.rms_eps)
+        return LinearWeights(weight, norm_in, folder.is_bitnet or ternarize, cfg.rms_eps, folder.hf_name(p.weight, i))
 
     return LayerSource(norm, linear)
 

@@ -41,9 +41,17 @@ class LinearWeights:
     norm_in: np.ndarray | None  # BitNet per-projection RMSNorm weight [K], plain x/rms*w
     ternary: bool  # BitNet numerics (trained BitNet, or --ternarize)
     eps: float  # epsilon of norm_in
+    name: str = "projection"  # the checkpoint's tensor name, for errors
 
     def ternarized(self) -> tuple[np.ndarray, float]:
         return ternarize(self.weight)
+
+    def need_blocks(self, variant: str) -> None:
+        """Packed ternary layouts (I2_S, MatMulNBits) cut rows into 128-value blocks."""
+        k = self.weight.shape[1]
+        if k % NBITS_BLOCK:
+            raise BitnetOnnxError(f"tensor {self.name}: input width {k} is not a multiple of {NBITS_BLOCK}, "
+                                  f"which --weights {variant} needs; use --weights int8 or f32")
 
 
 def _norm_in(b: GraphBuilder, x: str, lw: LinearWeights) -> str:
@@ -53,6 +61,7 @@ def _norm_in(b: GraphBuilder, x: str, lw: LinearWeights) -> str:
 def i2s(b: GraphBuilder, x: str, lw: LinearWeights, bits: int) -> str:
     if not lw.ternary:
         raise BitnetOnnxError("--weights i2s needs a BitNet model (or --ternarize for a standard model)")
+    lw.need_blocks("i2s")
     t, s_w = lw.ternarized()
     b.use_domain(OP_DOMAIN, OP_DOMAIN_VERSION)
     inputs = [x, b.initializer("W", pack_i2s(t)), b.initializer("scale", np.array([s_w], np.float32))]
@@ -113,6 +122,7 @@ def pack_nbits(t: np.ndarray, bits: int) -> np.ndarray:
 def nbits(b: GraphBuilder, x: str, lw: LinearWeights, bits: int) -> str:
     if not lw.ternary:
         raise BitnetOnnxError("--weights nbits needs a BitNet model (or --ternarize for a standard model)")
+    lw.need_blocks("nbits")
     x = _norm_in(b, x, lw)
     t, s_w = lw.ternarized()
     n, k = t.shape

@@ -112,6 +112,13 @@ def test_missing_tokenizer(capsys, tmp_path, qwen_bitnet):
     export_fails(capsys, tmp_path, model, match="tokenizer.json")
 
 
+@pytest.mark.parametrize("weights", ["i2s", "nbits"])
+def test_width_not_a_multiple_of_128(capsys, tmp_path, weights):
+    model = make_model(tmp_path / "model", "qwen3", bitnet=True, dtype="float32", shape={"hidden_size": 96})
+    export_fails(capsys, tmp_path, model, "--weights", weights, match="layers.0.self_attn.q_proj.weight")
+    assert main(["export", str(model), "-o", str(tmp_path / "int8"), "--weights", "int8"]) == 0
+
+
 def test_missing_model_folder(capsys, tmp_path):
     export_fails(capsys, tmp_path, tmp_path / "nope", match="nope")
 
