@@ -81,6 +81,10 @@ class Reference:
         self.f16_embeddings = f16_embeddings
         self.folder: ModelFolder = open_model(model_dir, arch)
         self.st: StModules = read_st_modules(self.folder.path, self.folder.arch, self.folder.cfg.hidden)
+        if not self.folder.cfg.causal and _version(transformers.__version__) < (4, 57):
+            # older transformers ignore use_bidirectional_attention and silently run causal (ST #3513)
+            raise BitnetOnnxError(f"{self.folder.path}: bidirectional attention needs transformers >= 4.57, "
+                                  f"found {transformers.__version__}")
         cls = getattr(transformers, self.folder.arch.hf_class)
         verbosity = transformers.logging.get_verbosity()
         transformers.logging.set_verbosity_error()  # BitNet norms are "unexpected" keys to HF; we load them below
@@ -153,6 +157,14 @@ class Reference:
         if st.normalize:
             x = x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), NORM_EPS)
         return x.astype(np.float32)
+
+
+def _version(text: str) -> tuple[int, ...]:
+    parts = []
+    for p in text.split(".")[:2]:
+        digits = "".join(ch for ch in p if ch.isdigit())
+        parts.append(int(digits or 0))
+    return tuple(parts)
 
 
 def _dense_activation(x: np.ndarray, kind: str) -> np.ndarray:
