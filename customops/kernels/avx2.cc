@@ -19,6 +19,7 @@ namespace {
 using namespace x86;
 
 struct Avx2Ops {
+  static constexpr bool kInt32Steps = false;  // step accumulates in int32
   static constexpr int kMr = 3;
   static constexpr int64_t kChunkQuads = 32;
   static __m256i step(__m256i acc, __m256i codes, __m256i x) {

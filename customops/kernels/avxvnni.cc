@@ -18,6 +18,7 @@ namespace {
 using namespace x86;
 
 struct VnniOps {
+  static constexpr bool kInt32Steps = true;  // step accumulates in int32
   static constexpr int kMr = 6;
   static constexpr int64_t kChunkQuads = int64_t{1} << 40;  // int32 accumulators: no chunking
   static __m256i step(__m256i acc, __m256i codes, __m256i x) { return _mm256_dpbusd_avx_epi32(acc, codes, x); }

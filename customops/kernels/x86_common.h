@@ -515,11 +515,42 @@ struct YmmDot {
     emit<MR, NG>(sum, d);
   }
 
+  // One token with int32 steps (Ops::kInt32Steps): field s masked in place is c * 4^s (<= 128,
+  // still a u8), so each field gets its own accumulator and an exact shift at the end: one op
+  // per code vector instead of shift + mask. (int16 steps would overflow on scaled codes.)
+  template <int NG>
+  static void micro_single(const uint8_t* grp, int64_t gstride, int64_t nspans, const int8_t* q, const Dest& d) {
+    __m256i acc[4][NG];
+    #pragma GCC unroll 16
+    for (int s = 0; s < 4; ++s)
+      #pragma GCC unroll 16
+      for (int g = 0; g < NG; ++g) acc[s][g] = _mm256_setzero_si256();
+    for (int64_t sp = 0; sp < nspans; ++sp) {
+      #pragma GCC unroll 16
+      for (int g = 0; g < NG; ++g) {
+        const __m256i p = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(grp + g * gstride + sp * 32));
+        #pragma GCC unroll 16
+        for (int s = 0; s < 4; ++s) {
+          const __m256i w = _mm256_and_si256(p, _mm256_set1_epi8(static_cast<char>(3 << (2 * s))));
+          acc[s][g] = Ops::step(acc[s][g], w, bcast(q + sp * kSpan + 4 * s));
+        }
+      }
+    }
+    __m256i sum[1][NG];
+    #pragma GCC unroll 16
+    for (int g = 0; g < NG; ++g)
+      sum[0][g] = _mm256_add_epi32(_mm256_add_epi32(acc[0][g], _mm256_srai_epi32(acc[1][g], 2)),
+                                   _mm256_add_epi32(_mm256_srai_epi32(acc[2][g], 4), _mm256_srai_epi32(acc[3][g], 6)));
+    emit<1, NG>(sum, d);
+  }
+
   template <int NG>
   static void direct_any(int mr, const uint8_t* grp, int64_t gstride, int64_t nspans, const int8_t* q,
                          int64_t ldq, const Dest& d) {
     switch (mr) {
-      case 1: return micro_direct<1, NG>(grp, gstride, nspans, q, ldq, d);
+      case 1:
+        if (Ops::kInt32Steps) return micro_single<NG>(grp, gstride, nspans, q, d);
+        return micro_direct<1, NG>(grp, gstride, nspans, q, ldq, d);
       case 2: return micro_direct<2, NG>(grp, gstride, nspans, q, ldq, d);
       case 3: return micro_direct<3, NG>(grp, gstride, nspans, q, ldq, d);
     }
