@@ -26,10 +26,6 @@
 #include "x86_common.h"
 
 namespace bitnet_onnx {
-
-void avx512vnni_dot_scaled(const uint8_t* packed, int64_t n, int64_t k, const QuantizedRows& rows, float s_w,
-                           int64_t m0, int64_t m1, int64_t n0, int64_t n1, float* y, int64_t ldy);
-
 namespace {
 
 using namespace x86;
@@ -224,8 +220,8 @@ void dot_any(const uint8_t* packed, int64_t n, int64_t k, const QuantizedRows& r
   const int64_t tiled_m = (m1 - m0) / kTm * kTm;  // tokens in whole A tiles
   if (tiled_m < m1 - m0) {  // leftover rows (and all of a small M): the VNNI kernel
     if (sc)
-      avx512vnni_dot_scaled(packed, n, k, rows, sc->s_w, m0 + tiled_m, m1, n0, n1,
-                            reinterpret_cast<float*>(out + tiled_m * ld), ld);
+      avx512vnni_kernel()->dot_scaled(packed, n, k, rows, sc->s_w, m0 + tiled_m, m1, n0, n1,
+                                      reinterpret_cast<float*>(out + tiled_m * ld), ld);
     else
       avx512vnni_kernel()->dot(packed, n, k, rows, m0 + tiled_m, m1, n0, n1, out + tiled_m * ld, ld);
   }
@@ -277,7 +273,14 @@ size_t packed_bytes(int64_t n, int64_t k) { return panel_bytes(n, k, G); }
 
 void repack(const uint8_t* i2s, int64_t n, int64_t k, uint8_t* packed) { repack_panels<G>(i2s, n, k, packed); }
 
-const I2SKernel kAmx = {"amx", packed_bytes, repack, quantize_zmm, dot, /*tile_m=*/256, /*tile_n=*/256};
+// dot() with the op's epilogue fused: y[(i - m0) * ldy + (j - n0)] = (float(sum) / rows.a[i]) * s_w.
+void dot_scaled(const uint8_t* packed, int64_t n, int64_t k, const QuantizedRows& rows, float s_w, int64_t m0,
+                int64_t m1, int64_t n0, int64_t n1, float* y, int64_t ldy) {
+  const Scale sc{rows.a, s_w};
+  dot_any(packed, n, k, rows, m0, m1, n0, n1, reinterpret_cast<int32_t*>(y), ldy, &sc);
+}
+
+const I2SKernel kAmx = {"amx", packed_bytes, repack, quantize_zmm, dot, /*tile_m=*/256, /*tile_n=*/256, dot_scaled};
 
 }  // namespace
 
@@ -287,12 +290,5 @@ bool amx_usable() {
 }
 
 const I2SKernel* amx_kernel() { return &kAmx; }
-
-// dot() with the op's epilogue fused (proposed kernel-table entry `dot_scaled`, see avx512vnni.cc).
-void amx_dot_scaled(const uint8_t* packed, int64_t n, int64_t k, const QuantizedRows& rows, float s_w, int64_t m0,
-                    int64_t m1, int64_t n0, int64_t n1, float* y, int64_t ldy) {
-  const Scale sc{rows.a, s_w};
-  dot_any(packed, n, k, rows, m0, m1, n0, n1, reinterpret_cast<int32_t*>(y), ldy, &sc);
-}
 
 }  // namespace bitnet_onnx

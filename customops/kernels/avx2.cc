@@ -33,16 +33,11 @@ using Dot = YmmDot<Avx2Ops>;
 size_t packed_bytes(int64_t n, int64_t k) { return panel_bytes(n, k, Dot::G); }
 void repack(const uint8_t* i2s, int64_t n, int64_t k, uint8_t* packed) { repack_panels<Dot::G>(i2s, n, k, packed); }
 
-const I2SKernel kAvx2 = {"avx2", packed_bytes, repack, quantize_ymm, Dot::dot, /*tile_m=*/256, /*tile_n=*/256};
+const I2SKernel kAvx2 = {"avx2", packed_bytes, repack, quantize_ymm, Dot::dot,
+                         /*tile_m=*/256, /*tile_n=*/256, Dot::dot_scaled};
 
 }  // namespace
 
 const I2SKernel* avx2_kernel() { return &kAvx2; }
-
-// dot() with the op's epilogue fused (proposed kernel-table entry `dot_scaled`, see avx512vnni.cc).
-void avx2_dot_scaled(const uint8_t* packed, int64_t n, int64_t k, const QuantizedRows& rows, float s_w, int64_t m0,
-                  int64_t m1, int64_t n0, int64_t n1, float* y, int64_t ldy) {
-  Dot::dot_scaled(packed, n, k, rows, s_w, m0, m1, n0, n1, y, ldy);
-}
 
 }  // namespace bitnet_onnx

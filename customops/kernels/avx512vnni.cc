@@ -291,19 +291,19 @@ void dot(const uint8_t* packed, int64_t n, int64_t k, const QuantizedRows& rows,
   dot_any(packed, k, rows, m0, m1, n0, n1, out, ld, nullptr);
 }
 
-const I2SKernel kAvx512Vnni = {"avx512vnni", packed_bytes, repack, quantize_zmm, dot, /*tile_m=*/256, /*tile_n=*/256};
-
-}  // namespace
-
-const I2SKernel* avx512vnni_kernel() { return &kAvx512Vnni; }
-
 // dot() with the op's epilogue fused: y[(i - m0) * ldy + (j - n0)] = (float(sum) / rows.a[i]) * s_w.
-// (Proposed kernel-table entry `dot_scaled`; saves the int32 round trip through memory.)
-void avx512vnni_dot_scaled(const uint8_t* packed, int64_t n, int64_t k, const QuantizedRows& rows, float s_w,
-                           int64_t m0, int64_t m1, int64_t n0, int64_t n1, float* y, int64_t ldy) {
+void dot_scaled(const uint8_t* packed, int64_t n, int64_t k, const QuantizedRows& rows, float s_w, int64_t m0,
+                int64_t m1, int64_t n0, int64_t n1, float* y, int64_t ldy) {
   (void)n;
   const Scale sc{rows.a, s_w};
   dot_any(packed, k, rows, m0, m1, n0, n1, reinterpret_cast<int32_t*>(y), ldy, &sc);
 }
+
+const I2SKernel kAvx512Vnni = {"avx512vnni", packed_bytes, repack, quantize_zmm, dot,
+                               /*tile_m=*/256, /*tile_n=*/256, dot_scaled};
+
+}  // namespace
+
+const I2SKernel* avx512vnni_kernel() { return &kAvx512Vnni; }
 
 }  // namespace bitnet_onnx
