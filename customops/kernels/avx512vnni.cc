@@ -55,7 +55,13 @@ inline __m512 scale_sums(__m512i sums, float a, float s_w) {
 struct Scale {  // fused epilogue: per-token a and the weight scale
   const float* a;
   float s_w;
+  bool stream;  // output too large to stay in cache (kStreamBytes)
 };
+
+// Outputs from this size on are written with streaming stores (no read-for-ownership): on the
+// 2 MiB-L2 Xeon of BENCHMARKS.md they pay off at M=2048 (8-25 MB per projection) and cost at
+// M=512 (2-6 MB).
+constexpr int64_t kStreamBytes = int64_t{8} << 20;
 
 // Where one microkernel's results go: rows [i, i+mr) x groups [g, g+ng) of the output tile.
 // With the fused epilogue, earlier K blocks leave int32 partial sums in the float output's bytes.
@@ -67,6 +73,7 @@ struct Dest {
   bool first, last;  // first / last K block: start from zero / subtract qsum
   const float* a;    // fused epilogue (null: int32 sums): a of row i; out is then float memory
   float s_w;
+  bool stream;  // float output too large to stay in cache: whole aligned lines use streaming stores
 };
 
 template <int MR, int NG>
@@ -79,7 +86,9 @@ inline void emit(__m512i (&acc)[MR][NG], const Dest& d) {
       __m512i v = acc[t][g];
       if (!d.first) v = _mm512_add_epi32(v, _mm512_maskz_loadu_epi32(d.mask[g], dst));
       if (d.last) v = _mm512_sub_epi32(v, _mm512_set1_epi32(d.qsum[t]));
-      if (d.last && d.a)
+      if (d.last && d.a && d.stream && d.mask[g] == 0xFFFF && (reinterpret_cast<uintptr_t>(dst) & 63) == 0)
+        _mm512_stream_ps(reinterpret_cast<float*>(dst), scale_sums(v, d.a[t], d.s_w));
+      else if (d.last && d.a)
         _mm512_mask_storeu_ps(dst, d.mask[g], scale_sums(v, d.a[t], d.s_w));
       else
         _mm512_mask_storeu_epi32(dst, d.mask[g], v);
@@ -148,6 +157,7 @@ Dest make_dest(int32_t* out, int64_t ld, const QuantizedRows& rows, int64_t i, i
   d.last = last;
   d.a = sc ? sc->a + i : nullptr;
   d.s_w = sc ? sc->s_w : 0.0f;
+  d.stream = sc && sc->stream && (ld & 15) == 0;
   return d;
 }
 
@@ -294,9 +304,9 @@ void dot(const uint8_t* packed, int64_t n, int64_t k, const QuantizedRows& rows,
 // dot() with the op's epilogue fused: y[(i - m0) * ldy + (j - n0)] = (float(sum) / rows.a[i]) * s_w.
 void dot_scaled(const uint8_t* packed, int64_t n, int64_t k, const QuantizedRows& rows, float s_w, int64_t m0,
                 int64_t m1, int64_t n0, int64_t n1, float* y, int64_t ldy) {
-  (void)n;
-  const Scale sc{rows.a, s_w};
+  const Scale sc{rows.a, s_w, rows.m * n * 4 >= kStreamBytes};
   dot_any(packed, k, rows, m0, m1, n0, n1, reinterpret_cast<int32_t*>(y), ldy, &sc);
+  if (sc.stream) _mm_sfence();  // streaming stores are weakly ordered: publish y first
 }
 
 const I2SKernel kAvx512Vnni = {"avx512vnni", packed_bytes, repack, quantize_zmm, dot,

@@ -324,7 +324,10 @@ struct YmmDot {
   struct Scale {  // fused epilogue: per-token a and the weight scale
     const float* a;
     float s_w;
+    bool stream;  // output too large to stay in cache (kStreamBytes)
   };
+  // Outputs from this size on are written with streaming stores (see avx512vnni.cc).
+  static constexpr int64_t kStreamBytes = int64_t{8} << 20;
 
   // With the fused epilogue, earlier K blocks leave int32 partial sums in the float output's bytes.
   struct Dest {
@@ -335,6 +338,7 @@ struct YmmDot {
     bool first, last;
     const float* a;  // fused epilogue (null: int32 sums): a of row i
     float s_w;
+    bool stream;  // whole aligned rows of a float output use streaming stores
   };
 
   static __m256i lane_mask(int64_t g, int64_t n0, int64_t n1) {
@@ -356,6 +360,7 @@ struct YmmDot {
     d.last = last;
     d.a = sc ? sc->a + i : nullptr;
     d.s_w = sc ? sc->s_w : 0.0f;
+    d.stream = sc && sc->stream && (ld & 7) == 0;
     return d;
   }
 
@@ -371,7 +376,11 @@ struct YmmDot {
         if (d.last) v = _mm256_sub_epi32(v, _mm256_set1_epi32(d.qsum[t]));
         if (d.last && d.a) {  // y = (float(sum) / a) * s_w, in that order (DESIGN.md)
           const __m256 f = _mm256_div_ps(_mm256_cvtepi32_ps(v), _mm256_set1_ps(d.a[t]));
-          _mm256_maskstore_ps(reinterpret_cast<float*>(dst), d.mask[g], _mm256_mul_ps(f, _mm256_set1_ps(d.s_w)));
+          const __m256 y = _mm256_mul_ps(f, _mm256_set1_ps(d.s_w));
+          if (d.stream && _mm256_movemask_epi8(d.mask[g]) == -1 && (reinterpret_cast<uintptr_t>(dst) & 31) == 0)
+            _mm256_stream_ps(reinterpret_cast<float*>(dst), y);
+          else
+            _mm256_maskstore_ps(reinterpret_cast<float*>(dst), d.mask[g], y);
         } else {
           _mm256_maskstore_epi32(dst, d.mask[g], v);
         }
@@ -594,9 +603,9 @@ struct YmmDot {
   // dot() with the op's epilogue fused: y[(i - m0) * ldy + (j - n0)] = (float(sum) / a[i]) * s_w.
   static void dot_scaled(const uint8_t* packed, int64_t n, int64_t k, const QuantizedRows& rows, float s_w,
                          int64_t m0, int64_t m1, int64_t n0, int64_t n1, float* y, int64_t ldy) {
-    (void)n;
-    const Scale sc{rows.a, s_w};
+    const Scale sc{rows.a, s_w, rows.m * n * 4 >= kStreamBytes};
     dot_any(packed, k, rows, m0, m1, n0, n1, reinterpret_cast<int32_t*>(y), ldy, &sc);
+    if (sc.stream) _mm_sfence();  // streaming stores are weakly ordered: publish y first
   }
 };
 #endif  // __AVX2__
