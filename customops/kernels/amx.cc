@@ -4,10 +4,11 @@
 //
 // Weights: the same 16-row panel layout as avx512vnni.cc. Per 1024-column K block, the 2-bit
 // codes of the tile's rows are unpacked once into a per-thread buffer of int8 T whose 1 KB
-// pieces are AMX B tiles as they are ([16 quads][16 rows x 4 values]); activation rows q are A
-// tiles read in place (stride K). TDPBSSD accumulates sum_k q*T in 16x16 int32 tiles, loaded
-// from / stored to the output directly. Register blocking 2x2: tiles 0-3 hold 32 tokens x 32
-// rows of C, 4-5 A, 6-7 B. Token blocks of fewer than 16 rows go to the AVX512-VNNI kernel.
+// pieces are AMX B tiles as they are ([16 quads][16 rows x 4 values]); each token pair's rows of
+// q are copied into contiguous A tiles. TDPBSSD accumulates sum_k q*T in 16x16 int32 tiles.
+// Register blocking 2x2: tiles 0-3 hold 32 tokens x 32 rows of C, 4-5 A, 6-7 B. C leaves
+// through an L1 staging tile (int32 partials for the next K block, or the fused epilogue's
+// floats). Token blocks of fewer than 16 rows go to the AVX512-VNNI kernel.
 #pragma GCC diagnostic ignored "-Wuninitialized"  // GCC 12 intrinsic headers (bug 105593)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>

@@ -5,7 +5,8 @@
 // avxvnni.cc). Products come from vpmaddubsw (u8 codes x s8 activations -> int16 pair sums,
 // |pair| <= 2*2*128 = 512) added in int16 with vpaddw; every 32 quads (|sum| <= 16384, far from
 // int16 overflow) vpmaddwd against ones widens them into int32. That is one multiply-port op per
-// 32 products instead of two for vpmaddubsw + vpmaddwd every step.
+// 32 products instead of two for vpmaddubsw + vpmaddwd every step. 3 tokens x 16 rows per
+// microkernel: with 16 ymm registers, more tokens spill.
 #pragma GCC diagnostic ignored "-Wuninitialized"  // GCC 12 intrinsic headers (bug 105593)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>

@@ -7,7 +7,9 @@
 //    buffer of bytes, then a register-blocked microkernel (up to 12 tokens x 32 rows, 24 zmm
 //    accumulators) runs pure load + vpdpbusd over it, activations broadcast 4 bytes at a time;
 //  - few tokens: codes are unpacked in registers (shift + mask), reused across the tokens; a
-//    single token skips the shifts (mask only, per-field accumulators rescaled at the end).
+//    single token skips the shifts (mask only, per-field accumulators rescaled at the end) and
+//    prefetches its weight streams (it is bound by L3 bandwidth).
+// dot_scaled() fuses the op's epilogue (y = (float(sum) / a) * s_w) into the stores.
 // GCC 12's intrinsic headers trip -W(maybe-)uninitialized on their undefined passthrough operands
 // (GCC bug 105593); the warnings are about the headers, not this code.
 #pragma GCC diagnostic ignored "-Wuninitialized"

@@ -4,7 +4,8 @@
 // Weights: the 8-row panel layout of x86_common.h (one 32-byte load = 8 rows x 16 columns of
 // 2-bit codes); dot() is x86_common.h's YmmDot: many tokens run a 6-token x 16-row microkernel
 // (12 ymm accumulators) over codes unpacked once per 16-row panel and K block into L1; few
-// tokens unpack in registers. vpdpbusd accumulates in int32, so no widening is needed.
+// tokens unpack in registers (one token: mask-only, per-field accumulators). vpdpbusd
+// accumulates in int32, so no widening is needed.
 #pragma GCC diagnostic ignored "-Wuninitialized"  // GCC 12 intrinsic headers (bug 105593)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
