@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "i2s_kernel.h"
 
@@ -115,6 +116,14 @@ inline double pairwise_sum_squares(const float* x, int64_t n) {
   return pairwise_sum_squares<Leaves>(x, n2) + pairwise_sum_squares<Leaves>(x + n2, n - n2);
 }
 
+// Per-thread float row scratch (grown once): the fused RMSNorm's output, so quantization's
+// second pass reads it instead of normalizing again.
+inline float* row_buffer(int64_t k) {
+  thread_local std::vector<float> row;
+  if (static_cast<int64_t>(row.size()) < k) row.resize(static_cast<size_t>(k));
+  return row.data();
+}
+
 // numpy's combination of a leaf's eight partial sums.
 inline double combine8(const double* r) { return ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7])); }
 
@@ -159,11 +168,15 @@ void quantize_row_zmm(const float* x, int64_t k, const float* w, float inv_rms, 
   const __m512 inf = _mm512_set1_ps(INFINITY);
   __m512 vmax = _mm512_setzero_ps();
   __mmask16 bad = 0;
+  float* normed_row = kNorm ? row_buffer(k) : nullptr;  // the normed row, read again below
   for (int64_t i = 0; i < k; i += 16) {
-    const __m512 av = _mm512_abs_ps(normed_zmm<kNorm>(x, w, inv, i));
+    const __m512 v = normed_zmm<kNorm>(x, w, inv, i);
+    if (kNorm) _mm512_storeu_ps(normed_row + i, v);
+    const __m512 av = _mm512_abs_ps(v);
     bad |= _mm512_cmp_ps_mask(av, inf, _CMP_NLT_UQ);  // Inf or NaN
     vmax = _mm512_max_ps(vmax, av);
   }
+  if (kNorm) x = normed_row;
   if (bad) {
     std::memset(q, 0, static_cast<size_t>(k));
     *a = std::nanf("");
@@ -180,7 +193,7 @@ void quantize_row_zmm(const float* x, int64_t k, const float* w, float inv_rms, 
   for (int64_t i = 0; i < k; i += 64) {
     // cvtps rounds half to even (MXCSR default), like nearbyint in scalar.cc.
     __m512i qi[4];
-    for (int j = 0; j < 4; ++j) qi[j] = _mm512_cvtps_epi32(_mm512_mul_ps(normed_zmm<kNorm>(x, w, inv, i + 16 * j), vs));
+    for (int j = 0; j < 4; ++j) qi[j] = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + i + 16 * j), vs));
     const __m512i b = _mm512_packs_epi16(_mm512_packs_epi32(qi[0], qi[1]), _mm512_packs_epi32(qi[2], qi[3]));
     const __m512i qb = _mm512_permutexvar_epi32(order, b);
     _mm512_storeu_si512(q + i, qb);
@@ -265,11 +278,15 @@ void quantize_row_ymm(const float* x, int64_t k, const float* w, float inv_rms, 
   const __m256 inf = _mm256_set1_ps(INFINITY);
   const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   __m256 vmax = _mm256_setzero_ps(), bad = _mm256_setzero_ps();
+  float* normed_row = kNorm ? row_buffer(k) : nullptr;  // the normed row, read again below
   for (int64_t i = 0; i < k; i += 8) {
-    const __m256 av = _mm256_and_ps(normed_ymm<kNorm>(x, w, inv, i), absmask);
+    const __m256 v = normed_ymm<kNorm>(x, w, inv, i);
+    if (kNorm) _mm256_storeu_ps(normed_row + i, v);
+    const __m256 av = _mm256_and_ps(v, absmask);
     bad = _mm256_or_ps(bad, _mm256_cmp_ps(av, inf, _CMP_NLT_UQ));  // Inf or NaN
     vmax = _mm256_max_ps(vmax, av);
   }
+  if (kNorm) x = normed_row;
   if (_mm256_movemask_ps(bad)) {
     std::memset(q, 0, static_cast<size_t>(k));
     *a = std::nanf("");
@@ -286,7 +303,7 @@ void quantize_row_ymm(const float* x, int64_t k, const float* w, float inv_rms, 
   for (int64_t i = 0; i < k; i += 32) {
     // cvtps rounds half to even (MXCSR default), like nearbyint in scalar.cc.
     __m256i qi[4];
-    for (int j = 0; j < 4; ++j) qi[j] = _mm256_cvtps_epi32(_mm256_mul_ps(normed_ymm<kNorm>(x, w, inv, i + 8 * j), vs));
+    for (int j = 0; j < 4; ++j) qi[j] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + i + 8 * j), vs));
     const __m256i b = _mm256_packs_epi16(_mm256_packs_epi32(qi[0], qi[1]), _mm256_packs_epi32(qi[2], qi[3]));
     const __m256i qb = _mm256_permutevar8x32_epi32(b, order);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + i), qb);
