@@ -165,25 +165,27 @@ template <bool kNorm>
 void quantize_row_zmm(const float* x, int64_t k, const float* w, float inv_rms, int8_t* q, float* a,
                   int32_t* qsum) {
   const __m512 inv = _mm512_set1_ps(inv_rms);
-  const __m512 inf = _mm512_set1_ps(INFINITY);
-  __m512 vmax = _mm512_setzero_ps();
-  __mmask16 bad = 0;
+  // |v| as uint32 bits: their max is the bits of max|v| for finite values (the order of
+  // non-negative floats), and >= the bits of +Inf (0x7f800000) iff some value is Inf or NaN.
+  const __m512i absmask = _mm512_set1_epi32(0x7fffffff);
+  __m512i vmax = _mm512_setzero_si512();
   float* normed_row = kNorm ? row_buffer(k) : nullptr;  // the normed row, read again below
   for (int64_t i = 0; i < k; i += 16) {
     const __m512 v = normed_zmm<kNorm>(x, w, inv, i);
     if (kNorm) _mm512_storeu_ps(normed_row + i, v);
-    const __m512 av = _mm512_abs_ps(v);
-    bad |= _mm512_cmp_ps_mask(av, inf, _CMP_NLT_UQ);  // Inf or NaN
-    vmax = _mm512_max_ps(vmax, av);
+    vmax = _mm512_max_epu32(vmax, _mm512_and_si512(_mm512_castps_si512(v), absmask));
   }
   if (kNorm) x = normed_row;
-  if (bad) {
+  const uint32_t max_bits = _mm512_reduce_max_epu32(vmax);
+  if (max_bits >= 0x7f800000u) {
     std::memset(q, 0, static_cast<size_t>(k));
     *a = std::nanf("");
     *qsum = 0;
     return;
   }
-  const float scale = 127.0f / std::max(_mm512_reduce_max_ps(vmax), 1e-5f);
+  float absmax;
+  std::memcpy(&absmax, &max_bits, 4);
+  const float scale = 127.0f / std::max(absmax, 1e-5f);
   const __m512 vs = _mm512_set1_ps(scale);
   // 64 values per step: saturating packs (== the clamp to [-128, 127]) then a dword permute
   // back to memory order; qsum accumulates with vpdpbusd against ones.
@@ -257,13 +259,6 @@ inline __m256 normed_ymm(const float* x, const float* w, __m256 inv_rms, int64_t
   return kNorm ? _mm256_mul_ps(_mm256_mul_ps(v, inv_rms), _mm256_loadu_ps(w + i)) : v;
 }
 
-inline float hmax_ymm(__m256 v) {
-  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-  m = _mm_max_ss(m, _mm_shuffle_ps(m, m, 1));
-  return _mm_cvtss_f32(m);
-}
-
 inline int32_t hsum_epi32_ymm(__m256i v) {
   __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
   s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
@@ -275,25 +270,29 @@ template <bool kNorm>
 void quantize_row_ymm(const float* x, int64_t k, const float* w, float inv_rms, int8_t* q, float* a,
                       int32_t* qsum) {
   const __m256 inv = _mm256_set1_ps(inv_rms);
-  const __m256 inf = _mm256_set1_ps(INFINITY);
-  const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
-  __m256 vmax = _mm256_setzero_ps(), bad = _mm256_setzero_ps();
+  // |v| as uint32 bits: see quantize_row_zmm.
+  const __m256i absmask = _mm256_set1_epi32(0x7fffffff);
+  __m256i vmax = _mm256_setzero_si256();
   float* normed_row = kNorm ? row_buffer(k) : nullptr;  // the normed row, read again below
   for (int64_t i = 0; i < k; i += 8) {
     const __m256 v = normed_ymm<kNorm>(x, w, inv, i);
     if (kNorm) _mm256_storeu_ps(normed_row + i, v);
-    const __m256 av = _mm256_and_ps(v, absmask);
-    bad = _mm256_or_ps(bad, _mm256_cmp_ps(av, inf, _CMP_NLT_UQ));  // Inf or NaN
-    vmax = _mm256_max_ps(vmax, av);
+    vmax = _mm256_max_epu32(vmax, _mm256_and_si256(_mm256_castps_si256(v), absmask));
   }
   if (kNorm) x = normed_row;
-  if (_mm256_movemask_ps(bad)) {
+  __m128i m4 = _mm_max_epu32(_mm256_castsi256_si128(vmax), _mm256_extracti128_si256(vmax, 1));
+  m4 = _mm_max_epu32(m4, _mm_shuffle_epi32(m4, 0x4E));
+  m4 = _mm_max_epu32(m4, _mm_shuffle_epi32(m4, 0xB1));
+  const uint32_t max_bits = static_cast<uint32_t>(_mm_cvtsi128_si32(m4));
+  if (max_bits >= 0x7f800000u) {
     std::memset(q, 0, static_cast<size_t>(k));
     *a = std::nanf("");
     *qsum = 0;
     return;
   }
-  const float scale = 127.0f / std::max(hmax_ymm(vmax), 1e-5f);
+  float absmax;
+  std::memcpy(&absmax, &max_bits, 4);
+  const float scale = 127.0f / std::max(absmax, 1e-5f);
   const __m256 vs = _mm256_set1_ps(scale);
   // 32 values per step: saturating packs (== the clamp to [-128, 127]) then a dword permute
   // back to memory order; qsum via vpmaddubsw / vpmaddwd against ones.
