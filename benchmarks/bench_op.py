@@ -47,7 +47,7 @@ PROJECTIONS = [  # (name, K, N) of one Qwen3-0.6B layer
 ]
 INPUT_WIDTHS = (1024, 2048, 3072)
 OPS_PER_TOKEN = 2 * sum(k * n for _, k, n in PROJECTIONS)
-X86_PATHS = ("amx", "avx512vnni", "avxvnni", "avx2")  # "amx" only once dispatch knows it
+X86_PATHS = ("amx", "avx512vnni", "avxvnni", "avx2")  # the x86 paths; ones the CPU lacks are skipped
 S_W = 0.02  # weight scale of every projection
 
 
