@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "i2s_kernel.h"
+#include "pairwise_sum.h"
 
 namespace bitnet_onnx {
 namespace x86 {
@@ -73,26 +74,8 @@ inline int32_t load_quad(const int8_t* p) {
   return v;
 }
 
-// Sum of squares of a row in float64, in exactly numpy's order (np.mean of np.square(x, float64)
-// in bitnet_onnx.ternary.rms_norm_f32 reduces a contiguous row with pairwise_sum): pieces of at
-// most 128 values are leaves summed by 8 interleaved partial sums r[0..7], combined as
-// ((r0+r1)+(r2+r3))+((r4+r5)+(r6+r7)); longer pieces split at n/2 rounded down to a multiple of 8.
-// neon.cc does the same, so inv_rms is bit-identical to the numpy reference on every path.
-// (Each square is exact in double, so FMA or mul + add give the same sums.) Needs k % 8 == 0.
-inline double sum_squares_reference(const float* x, int64_t n) {
-  if (n <= 128) {
-    double r[8];
-    for (int j = 0; j < 8; ++j) r[j] = static_cast<double>(x[j]) * static_cast<double>(x[j]);
-    for (int64_t i = 8; i < n; i += 8)
-      for (int j = 0; j < 8; ++j) r[j] += static_cast<double>(x[i + j]) * static_cast<double>(x[i + j]);
-    return ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
-  }
-  int64_t n2 = n / 2;
-  n2 -= n2 % 8;
-  return sum_squares_reference(x, n2) + sum_squares_reference(x + n2, n - n2);
-}
-
-// The leaves of sum_squares_reference as the vector code finds them: a piece of n values is
+// The leaves of sum_squares_reference (pairwise_sum.h: numpy's order, so inv_rms is bit-identical
+// to the numpy reference on every path) as the vector code finds them: a piece of n values is
 // one leaf (n <= 128), two equal leaves (n <= 256, n % 16 == 0) or four (n <= 512,
 // n % 32 == 0), computed side by side; anything else splits like numpy. Leaf(x, n, sums) fills
 // sums[0..NL) for NL leaves of n / NL values each.
@@ -124,8 +107,6 @@ inline float* row_buffer(int64_t k) {
   return row.data();
 }
 
-// numpy's combination of a leaf's eight partial sums.
-inline double combine8(const double* r) { return ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7])); }
 
 #if defined(__AVX512F__)
 // ---------------------------------------------------------------------------------------------

@@ -99,6 +99,9 @@ def write_all(out: Path) -> list[tuple[str, int]]:
         add(f"random_k{k}_n{n}_m{m}", x, t, norm_w=w)
     x, t, w = _random(rng, 3, 7, 640)
     add("random_k640_n7_m3_nonorm", x, t)
+    # An output over 8 MB: the x86 dot_scaled paths switch to streaming stores there.
+    x, t, w = _random(rng, 2048, 1280, 1024)
+    add("large_output_k1024_n1280_m2048", x, t, norm_w=w)
 
     # Bytes as a run-time W may hold them: every code including the unused 0b11 (reads as 0).
     x, _, w = _random(rng, 64, 7, 1024)
