@@ -2,8 +2,10 @@
 
 import json
 import shutil
+from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
 
 from bitnet_onnx.cli import main
@@ -96,3 +98,18 @@ def test_demo_runs_end_to_end(tmp_path, capsys):
     assert vectors.shape == (2, 1024)
     assert main(["demo", "--workdir", str(work)]) == 1  # not empty: refuses to mix runs
     assert "not empty" in capsys.readouterr().err
+
+
+def test_bench_ort_int8_baseline_is_quantize_dynamic(model_dir, tmp_path, capsys):
+    """ort-int8 = onnxruntime.quantization.quantize_dynamic of the f32 export, with its own ratio column."""
+    report = tmp_path / "bench.json"
+    argv = ["bench", str(model_dir), "--seq", "8", "--batch", "2", "--variants", "i2s,ort-int8",
+            "--reps", "1", "--cache-dir", str(tmp_path / "cache"), "--json", str(report)]
+    assert main(argv) == 0
+    assert "x ort-int8" in capsys.readouterr().out
+    result = json.loads(report.read_text())
+    folder = Path(result["variants"]["ort-int8"]["folder"])
+    ops = {n.op_type for n in onnx.load(str(folder / "model.onnx"), load_external_data=False).graph.node}
+    assert {"DynamicQuantizeLinear", "MatMulInteger"} <= ops and "I2STernaryMatMul" not in ops
+    rows = {r["variant"]: r for r in result["rows"]}
+    assert rows["ort-int8"]["x_ort-int8"] == 1.0 and rows["i2s"]["x_ort-int8"] > 0

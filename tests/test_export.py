@@ -304,7 +304,7 @@ def test_config_v4_and_v5_export_the_same_graph(tmp_path, exports):
 
 
 def test_large_models_use_one_external_data_file(models, tmp_path, monkeypatch):
-    monkeypatch.setattr(writer, "PROTOBUF_LIMIT", 1 << 16)
+    monkeypatch.setattr(writer, "EXTERNAL_DATA_THRESHOLD", 1 << 16)
     out = export(models("qwen3"), tmp_path / "ext")
     assert sorted(p.name for p in out.iterdir() if p.name.startswith("model.onnx")) == \
         ["model.onnx", writer.EXTERNAL_DATA_NAME]

@@ -30,10 +30,14 @@ from bitnet_onnx.manifest import MANIFEST_NAME, WEIGHT_VARIANTS
 # --shape -> (architecture, factory shape); the tiny ones are for quick checks of the bench itself.
 SHAPES = {"qwen3-0.6b": ("qwen3", "qwen3-0.6b"), "gemma3-270m": ("gemma3", "gemma3-270m"),
           "qwen3-tiny": ("qwen3", "tiny"), "gemma3-tiny": ("gemma3", "tiny")}
-DEFAULT_VARIANTS = "i2s,int8,nbits,f32"
+DEFAULT_VARIANTS = "i2s,int8,ort-int8,nbits,f32"
 BASELINE = "f32"
 WARMUP_MAX_TOKENS = 4096  # bigger cells skip the warm-up run: seconds of compute dwarf first-run costs
 NBITS_LABELS = {"nbits2": 2, "nbits4": 4}  # MatMulNBits with a chosen bit width
+# What an ORT user does today without bitnet-onnx's variants: onnxruntime.quantization's
+# quantize_dynamic (defaults: per-tensor int8 weights, dynamic uint8 activations) on the f32 export.
+ORT_INT8 = "ort-int8"
+RATIO_BASES = (BASELINE, "int8", ORT_INT8)  # "x <base>" columns, when the base variant ran
 
 EPILOG = """\
 examples:
@@ -41,7 +45,7 @@ examples:
   bitnet-onnx bench path/to/hf-model --seq 16,128 --batch 1,16 --variants i2s,int8,f32 --json bench.json
 
 Columns: ms per batch and tokens/s are medians over --reps interleaved repetitions; "x f32" and
-"x int8" are tokens/s ratios from the same run; RSS is the peak resident memory of the worker
+"x int8", "x ort-int8" are tokens/s ratios from the same run; RSS is the peak resident memory of the worker
 process that ran the variant (Python + onnxruntime + the session): "load" once the session is
 created, "peak" after all runs (adds the largest batch's activations); file is the size of the
 exported model (model.onnx and its external data).
@@ -57,7 +61,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch", default="1,16", metavar="LIST", help="texts per batch (default 1,16)")
     p.add_argument("--threads", type=int, default=1, metavar="N", help="intra-op threads per session (default 1)")
     p.add_argument("--variants", default=DEFAULT_VARIANTS, metavar="LIST",
-                   help=f"weight variants to compare (default {DEFAULT_VARIANTS}; also f16, nbits2, nbits4)")
+                   help=f"weight variants to compare (default {DEFAULT_VARIANTS}; also f16, nbits2, nbits4; "
+                        f"{ORT_INT8} = ORT's quantize_dynamic of the f32 export)")
     p.add_argument("--reps", type=int, default=3, metavar="N", help="timed repetitions per cell (default 3)")
     p.add_argument("--json", metavar="FILE", help="also write the table as JSON")
     p.add_argument("--cache-dir", metavar="DIR", help="where exports (and --shape models) are kept")
@@ -105,7 +110,7 @@ def _int_list(text: str, name: str) -> list[int]:
 
 def _variants(text: str) -> list[str]:
     variants = [v.strip() for v in text.split(",") if v.strip()]
-    choices = [*WEIGHT_VARIANTS, *NBITS_LABELS]
+    choices = [*WEIGHT_VARIANTS, *NBITS_LABELS, ORT_INT8]
     bad = [v for v in variants if v not in choices]
     if bad or not variants:
         raise BitnetOnnxError(f"--variants {text!r}: choose from {', '.join(choices)}")
@@ -185,7 +190,25 @@ def export_variant(model_dir: Path, out_dir: Path, variant: str) -> Path:
 
     if variant in NBITS_LABELS:
         return export(model_dir, out_dir, weights="nbits", bits=NBITS_LABELS[variant])
+    if variant == ORT_INT8:
+        return quantize_dynamic_export(export(model_dir, out_dir, weights="f32"))
     return export(model_dir, out_dir, weights=variant)
+
+
+def quantize_dynamic_export(folder: Path) -> Path:
+    """Replaces an f32 export's model.onnx by onnxruntime.quantization.quantize_dynamic's output
+    (the projections' MatMuls; attention MatMuls have no constant weight and stay float)."""
+    import onnx
+    from onnxruntime.quantization import quantize_dynamic
+
+    source, quantized = folder / "model.onnx", folder / "ort_int8.onnx"
+    # onnx's shape inference stops at com.microsoft ops (RotaryEmbedding): tensors after them are float
+    quantize_dynamic(source, quantized, op_types_to_quantize=["MatMul"], use_external_data_format=True,
+                     extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
+    for stale in folder.glob("model.onnx*"):
+        stale.unlink()
+    quantized.rename(source)  # its external data file keeps the name recorded inside the model
+    return folder
 
 
 def _build_atomically(folder: Path, build) -> Path:
@@ -297,7 +320,7 @@ def bench(folders: dict[str, Path], configs: list[tuple[int, int]], threads: int
             tps = batch * seq / (med[v] / 1000)
             row = {"variant": v, "batch": batch, "seq": seq, "ms_per_batch": med[v], "tokens_per_s": tps,
                    "ms_all": times[(v, batch, seq)]}
-            for base in (BASELINE, "int8"):
+            for base in RATIO_BASES:
                 if base in med:
                     row[f"x_{base}"] = med[base] / med[v]
             rows.append(row)
@@ -307,13 +330,14 @@ def bench(folders: dict[str, Path], configs: list[tuple[int, int]], threads: int
 
 def format_table(result: dict) -> str:
     has = {k for r in result["rows"] for k in r if k.startswith("x_")}
-    head = ["batch", "seq", "variant", "ms/batch", "tokens/s"] + [f"x {k[2:]}" for k in ("x_f32", "x_int8") if k in has]
+    ratios = [f"x_{base}" for base in RATIO_BASES if f"x_{base}" in has]
+    head = ["batch", "seq", "variant", "ms/batch", "tokens/s"] + [f"x {k[2:]}" for k in ratios]
     head += ["load RSS MB", "peak RSS MB", "file MB", "load/file"]
     lines = []
     for r in result["rows"]:
         mem = result["variants"][r["variant"]]
         cells = [str(r["batch"]), str(r["seq"]), r["variant"], _ms(r['ms_per_batch']), f"{r['tokens_per_s']:.0f}"]
-        cells += [f"{r[k]:.2f}" for k in ("x_f32", "x_int8") if k in has]
+        cells += [f"{r[k]:.2f}" for k in ratios]
         cells += [f"{mem['load_rss_bytes'] / 2**20:.0f}", f"{mem['peak_rss_bytes'] / 2**20:.0f}",
                   f"{mem['file_bytes'] / 2**20:.0f}", f"{mem['load_rss_bytes'] / mem['file_bytes']:.2f}"]
         lines.append(cells)
