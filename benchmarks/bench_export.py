@@ -22,6 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bitnet_onnx.commands.bench import cpu_name
 from bitnet_onnx.testing.factory import make_model
 
 SHAPES = {"qwen3": "qwen3-0.6b", "gemma3": "gemma3-270m"}
@@ -45,16 +46,6 @@ def export_in_child(model: Path, out: Path, weights: str) -> dict:
     done = subprocess.run([sys.executable, "-c", CHILD, str(model), str(out), weights],
                           check=True, capture_output=True, text=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def main() -> None:

@@ -36,6 +36,8 @@ import time
 
 import numpy as np
 
+from bitnet_onnx.commands.bench import cpu_name
+
 PROJECTIONS = [  # (name, K, N) of one Qwen3-0.6B layer
     ("q", 1024, 2048),
     ("k", 1024, 1024),
@@ -239,17 +241,6 @@ def measure_peak() -> tuple[float | None, str]:
 # ---------------------------------------------------------------------------------------------
 
 
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def available_isas(requested: list[str], model: bytes, threads: int) -> list[str]:
     """The requested op paths this CPU runs (creating a session with a missing ISA fails cleanly)."""
     found = []
@@ -328,7 +319,7 @@ def main() -> int:
             })
 
     header = {
-        "cpu": cpu_model(), "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "cpu": cpu_name(), "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "onnxruntime": ort.__version__, "numpy": np.__version__, "python": platform.python_version(),
         "threads": args.threads, "rounds": args.rounds, "warmup": args.warmup, "runs": args.runs,
         "peak_gops": peak, "peak_note": peak_note, "command": " ".join([os.path.basename(sys.executable)] + sys.argv),

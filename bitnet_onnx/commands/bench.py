@@ -325,7 +325,7 @@ def bench(folders: dict[str, Path], configs: list[tuple[int, int]], threads: int
                     row[f"x_{base}"] = med[base] / med[v]
             rows.append(row)
     return {"threads": threads, "reps": reps, "onnxruntime": ort.__version__, "bitnet_onnx": __version__,
-            "cpu": _cpu_name(), "variants": variants, "rows": rows}
+            "cpu": cpu_name(), "variants": variants, "rows": rows}
 
 
 def format_table(result: dict) -> str:
@@ -352,7 +352,8 @@ def _ms(ms: float) -> str:
     return f"{ms:.1f}" if ms >= 10 else f"{ms:.2f}" if ms >= 0.1 else f"{ms:.3f}"
 
 
-def _cpu_name() -> str:
+def cpu_name() -> str:
+    """The CPU's model name, for benchmark headers (also used by benchmarks/*.py)."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
