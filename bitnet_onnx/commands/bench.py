@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import logging
 import os
 import platform
 import shutil
@@ -202,9 +203,15 @@ def quantize_dynamic_export(folder: Path) -> Path:
     from onnxruntime.quantization import quantize_dynamic
 
     source, quantized = folder / "model.onnx", folder / "ort_int8.onnx"
-    # onnx's shape inference stops at com.microsoft ops (RotaryEmbedding): tensors after them are float
-    quantize_dynamic(source, quantized, op_types_to_quantize=["MatMul"], use_external_data_format=True,
-                     extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
+    # onnx's shape inference stops at com.microsoft ops (RotaryEmbedding): tensors after them are
+    # float. The quantizer logs a warning per such tensor on the root logger: silenced here.
+    root = logging.getLogger()
+    level, root.level = root.level, logging.ERROR
+    try:
+        quantize_dynamic(source, quantized, op_types_to_quantize=["MatMul"], use_external_data_format=True,
+                         extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
+    finally:
+        root.setLevel(level)
     for stale in folder.glob("model.onnx*"):
         stale.unlink()
     quantized.rename(source)  # its external data file keeps the name recorded inside the model
