@@ -19,7 +19,7 @@ from .errors import BitnetOnnxError
 
 LIBRARY_NAME = "libbitnet_onnx_ops.so"
 LIBRARY_ENV = "BITNET_ONNX_LIBRARY"  # path of the library to use instead of the installed one
-ISA_ENV = "BITNET_ONNX_ISA"  # read by the library: scalar|avx2|avxvnni|avx512vnni|neon
+ISA_ENV = "BITNET_ONNX_ISA"  # read by the library: scalar|avx2|avxvnni|avx512vnni|amx|neon
 
 
 def library_path() -> str:
