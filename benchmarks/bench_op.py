@@ -80,7 +80,9 @@ def build_graph(kind: str, weights: list[np.ndarray], norms: list[np.ndarray] | 
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
-    from bitnet_onnx import OP_DOMAIN, OP_DOMAIN_VERSION, OP_NAME
+    from bitnet_onnx.customops import DOMAIN as OP_DOMAIN
+    from bitnet_onnx.customops import DOMAIN_VERSION as OP_DOMAIN_VERSION
+    from bitnet_onnx.customops.i2s_matmul import NAME as OP_NAME
     from bitnet_onnx.ternary import pack_i2s
 
     nodes, inits, outputs = [], [], []

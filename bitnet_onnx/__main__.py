@@ -1,3 +1,3 @@
-from .cli import main
+from bitnet_onnx.cli import main
 
 raise SystemExit(main())

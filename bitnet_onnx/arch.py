@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from .errors import BitnetOnnxError
+from bitnet_onnx.errors import BitnetOnnxError
 
 # Tensor kinds.
 EMBEDDING = "embedding"  # [vocab, hidden]

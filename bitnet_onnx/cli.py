@@ -10,18 +10,18 @@ import argparse
 import importlib
 import sys
 
-from . import __version__
-from .errors import BitnetOnnxError
+from bitnet_onnx import __version__
+from bitnet_onnx.errors import BitnetOnnxError
 
 # verb -> (module, one-line help)
 VERBS: dict[str, tuple[str, str]] = {
     "demo": ("bitnet_onnx.commands.demo", "build tiny BitNet models, export, embed, verify and bench them"),
-    "export": ("bitnet_onnx.export.cli", "export a HF model folder to an ONNX folder"),
+    "export": ("bitnet_onnx.commands.export", "export a HF model folder to an ONNX folder"),
     "verify": ("bitnet_onnx.commands.verify", "compare an exported folder with the PyTorch reference"),
-    "embed": ("bitnet_onnx.runtime.cli", "embed texts with an exported folder"),
+    "embed": ("bitnet_onnx.commands.embed", "embed texts with an exported folder"),
     "bench": ("bitnet_onnx.commands.bench", "benchmark the i2s export against ORT baselines"),
-    "convert-gguf": ("bitnet_onnx.convert_gguf.cli", "convert a HF model folder to GGUF (f32, f16, i2_s)"),
-    "inspect": ("bitnet_onnx.convert_gguf.inspect", "print a GGUF file's metadata and tensor table"),
+    "convert-gguf": ("bitnet_onnx.commands.convert_gguf", "convert a HF model folder to GGUF (f32, f16, i2_s)"),
+    "inspect": ("bitnet_onnx.commands.inspect", "print a GGUF file's metadata and tensor table"),
 }
 
 

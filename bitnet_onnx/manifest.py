@@ -10,8 +10,10 @@ import json
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 
-from . import OP_DOMAIN, OP_DOMAIN_VERSION, __version__
-from .errors import BitnetOnnxError
+from bitnet_onnx import __version__
+from bitnet_onnx.customops import DOMAIN as OP_DOMAIN
+from bitnet_onnx.customops import DOMAIN_VERSION as OP_DOMAIN_VERSION
+from bitnet_onnx.errors import BitnetOnnxError
 
 MANIFEST_NAME = "bitnet_onnx.json"
 MODEL_NAME = "model.onnx"

@@ -22,11 +22,11 @@ from pathlib import Path
 
 import numpy as np
 
-from .arch import LINEAR, PROJECTIONS
-from .errors import BitnetOnnxError
-from .st_modules import StModules, read_st_modules
-from .ternary import ACT_EPS, ternarize
-from .weights import ModelFolder, open_model
+from bitnet_onnx.arch import LINEAR, PROJECTIONS
+from bitnet_onnx.errors import BitnetOnnxError
+from bitnet_onnx.st_modules import StModules, read_st_modules
+from bitnet_onnx.ternary import ACT_EPS, ternarize
+from bitnet_onnx.weights import ModelFolder, open_model
 
 ACTIVATION_MODES = ("int8", "float")
 NORM_EPS = 1e-12

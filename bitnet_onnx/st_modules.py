@@ -12,9 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .arch import ArchSpec
-from .errors import BitnetOnnxError
-from .weights import CONFIG_NAME, index_safetensors, load_entry, read_json
+from bitnet_onnx.arch import ArchSpec
+from bitnet_onnx.errors import BitnetOnnxError
+from bitnet_onnx.weights import CONFIG_NAME, index_safetensors, load_entry, read_json
 
 log = logging.getLogger(__name__)
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .arch import NORM_IN, ArchSpec, ModelConfig, TensorSpec, detect_arch
-from .errors import BitnetOnnxError
+from bitnet_onnx.arch import NORM_IN, ArchSpec, ModelConfig, TensorSpec, detect_arch
+from bitnet_onnx.errors import BitnetOnnxError
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"

@@ -11,7 +11,8 @@ import onnx
 import onnxruntime as ort
 import pytest
 
-from bitnet_onnx import OP_DOMAIN, customops
+from bitnet_onnx import customops
+from bitnet_onnx.customops import DOMAIN as OP_DOMAIN
 from bitnet_onnx.export import writer
 from bitnet_onnx.export.exporter import export
 from bitnet_onnx.manifest import Manifest

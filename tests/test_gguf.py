@@ -229,7 +229,7 @@ def test_qwen3_without_pooling_module_warns_and_uses_last(tmp_path, caplog):
 
 def test_cli_entry_points_and_inspect(tmp_path, models):
     out = tmp_path / "q.gguf"
-    run = subprocess.run([sys.executable, "-m", "bitnet_onnx.convert_gguf", str(models["qwen3"]), "--outtype", "i2_s",
+    run = subprocess.run([sys.executable, "-m", "bitnet_onnx", "convert-gguf", str(models["qwen3"]), "--outtype", "i2_s",
                           "--outfile", str(out), "--pre-tokenizer", "qwen2"], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     assert out.is_file()

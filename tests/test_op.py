@@ -17,7 +17,9 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from bitnet_onnx import OP_DOMAIN, OP_NAME, customops
+from bitnet_onnx import customops
+from bitnet_onnx.customops import DOMAIN as OP_DOMAIN
+from bitnet_onnx.customops.i2s_matmul import NAME as OP_NAME
 from bitnet_onnx.ternary import i2s_integer_sums, i2s_matmul_reference, pack_i2s, quantize_activations, rms_norm_f32
 from cpu_isas import ALL_ISAS, isas_of_this_cpu
 
@@ -322,14 +324,21 @@ def test_error_epsilon(monkeypatch):
 # The shared library
 
 
-def test_library_exports_only_register_custom_ops_and_does_not_link_onnxruntime():
+def test_library_exports_only_its_two_symbols_and_does_not_link_onnxruntime():
     lib = customops.library_path()
     assert shutil.which("nm") and shutil.which("readelf"), "binutils (which built the library) is needed"
     defined = subprocess.run(["nm", "-D", "--defined-only", lib], capture_output=True, text=True, check=True).stdout
-    assert [line.split()[-1] for line in defined.splitlines() if line.strip()] == ["RegisterCustomOps"]
+    symbols = sorted(line.split()[-1] for line in defined.splitlines() if line.strip())
+    assert symbols == ["RegisterCustomOps", "bitnet_onnx_op_names"]
     dynamic = subprocess.run(["readelf", "-d", lib], capture_output=True, text=True, check=True).stdout
     needed = [line for line in dynamic.splitlines() if "(NEEDED)" in line]
     assert needed and not any("onnxruntime" in line or "libstdc++" in line for line in needed), needed
+
+
+def test_library_lists_the_ops_python_has_schemas_for():
+    domain, names = customops.library_ops()
+    assert domain == customops.DOMAIN
+    assert sorted(names) == sorted(customops.SCHEMAS)
 
 
 def test_library_path_override(monkeypatch, tmp_path):

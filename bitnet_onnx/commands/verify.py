@@ -13,7 +13,7 @@ import argparse
 
 import numpy as np
 
-from ..errors import BitnetOnnxError
+from bitnet_onnx.errors import BitnetOnnxError
 
 DEFAULT_TEXTS = (
     "The quick brown fox jumps over the lazy dog.",
@@ -44,10 +44,10 @@ def reference_activations(weights: str) -> str:
 
 def compare(out_dir, model_dir, texts, threads: int | None = None) -> list[dict]:
     """Per text: cosine and max abs difference of sentence_embedding, export vs reference."""
-    from ..manifest import Manifest
-    from ..reference import Reference
-    from ..runtime.session import SENTENCE_OUTPUT, create_session
-    from ..runtime.tokenization import TextTokenizer
+    from bitnet_onnx.manifest import Manifest
+    from bitnet_onnx.reference import Reference
+    from bitnet_onnx.runtime.session import SENTENCE_OUTPUT, create_session
+    from bitnet_onnx.runtime.tokenization import TextTokenizer
 
     manifest = Manifest.read(out_dir)
     reference = Reference(model_dir, activations=reference_activations(manifest.weights),

@@ -1,5 +1,5 @@
 """Test support shipped with the package: the test-model factory (used by tests, demo and bench)."""
 
-from .factory import SHAPES, make_model
+from bitnet_onnx.testing.factory import SHAPES, make_model
 
 __all__ = ["SHAPES", "make_model"]

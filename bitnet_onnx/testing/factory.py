@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..arch import ARCHITECTURES, EMBEDDING, FULL, LINEAR, NORM_IN, SLIDING, ArchSpec, ModelConfig
+from bitnet_onnx.arch import ARCHITECTURES, EMBEDDING, FULL, LINEAR, NORM_IN, SLIDING, ArchSpec, ModelConfig
 
 # Config keys of each named shape. "sliding_window_pattern": every n-th layer is full attention.
 SHAPES: dict[str, dict[str, dict]] = {

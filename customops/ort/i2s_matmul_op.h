@@ -1,5 +1,5 @@
 // The I2STernaryMatMul custom op (domain "bitnet_onnx", version 1) for ONNX Runtime.
-// Contract: docs/op.md and DESIGN.md ("Custom-op contract").
+// Contract: docs/op.md.
 #pragma once
 
 #include "ort_api.h"

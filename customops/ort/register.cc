@@ -1,21 +1,21 @@
-// The library's one exported symbol: RegisterCustomOps adds the "bitnet_onnx" domain to a
-// session's options (SessionOptions.register_custom_ops_library / RegisterCustomOpsLibrary).
+// The library's exported symbols: RegisterCustomOps adds the "bitnet_onnx" domain to a session's
+// options (SessionOptions.register_custom_ops_library / RegisterCustomOpsLibrary), and
+// bitnet_onnx_op_names lists the domain's ops for tools (Python reads it with ctypes).
 #include <exception>
 #include <mutex>
+#include <string>
 
-#include "i2s_matmul_op.h"
+#include "op_table.h"
 #include "ort_api.h"
 
 namespace {
-
-constexpr const char* kDomain = "bitnet_onnx";
 
 // Created once, never freed: sessions keep raw pointers to the domain and its ops, and a
 // destructor at unload could run after ORT itself is gone.
 Ort::CustomOpDomain* domain() {
   static Ort::CustomOpDomain* d = [] {
-    auto* created = new Ort::CustomOpDomain(kDomain);
-    created->Add(bitnet_onnx::i2s_ternary_matmul_op());
+    auto* created = new Ort::CustomOpDomain(bitnet_onnx::kDomain);
+    for (const auto& row : bitnet_onnx::kOpTable) created->Add(row.definition());
     return created;
   }();
   return d;
@@ -39,4 +39,14 @@ RegisterCustomOps(OrtSessionOptions* options, const OrtApiBase* api_base) {
     return api->CreateStatus(ORT_FAIL, (std::string("bitnet_onnx: registering ops failed: ") + e.what()).c_str());
   }
   return nullptr;
+}
+
+// "domain:op1,op2,...": what this build of the library registers. Needs no ORT runtime.
+extern "C" __attribute__((visibility("default"))) const char* bitnet_onnx_op_names() {
+  static const std::string names = [] {
+    std::string s = std::string(bitnet_onnx::kDomain) + ":";
+    for (const auto& row : bitnet_onnx::kOpTable) s += std::string(s.back() == ':' ? "" : ",") + row.name;
+    return s;
+  }();
+  return names.c_str();
 }

@@ -12,10 +12,10 @@ from typing import Callable
 
 import numpy as np
 
-from ..arch import FULL, PROJECTIONS, SLIDING, ModelConfig, Projection
-from .builder import MS_DOMAIN, GraphBuilder
-from .ops import FLOAT, activation, rms_norm
-from .projections import LinearWeights, project
+from bitnet_onnx.arch import FULL, PROJECTIONS, SLIDING, ModelConfig, Projection
+from bitnet_onnx.export.builder import MS_DOMAIN, GraphBuilder
+from bitnet_onnx.export.ops import FLOAT, activation, rms_norm
+from bitnet_onnx.export.projections import LinearWeights, project
 
 BOOL = 9  # TensorProto.BOOL
 MASKED = float(np.finfo(np.float32).min)  # finite, so fully masked (padding) query rows stay finite

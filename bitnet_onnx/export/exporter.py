@@ -7,12 +7,12 @@ import logging
 import time
 from pathlib import Path
 
-from ..errors import BitnetOnnxError
-from ..manifest import WEIGHT_VARIANTS, Manifest
-from ..st_modules import StModules, read_st_modules
-from ..weights import ModelFolder, open_model
-from .graph import build_model
-from .writer import write_folder
+from bitnet_onnx.errors import BitnetOnnxError
+from bitnet_onnx.manifest import WEIGHT_VARIANTS, Manifest
+from bitnet_onnx.st_modules import StModules, read_st_modules
+from bitnet_onnx.weights import ModelFolder, open_model
+from bitnet_onnx.export.graph import build_model
+from bitnet_onnx.export.writer import write_folder
 
 log = logging.getLogger("bitnet_onnx")
 

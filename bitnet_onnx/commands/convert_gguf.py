@@ -1,21 +1,18 @@
-"""``bitnet-onnx convert-gguf`` (and ``python -m bitnet_onnx.convert_gguf``): HF folder -> GGUF."""
+"""``bitnet-onnx convert-gguf``: HF folder -> GGUF."""
 
 from __future__ import annotations
 
 import argparse
 import logging
-import sys
 
 from bitnet_onnx.arch import ARCHITECTURES
-from bitnet_onnx.errors import BitnetOnnxError
-
-from .writer import OUTTYPES
+from bitnet_onnx.convert_gguf.writer import OUTTYPES
 
 EPILOG = """\
 examples:
   bitnet-onnx convert-gguf ./bitnet-embeddings-0.6b --outtype i2_s --outfile model-i2_s.gguf
   bitnet-onnx convert-gguf ./tiny-model --outtype f16 --pre-tokenizer qwen2
-  python -m bitnet_onnx.convert_gguf ./bitnet-embeddings-270m --outtype i2_s
+  python -m bitnet_onnx convert-gguf ./bitnet-embeddings-270m --outtype i2_s
 
 i2_s: projections as ternary I2_S (type 36), embeddings and norms f16 (bitnet.cpp's layout);
 f16: 2-D weights and norms f16; f32: everything f32. Gemma3's own norms are stored as w + 1.
@@ -37,22 +34,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .writer import convert
+    from bitnet_onnx.convert_gguf.writer import convert
 
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s: %(message)s")
     out = convert(args.model, args.outfile, args.outtype, arch=args.arch, pre_tokenizer=args.pre_tokenizer)
     print(out)
     return 0
 
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m bitnet_onnx.convert_gguf``: the seed script's flags, one-line errors."""
-    parser = argparse.ArgumentParser(prog="python -m bitnet_onnx.convert_gguf",
-                                     description="Convert a BitNet embedding model (Qwen3/Gemma3) to GGUF")
-    add_arguments(parser)
-    args = parser.parse_args(argv)
-    try:
-        return run(args)
-    except (BitnetOnnxError, FileNotFoundError, NotADirectoryError, PermissionError) as e:
-        print(f"convert-gguf: error: {e}", file=sys.stderr)
-        return 1

@@ -13,7 +13,7 @@ import numpy as np
 
 from bitnet_onnx.errors import BitnetOnnxError
 
-from .embedder import MAX_BATCH_TOKENS, Embedder
+from bitnet_onnx.runtime.embedder import MAX_BATCH_TOKENS, Embedder
 
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
 OUTPUT_SUFFIXES = (".npy", ".jsonl", ".json")

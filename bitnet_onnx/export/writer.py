@@ -16,8 +16,8 @@ from pathlib import Path
 
 import onnx
 
-from ..errors import BitnetOnnxError
-from ..manifest import MODEL_NAME, Manifest
+from bitnet_onnx.errors import BitnetOnnxError
+from bitnet_onnx.manifest import MODEL_NAME, Manifest
 
 EXTERNAL_DATA_NAME = MODEL_NAME + ".data"
 EXTERNAL_DATA_THRESHOLD = 64 << 20  # weight bytes above which they go to EXTERNAL_DATA_NAME
@@ -38,7 +38,7 @@ def save_model(model: onnx.ModelProto, folder: Path, weight_bytes: int) -> Path:
 def check_model(path: Path, uses_custom_op: bool) -> None:
     """onnx.checker on the saved file (by path, so external data and > 2 GB models work)."""
     if uses_custom_op:
-        from .. import customops
+        from bitnet_onnx import customops
 
         customops.register_onnx_schema()
     onnx.checker.check_model(str(path))

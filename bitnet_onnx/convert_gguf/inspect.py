@@ -1,29 +1,16 @@
-"""``bitnet-onnx inspect FILE.gguf``: metadata and tensor table of a GGUF file, I2_S included."""
+"""A GGUF file's metadata and tensor table, I2_S included (the `inspect` verb prints it)."""
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import numpy as np
 
 from bitnet_onnx.errors import BitnetOnnxError
 
-from .i2s import I2S_TYPE, i2s_nbytes, read_i2s, register_i2s
+from bitnet_onnx.convert_gguf.i2s import I2S_TYPE, i2s_nbytes, read_i2s, register_i2s
 
-EPILOG = """\
-example:
-  bitnet-onnx inspect model-i2_s.gguf
-  bitnet-onnx inspect model-i2_s.gguf --all   # print long arrays (the vocabulary) in full
-"""
 ARRAY_PREVIEW = 6  # array elements printed unless --all
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.epilog = EPILOG
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.add_argument("file", metavar="FILE.gguf", help="GGUF file to describe")
-    parser.add_argument("--all", action="store_true", help="print arrays in full")
 
 
 def open_gguf(path: str | Path):
@@ -82,7 +69,3 @@ def describe(path: str | Path, full: bool = False) -> str:
     lines.append(f"  total tensor bytes: {total}")
     return "\n".join(lines)
 
-
-def run(args: argparse.Namespace) -> int:
-    print(describe(args.file, full=args.all))
-    return 0

@@ -22,8 +22,8 @@ from bitnet_onnx.ternary import BLOCK
 from bitnet_onnx.st_modules import read_st_modules
 from bitnet_onnx.weights import ModelFolder, open_model
 
-from .i2s import I2S_FILE_TYPE, encode_i2s, i2s_nbytes, register_i2s
-from .tokenizer import add_vocab
+from bitnet_onnx.convert_gguf.i2s import I2S_FILE_TYPE, encode_i2s, i2s_nbytes, register_i2s
+from bitnet_onnx.convert_gguf.tokenizer import add_vocab
 
 log = logging.getLogger(__name__)
 

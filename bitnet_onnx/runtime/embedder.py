@@ -16,8 +16,8 @@ import numpy as np
 from bitnet_onnx.errors import BitnetOnnxError
 from bitnet_onnx.manifest import Manifest
 
-from .session import SENTENCE_OUTPUT, TOKEN_OUTPUT, create_session
-from .tokenization import TOKENIZER_FILE, TextTokenizer, check_texts
+from bitnet_onnx.runtime.session import SENTENCE_OUTPUT, TOKEN_OUTPUT, create_session
+from bitnet_onnx.runtime.tokenization import TOKENIZER_FILE, TextTokenizer, check_texts
 
 OUTPUT_VALUES = (SENTENCE_OUTPUT, TOKEN_OUTPUT)
 # Padded tokens per batch: 32 texts of 512 tokens; longer texts go in smaller batches, since the

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .builder import GraphBuilder
+from bitnet_onnx.export.builder import GraphBuilder
 
 UINT8 = 2  # TensorProto.UINT8
 FLOAT = 1  # TensorProto.FLOAT

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import logging
 
-from ..arch import ARCHITECTURES
-from ..manifest import WEIGHT_VARIANTS
+from bitnet_onnx.arch import ARCHITECTURES
+from bitnet_onnx.manifest import WEIGHT_VARIANTS
 
 EPILOG = """examples:
   bitnet-onnx export ./bitnet-qwen3-embedding -o ./qwen3-onnx
@@ -32,7 +32,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .exporter import export
+    from bitnet_onnx.export.exporter import export
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     out = export(args.model_dir, args.output, arch=args.arch, weights=args.weights, bits=args.nbits,

@@ -17,7 +17,7 @@ import numpy as np
 from bitnet_onnx.errors import BitnetOnnxError
 from bitnet_onnx.manifest import Manifest
 
-from .session import first_line
+from bitnet_onnx.runtime.session import first_line
 
 TOKENIZER_FILE = "tokenizer.json"
 

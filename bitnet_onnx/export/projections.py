@@ -25,11 +25,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import OP_DOMAIN, OP_DOMAIN_VERSION, OP_NAME
-from ..errors import BitnetOnnxError
-from ..ternary import ACT_EPS, pack_i2s, ternarize
-from .builder import MS_DOMAIN, GraphBuilder
-from .ops import FLOAT, quantize_per_token, rms_norm, rms_norm_as_op
+from bitnet_onnx.customops import DOMAIN as OP_DOMAIN
+from bitnet_onnx.customops import DOMAIN_VERSION as OP_DOMAIN_VERSION
+from bitnet_onnx.customops.i2s_matmul import NAME as OP_NAME
+from bitnet_onnx.errors import BitnetOnnxError
+from bitnet_onnx.ternary import ACT_EPS, pack_i2s, ternarize
+from bitnet_onnx.export.builder import MS_DOMAIN, GraphBuilder
+from bitnet_onnx.export.ops import FLOAT, quantize_per_token, rms_norm, rms_norm_as_op
 
 NBITS_BLOCK = 128  # K % 128 == 0 for every projection (DESIGN.md)
 NBITS_ACCURACY = 4  # int8 activations: ORT's fast MatMulNBits path

@@ -9,15 +9,15 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-from .. import __version__
-from ..arch import HEAD_NORM, NORM, Projection
-from ..st_modules import StModules
-from ..weights import ModelFolder
-from .builder import FLOAT, INT64, GraphBuilder
-from .layers import LayerSource, attention_inputs, decoder_layer
-from .ops import rms_norm
-from .pooling import dense, l2_normalize, pool
-from .projections import LinearWeights
+from bitnet_onnx import __version__
+from bitnet_onnx.arch import HEAD_NORM, NORM, Projection
+from bitnet_onnx.st_modules import StModules
+from bitnet_onnx.weights import ModelFolder
+from bitnet_onnx.export.builder import FLOAT, INT64, GraphBuilder
+from bitnet_onnx.export.layers import LayerSource, attention_inputs, decoder_layer
+from bitnet_onnx.export.ops import rms_norm
+from bitnet_onnx.export.pooling import dense, l2_normalize, pool
+from bitnet_onnx.export.projections import LinearWeights
 
 
 def layer_source(folder: ModelFolder, ternarize: bool) -> LayerSource:

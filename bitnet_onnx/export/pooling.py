@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..st_modules import DenseLayer
-from .builder import GraphBuilder
-from .ops import FLOAT, activation
+from bitnet_onnx.st_modules import DenseLayer
+from bitnet_onnx.export.builder import GraphBuilder
+from bitnet_onnx.export.ops import FLOAT, activation
 
 NORM_EPS = 1e-12  # torch.nn.functional.normalize
 

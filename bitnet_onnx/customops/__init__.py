@@ -1,0 +1,92 @@
+"""The op library from Python: where it is, the ops it has, a ready SessionOptions, ONNX schemas.
+
+    import onnxruntime as ort
+    from bitnet_onnx import customops
+    sess = ort.InferenceSession("model.onnx", customops.session_options(threads=1))
+
+``register_onnx_schema()`` teaches the ``onnx`` package every op of the domain so
+``onnx.checker.check_model(..., full_check=True)`` and ``onnx.shape_inference`` accept graphs
+that use them. The ops' contracts are in docs/op.md; the domain's op table is ``SCHEMAS`` here and
+``customops/ort/op_table.h`` in the library (a test checks that they list the same ops).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from pathlib import Path
+
+from bitnet_onnx.customops import i2s_matmul
+from bitnet_onnx.errors import BitnetOnnxError
+
+DOMAIN = "bitnet_onnx"
+DOMAIN_VERSION = 1
+# op_type -> function building its onnx OpSchema: one row per op of the domain
+SCHEMAS = {i2s_matmul.NAME: i2s_matmul.schema}
+
+LIBRARY_NAME = "libbitnet_onnx_ops.so"
+LIBRARY_ENV = "BITNET_ONNX_LIBRARY"  # path of the library to use instead of the installed one
+ISA_ENV = "BITNET_ONNX_ISA"  # read by the library: force one kernel ISA (README, environment variables)
+
+
+def library_path() -> str:
+    """Absolute path of the op library.
+
+    ``$BITNET_ONNX_LIBRARY`` if set; otherwise the library CMake installed into the ``bitnet_onnx``
+    package. The package's search path covers both installs: a wheel puts it next to this file,
+    an editable scikit-build-core install in ``site-packages/bitnet_onnx/`` (listed in
+    ``bitnet_onnx.__path__`` next to the source folder).
+    """
+    override = os.environ.get(LIBRARY_ENV)
+    if override:
+        path = Path(override)
+        if not path.is_file():
+            raise BitnetOnnxError(f"{LIBRARY_ENV}={override}: no such file")
+        return str(path.resolve())
+    import bitnet_onnx
+
+    searched = [Path(p) for p in bitnet_onnx.__path__]
+    for folder in searched:
+        candidate = folder / LIBRARY_NAME
+        if candidate.is_file():
+            return str(candidate.resolve())
+    raise BitnetOnnxError(
+        f"op library {LIBRARY_NAME} not found in {', '.join(map(str, searched))}; build and install it with "
+        f"`pip install .` (or `pip install --no-build-isolation -e .`) in the bitnet-onnx checkout, "
+        f"or set {LIBRARY_ENV}"
+    )
+
+
+def library_ops() -> tuple[str, list[str]]:
+    """(domain, op names) as the library itself lists them (its ``bitnet_onnx_op_names`` symbol)."""
+    lib = ctypes.CDLL(library_path())
+    lib.bitnet_onnx_op_names.restype = ctypes.c_char_p
+    domain, _, names = lib.bitnet_onnx_op_names().decode().partition(":")
+    return domain, [n for n in names.split(",") if n]
+
+
+def session_options(threads: int | None = None):
+    """A new ``onnxruntime.SessionOptions`` with the op library registered.
+
+    ``threads`` sets ``intra_op_num_threads`` (the ops split their work on ORT's intra-op pool).
+    """
+    import onnxruntime as ort
+
+    if threads is not None and (not isinstance(threads, int) or threads < 0):
+        raise BitnetOnnxError(f"threads must be an integer >= 0 (0 = ORT default), got {threads!r}")
+    so = ort.SessionOptions()
+    so.register_custom_ops_library(library_path())
+    if threads is not None:
+        so.intra_op_num_threads = threads
+    return so
+
+
+def register_onnx_schema() -> None:
+    """Register every op's schema with the ``onnx`` package (idempotent)."""
+    from onnx import defs
+
+    for name, build in SCHEMAS.items():
+        try:
+            defs.get_schema(name, DOMAIN_VERSION, DOMAIN)
+        except defs.SchemaError:
+            defs.register_schema(build(DOMAIN, DOMAIN_VERSION))

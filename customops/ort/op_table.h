@@ -1,0 +1,22 @@
+// The ops of the "bitnet_onnx" domain: one row per op. Registration (register.cc) and the
+// library's op list (bitnet_onnx_op_names, read by Python) both iterate this table, so adding an
+// op is one row here plus its own files (docs/contributing.md, "Add a custom op").
+#pragma once
+
+#include "i2s_matmul_op.h"
+#include "ort_api.h"
+
+namespace bitnet_onnx {
+
+struct OpRow {
+  const char* name;             // the node's op_type, as in the ONNX graph
+  OrtCustomOp* (*definition)();  // the op definition, in static storage
+};
+
+inline constexpr OpRow kOpTable[] = {
+    {"I2STernaryMatMul", i2s_ternary_matmul_op},
+};
+
+inline constexpr const char* kDomain = "bitnet_onnx";
+
+}  // namespace bitnet_onnx
