@@ -76,19 +76,43 @@ class Embedder:
         max_batch_tokens = _positive_int(max_batch_tokens, "max_batch_tokens")
         if output_value not in OUTPUT_VALUES:
             raise BitnetOnnxError(f"output_value must be one of {', '.join(OUTPUT_VALUES)}, got {output_value!r}")
-        prefix = self._prompt(prompt_name, prompt)
-        ids = self.tokenizer.tokenize([prefix + t for t in check_texts(items)])
+        ids = self.tokenize(items, prompt_name=prompt_name, prompt=prompt)
+        batches = plan_batches([len(x) for x in ids], batch_size, max_batch_tokens)
 
         if output_value == TOKEN_OUTPUT:
-            tokens = self._run(ids, _batches(ids, batch_size, max_batch_tokens), TOKEN_OUTPUT, show_progress_bar)
+            tokens = self._run(ids, batches, TOKEN_OUTPUT, show_progress_bar)
             return tokens[0] if single else tokens
         width = self._check_dimensions(dimensions)
-        rows = self._run(ids, _batches(ids, batch_size, max_batch_tokens), SENTENCE_OUTPUT, show_progress_bar)
+        rows = self._run(ids, batches, SENTENCE_OUTPUT, show_progress_bar)
         out = np.stack(rows) if rows else np.zeros((0, self.dimension), dtype=np.float32)
-        out = np.ascontiguousarray(out[:, :width], dtype=np.float32)
+        out = self.finish(out, dimensions=width, normalize=normalize)
+        return out[0] if single else out
+
+    # The steps of ``encode``, public so that a server can batch texts of many requests together:
+    # tokenize each request, run batches of token id lists, finish each request's rows.
+
+    def tokenize(self, texts: Sequence[str], prompt_name: str | None = None, prompt: str | None = None,
+                 truncate: bool = True) -> list[list[int]]:
+        """Token ids of ``texts`` with the prompt put before each (rules as in ``encode``), unpadded.
+        ``truncate=False`` raises ``TooLongError`` for a text over the manifest's max_length."""
+        prefix = self._prompt(prompt_name, prompt)
+        return self.tokenizer.tokenize([prefix + t for t in check_texts(texts)], truncate=truncate)
+
+    def run_batch(self, ids: Sequence[Sequence[int]]) -> np.ndarray:
+        """One session run on token id lists padded to the longest: float32 [len(ids), dimension],
+        the graph's sentence embeddings (before ``finish``)."""
+        input_ids, mask = self.tokenizer.pad(ids)
+        (values,) = self.session.run([SENTENCE_OUTPUT], {"input_ids": input_ids, "attention_mask": mask})
+        return values
+
+    def finish(self, rows: np.ndarray, dimensions: int | None = None, normalize: bool | None = None) -> np.ndarray:
+        """Sentence embeddings from ``run_batch`` -> ``encode``'s output: the first ``dimensions`` values,
+        L2-normalized when ``normalize`` (None: the manifest's choice) asks for it."""
+        width = self._check_dimensions(dimensions)
+        out = np.ascontiguousarray(np.asarray(rows)[:, :width], dtype=np.float32)
         if self.manifest.normalize if normalize is None else normalize:
             out = _l2_normalize(out)
-        return out[0] if single else out
+        return out
 
     def encode_query(self, texts: str | Sequence[str], **kwargs):
         """``encode`` with the manifest's "query" prompt (when it has one), like sentence-transformers 5."""
@@ -121,10 +145,15 @@ class Embedder:
                    disable=not show_progress_bar, leave=False, delay=1.0)
         with bar:
             for chunk in batches:
-                input_ids, mask = self.tokenizer.pad([ids[i] for i in chunk])
-                (values,) = self.session.run([output], {"input_ids": input_ids, "attention_mask": mask})
-                for row, i in enumerate(chunk):
-                    results[i] = values[row] if output == SENTENCE_OUTPUT else values[row][mask[row] == 1]
+                if output == SENTENCE_OUTPUT:
+                    values = self.run_batch([ids[i] for i in chunk])
+                    for row, i in enumerate(chunk):
+                        results[i] = values[row]
+                else:
+                    input_ids, mask = self.tokenizer.pad([ids[i] for i in chunk])
+                    (values,) = self.session.run([output], {"input_ids": input_ids, "attention_mask": mask})
+                    for row, i in enumerate(chunk):
+                        results[i] = values[row][mask[row] == 1]
                 bar.update(len(chunk))
         return results
 
@@ -152,13 +181,14 @@ class Embedder:
         return int(dimensions)
 
 
-def _batches(ids: list[list[int]], batch_size: int, max_tokens: int) -> list[list[int]]:
-    """Text indices sorted by length, longest first, cut into batches of at most ``batch_size`` texts
-    and ``max_tokens`` padded tokens (dynamic padding: a batch is as wide as its first text)."""
-    order = sorted(range(len(ids)), key=lambda i: len(ids[i]), reverse=True)
+def plan_batches(lengths: Sequence[int], batch_size: int, max_tokens: int) -> list[list[int]]:
+    """Indices of texts of these token ``lengths`` sorted by length, longest first, cut into batches of
+    at most ``batch_size`` texts and ``max_tokens`` padded tokens (dynamic padding: a batch is as wide
+    as its first text; one text always fits)."""
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i], reverse=True)
     batches, start = [], 0
     while start < len(order):
-        width = max(len(ids[order[start]]), 1)
+        width = max(lengths[order[start]], 1)
         n = max(1, min(batch_size, max_tokens // width))
         batches.append(order[start:start + n])
         start += n

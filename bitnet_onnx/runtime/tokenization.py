@@ -45,6 +45,7 @@ class TextTokenizer:
         self.eos_id = manifest.append_eos_token_id
         self.pad_id = int(manifest.pad_token_id)
         self.left_padding = manifest.padding_side == "left"
+        self.vocab_size = int(self._tok.get_vocab_size(with_added_tokens=True))
         if self.max_length < (2 if self.eos_id is not None else 1):
             raise BitnetOnnxError(f"manifest max_length {self.max_length} is too small")
         self._warned = False
@@ -54,11 +55,25 @@ class TextTokenizer:
         manifest = Manifest.read(Path(folder))
         return cls(Path(folder) / TOKENIZER_FILE, manifest)
 
-    def tokenize(self, texts: Sequence[str]) -> list[list[int]]:
-        """Token ids per text, with the EOS rule and truncation applied, unpadded."""
+    def tokenize(self, texts: Sequence[str], truncate: bool = True) -> list[list[int]]:
+        """Token ids per text, with the EOS rule and truncation applied, unpadded.
+
+        ``truncate=False``: a text longer than ``max_length`` raises instead (naming it).
+        """
         texts = check_texts(texts)
         encodings = self._tok.encode_batch(texts, add_special_tokens=True)
-        out = [self._apply_rules(e.ids) for e in encodings]
+        return [self._apply_rules(e.ids, truncate, f"texts[{i}]") for i, e in enumerate(encodings)]
+
+    def prepare_ids(self, ids: Sequence[Sequence[int]], truncate: bool = True) -> list[list[int]]:
+        """Token ids a caller tokenized itself, checked against the vocabulary, with the same EOS and
+        truncation rules as ``tokenize`` (so ``prepare_ids(tokenize(texts))`` changes nothing)."""
+        out = []
+        for i, seq in enumerate(ids):
+            seq = [int(v) for v in seq]
+            bad = next((v for v in seq if not 0 <= v < self.vocab_size), None)
+            if bad is not None:
+                raise BitnetOnnxError(f"ids[{i}]: token id {bad} is outside the vocabulary [0, {self.vocab_size})")
+            out.append(self._apply_rules(seq, truncate, f"ids[{i}]"))
         return out
 
     def pad(self, ids: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
@@ -79,12 +94,15 @@ class TextTokenizer:
         """Tokenizes and pads ``texts``: int64 (input_ids, attention_mask) [B, S]."""
         return self.pad(self.tokenize(texts))
 
-    def _apply_rules(self, ids: list[int]) -> list[int]:
+    def _apply_rules(self, ids: list[int], truncate: bool = True, name: str = "text") -> list[int]:
         eos = self.eos_id
         if eos is not None and ids and ids[-1] == eos:
             ids = ids[:-1]  # re-appended below, after truncation
         room = self.max_length - (1 if eos is not None else 0)
         if len(ids) > room:
+            if not truncate:
+                raise TooLongError(f"{name} has {len(ids) + (eos is not None)} tokens, more than max_length "
+                                   f"{self.max_length}")
             if not self._warned:
                 log.warning("bitnet-onnx: texts longer than %d tokens are truncated (max_length in %s)",
                             self.max_length, "bitnet_onnx.json")
@@ -95,6 +113,10 @@ class TextTokenizer:
         if not ids:  # an empty text with no special tokens: one pad token keeps pooling defined
             ids = [self.pad_id]
         return ids
+
+
+class TooLongError(BitnetOnnxError):
+    """A text or id list over ``max_length`` when truncation was not allowed."""
 
 
 def check_texts(texts) -> list[str]:
