@@ -9,24 +9,6 @@ import pytest
 import safetensors.numpy
 
 from bitnet_onnx.cli import main
-from bitnet_onnx.testing.factory import make_model
-
-
-@pytest.fixture(scope="module")
-def qwen_bitnet(tmp_path_factory):
-    return make_model(tmp_path_factory.mktemp("m") / "qwen3", "qwen3", bitnet=True, dtype="float32")
-
-
-@pytest.fixture(scope="module")
-def qwen_standard(tmp_path_factory):
-    return make_model(tmp_path_factory.mktemp("m") / "qwen3std", "qwen3", bitnet=False, dtype="float32")
-
-
-def copy_model(src, dst):
-    import shutil
-
-    shutil.copytree(src, dst)
-    return dst
 
 
 def edit_tensors(folder, edit):
@@ -55,20 +37,20 @@ def export_fails(capsys, tmp_path, model, *args, match):
     return err
 
 
-def test_missing_tensor(capsys, tmp_path, qwen_bitnet):
-    model = copy_model(qwen_bitnet, tmp_path / "model")
+def test_missing_tensor(capsys, tmp_path, qwen3_bitnet, private_copy):
+    model = private_copy(qwen3_bitnet, "model")
     edit_tensors(model, lambda t: t.pop("layers.1.mlp.up_proj.weight"))
     export_fails(capsys, tmp_path, model, match="layers.1.mlp.up_proj.weight")
 
 
-def test_missing_bitnet_norm(capsys, tmp_path, qwen_bitnet):
-    model = copy_model(qwen_bitnet, tmp_path / "model")
+def test_missing_bitnet_norm(capsys, tmp_path, qwen3_bitnet, private_copy):
+    model = private_copy(qwen3_bitnet, "model")
     edit_tensors(model, lambda t: t.pop("layers.0.self_attn.k_proj.norm.weight"))
     export_fails(capsys, tmp_path, model, match="layers.0.self_attn.k_proj.norm.weight")
 
 
-def test_tensor_shape_contradicts_config(capsys, tmp_path, qwen_bitnet):
-    model = copy_model(qwen_bitnet, tmp_path / "model")
+def test_tensor_shape_contradicts_config(capsys, tmp_path, qwen3_bitnet, private_copy):
+    model = private_copy(qwen3_bitnet, "model")
 
     def shrink(t):
         t["layers.0.self_attn.q_proj.weight"] = np.zeros((128, 128), np.float32)
@@ -77,8 +59,8 @@ def test_tensor_shape_contradicts_config(capsys, tmp_path, qwen_bitnet):
     export_fails(capsys, tmp_path, model, match="layers.0.self_attn.q_proj.weight")
 
 
-def test_non_finite_tensor(capsys, tmp_path, qwen_bitnet):
-    model = copy_model(qwen_bitnet, tmp_path / "model")
+def test_non_finite_tensor(capsys, tmp_path, qwen3_bitnet, private_copy):
+    model = private_copy(qwen3_bitnet, "model")
 
     def poison(t):
         t["layers.0.mlp.down_proj.weight"][3, 4] = np.nan
@@ -87,34 +69,34 @@ def test_non_finite_tensor(capsys, tmp_path, qwen_bitnet):
     export_fails(capsys, tmp_path, model, match="layers.0.mlp.down_proj.weight")
 
 
-def test_unknown_architecture(capsys, tmp_path, qwen_bitnet):
-    model = copy_model(qwen_bitnet, tmp_path / "model")
+def test_unknown_architecture(capsys, tmp_path, qwen3_bitnet, private_copy):
+    model = private_copy(qwen3_bitnet, "model")
     edit_config(model, model_type="llama")
     export_fails(capsys, tmp_path, model, match="llama")
 
 
-def test_arch_mismatch(capsys, tmp_path, qwen_bitnet):
-    export_fails(capsys, tmp_path, qwen_bitnet, "--arch", "gemma3", match="--arch gemma3")
+def test_arch_mismatch(capsys, tmp_path, qwen3_bitnet):
+    export_fails(capsys, tmp_path, qwen3_bitnet, "--arch", "gemma3", match="--arch gemma3")
 
 
 @pytest.mark.parametrize("weights", ["i2s", "nbits"])
-def test_ternary_variant_of_standard_model_needs_ternarize(capsys, tmp_path, qwen_standard, weights):
-    export_fails(capsys, tmp_path, qwen_standard, "--weights", weights, match="--ternarize")
+def test_ternary_variant_of_standard_model_needs_ternarize(capsys, tmp_path, qwen3_standard, weights):
+    export_fails(capsys, tmp_path, qwen3_standard, "--weights", weights, match="--ternarize")
 
 
-def test_ternarize_of_bitnet_model(capsys, tmp_path, qwen_bitnet):
-    export_fails(capsys, tmp_path, qwen_bitnet, "--ternarize", match="already BitNet")
+def test_ternarize_of_bitnet_model(capsys, tmp_path, qwen3_bitnet):
+    export_fails(capsys, tmp_path, qwen3_bitnet, "--ternarize", match="already BitNet")
 
 
-def test_missing_tokenizer(capsys, tmp_path, qwen_bitnet):
-    model = copy_model(qwen_bitnet, tmp_path / "model")
+def test_missing_tokenizer(capsys, tmp_path, qwen3_bitnet, private_copy):
+    model = private_copy(qwen3_bitnet, "model")
     (model / "tokenizer.json").unlink()
     export_fails(capsys, tmp_path, model, match="tokenizer.json")
 
 
 @pytest.mark.parametrize("weights", ["i2s", "nbits"])
-def test_width_not_a_multiple_of_128(capsys, tmp_path, weights):
-    model = make_model(tmp_path / "model", "qwen3", bitnet=True, dtype="float32", shape={"hidden_size": 96})
+def test_width_not_a_multiple_of_128(capsys, tmp_path, tiny_model, weights):
+    model = tiny_model("qwen3", shape={"hidden_size": 96})
     export_fails(capsys, tmp_path, model, "--weights", weights, match="layers.0.self_attn.q_proj.weight")
     assert main(["export", str(model), "-o", str(tmp_path / "int8"), "--weights", "int8"]) == 0
 
@@ -123,9 +105,9 @@ def test_missing_model_folder(capsys, tmp_path):
     export_fails(capsys, tmp_path, tmp_path / "nope", match="nope")
 
 
-def test_standard_model_defaults_to_f32(capsys, tmp_path, qwen_standard):
+def test_standard_model_defaults_to_f32(capsys, tmp_path, qwen3_standard):
     out = tmp_path / "out"
-    assert main(["export", str(qwen_standard), "-o", str(out)]) == 0
+    assert main(["export", str(qwen3_standard), "-o", str(out)]) == 0
     assert json.loads((out / "bitnet_onnx.json").read_text())["weights"] == "f32"
     assert capsys.readouterr().out.strip() == str(out)
 

@@ -8,17 +8,6 @@ import torch
 
 from bitnet_onnx.reference import Reference, _bitlinear_class
 from bitnet_onnx.ternary import pack_i2s, i2s_matmul_reference, rms_norm_f32, ternarize
-from bitnet_onnx.testing.factory import make_model
-
-
-@pytest.fixture(scope="module")
-def gemma(tmp_path_factory):
-    return make_model(tmp_path_factory.mktemp("ref") / "gemma3", "gemma3", bitnet=True, dtype="float32")
-
-
-@pytest.fixture(scope="module")
-def qwen_standard(tmp_path_factory):
-    return make_model(tmp_path_factory.mktemp("ref") / "qwen3", "qwen3", bitnet=False, dtype="float32")
 
 
 def test_bitlinear_is_the_op_reference():
@@ -35,11 +24,11 @@ def test_bitlinear_is_the_op_reference():
     np.testing.assert_allclose(fake, want, rtol=1e-5, atol=1e-6)
 
 
-def test_standard_model_is_plain_transformers(qwen_standard):
+def test_standard_model_is_plain_transformers(qwen3_standard):
     import transformers
 
-    ref = Reference(qwen_standard, f16_embeddings=False)
-    hf = transformers.Qwen3Model.from_pretrained(str(qwen_standard), dtype=torch.float32, attn_implementation="eager")
+    ref = Reference(qwen3_standard, f16_embeddings=False)
+    hf = transformers.Qwen3Model.from_pretrained(str(qwen3_standard), dtype=torch.float32, attn_implementation="eager")
     ids = torch.tensor([[5, 6, 7, 8, 9, 10, 11]])
     with torch.no_grad():
         want = hf(input_ids=ids).last_hidden_state.numpy()
@@ -47,15 +36,15 @@ def test_standard_model_is_plain_transformers(qwen_standard):
     np.testing.assert_allclose(tokens, want, rtol=1e-5, atol=1e-5)
 
 
-def test_bitnet_projections_are_replaced(gemma):
-    ref = Reference(gemma)
+def test_bitnet_projections_are_replaced(gemma3_bitnet):
+    ref = Reference(gemma3_bitnet)
     q = ref.model.layers[0].self_attn.q_proj
     assert type(q).__name__ == "BitLinear" and q.quantize and q.norm_in is not None
-    assert not Reference(gemma, activations="float").model.layers[1].mlp.down_proj.quantize
+    assert not Reference(gemma3_bitnet, activations="float").model.layers[1].mlp.down_proj.quantize
 
 
-def test_left_padding_equals_unpadded(gemma):
-    ref = Reference(gemma)
+def test_left_padding_equals_unpadded(gemma3_bitnet):
+    ref = Reference(gemma3_bitnet)
     ids = np.array([[0, 0, 0, 5, 6, 7, 8, 9]], np.int64)
     mask = np.array([[0, 0, 0, 1, 1, 1, 1, 1]], np.int64)
     padded, padded_tokens = ref.encode(ids, mask)
@@ -64,22 +53,22 @@ def test_left_padding_equals_unpadded(gemma):
     np.testing.assert_allclose(padded_tokens[:, 3:], alone_tokens, atol=1e-4)
 
 
-def test_f16_embeddings_match_the_export_storage(gemma):
-    table = Reference(gemma).model.get_input_embeddings().weight.detach().numpy()
+def test_f16_embeddings_match_the_export_storage(gemma3_bitnet):
+    table = Reference(gemma3_bitnet).model.get_input_embeddings().weight.detach().numpy()
     np.testing.assert_array_equal(table, table.astype(np.float16).astype(np.float32))
 
 
 @pytest.mark.parametrize("pooling,index", [("lasttoken", [3, 4]), ("cls", [1, 0])])
-def test_token_pooling_uses_the_mask(gemma, pooling, index):
-    ref = Reference(gemma)
+def test_token_pooling_uses_the_mask(gemma3_bitnet, pooling, index):
+    ref = Reference(gemma3_bitnet)
     object.__setattr__(ref, "st", type(ref.st)(pooling=pooling, normalize=False, dimension=ref.st.dimension))
     tokens = np.random.default_rng(0).standard_normal((2, 5, 4)).astype(np.float32)
     mask = np.array([[0, 1, 1, 1, 0], [1, 1, 1, 1, 1]])
     np.testing.assert_array_equal(ref.pool(tokens, mask), tokens[[0, 1], index])
 
 
-def test_mean_pooling_ignores_padding(gemma):
-    ref = Reference(gemma)
+def test_mean_pooling_ignores_padding(gemma3_bitnet):
+    ref = Reference(gemma3_bitnet)
     tokens = np.random.default_rng(0).standard_normal((1, 4, 3)).astype(np.float32)
     got = ref.pool(tokens, np.array([[0, 1, 1, 0]]))
     want = tokens[0, 1:3].mean(0)

@@ -1,0 +1,95 @@
+"""Shared test fixtures: tiny factory models and their exports, each built once per session.
+
+``tiny_model(arch, ...)`` and ``tiny_export(model, ...)`` return folders that many modules share:
+they are read-only. A test that edits a model or an export works on ``private_copy(folder)``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from bitnet_onnx.export.exporter import export
+from bitnet_onnx.manifest import Manifest
+from bitnet_onnx.testing import make_model
+
+# make_model's keyword defaults: an option passed with its default value names the same model.
+_FACTORY_DEFAULTS = {name: p.default for name, p in inspect.signature(make_model).parameters.items()
+                     if p.default is not inspect.Parameter.empty}
+
+
+def _key(options: dict) -> str:
+    return json.dumps(options, sort_keys=True)
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory):
+    """tiny_model(arch, bitnet=True, dtype="float32", **make_model_options) -> a model folder (read-only).
+
+    float32 weights unless asked, so references compare exactly; each distinct model is built once.
+    """
+    root = tmp_path_factory.mktemp("tiny-models")
+    built: dict[str, Path] = {}
+
+    def get(arch: str, bitnet: bool = True, *, dtype: str = "float32", **options) -> Path:
+        given = {"arch": arch, "bitnet": bitnet, "dtype": dtype, **options}
+        key = _key({k: v for k, v in given.items() if k not in _FACTORY_DEFAULTS or _FACTORY_DEFAULTS[k] != v})
+        if key not in built:
+            kind = "bitnet" if bitnet else "std"
+            built[key] = make_model(root / f"{arch}-{kind}-{len(built)}", arch, bitnet, dtype=dtype, **options)
+        return built[key]
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def qwen3_bitnet(tiny_model) -> Path:
+    return tiny_model("qwen3")
+
+
+@pytest.fixture(scope="session")
+def gemma3_bitnet(tiny_model) -> Path:
+    return tiny_model("gemma3")
+
+
+@pytest.fixture(scope="session")
+def qwen3_standard(tiny_model) -> Path:
+    return tiny_model("qwen3", bitnet=False)
+
+
+@pytest.fixture(scope="session")
+def tiny_export(tmp_path_factory):
+    """tiny_export(model_folder, weights=None, **export_options) -> the exported folder (read-only).
+
+    Each distinct export is made once; weights=None (the exporter's default) also answers for the
+    variant it chose.
+    """
+    root = tmp_path_factory.mktemp("tiny-exports")
+    done: dict[str, Path] = {}
+
+    def get(model_dir: Path, weights: str | None = None, **options) -> Path:
+        key = _key({"model": str(model_dir), "weights": weights, **options})
+        if key not in done:
+            out = export(model_dir, root / f"{Path(model_dir).name}-{weights or 'default'}-{len(done)}",
+                         weights=weights, **options)
+            done[key] = out
+            if weights is None:
+                chosen = _key({"model": str(model_dir), "weights": Manifest.read(out).weights, **options})
+                done.setdefault(chosen, out)
+        return done[key]
+
+    return get
+
+
+@pytest.fixture
+def private_copy(tmp_path):
+    """private_copy(folder, name=None) -> a copy of a shared folder in this test's tmp_path, free to edit."""
+
+    def copy(folder: Path, name: str | None = None) -> Path:
+        return Path(shutil.copytree(folder, tmp_path / (name or Path(folder).name)))
+
+    return copy
