@@ -17,7 +17,6 @@ from bitnet_onnx.export import writer
 from bitnet_onnx.export.exporter import export
 from bitnet_onnx.manifest import Manifest
 from bitnet_onnx.reference import Reference
-from bitnet_onnx.testing.factory import make_model
 
 ALLOWED_DOMAINS = {"", "com.microsoft", OP_DOMAIN}
 
@@ -54,42 +53,12 @@ def real_tokens(tokens, mask):
     return [t[m.astype(bool)] for t, m in zip(tokens, mask)]
 
 
-@pytest.fixture(scope="module")
-def models(tmp_path_factory):
-    """Tiny models, built once: (arch, kind) -> folder."""
-    root = tmp_path_factory.mktemp("models")
-    built = {}
-
-    def get(arch, bitnet=True, **kw):
-        key = (arch, bitnet, tuple(sorted(kw.items())))
-        if key not in built:
-            name = f"{arch}_{'bitnet' if bitnet else 'std'}_{len(built)}"
-            built[key] = make_model(root / name, arch, bitnet=bitnet, dtype="float32", **kw)
-        return built[key]
-
-    return get
-
-
-@pytest.fixture(scope="module")
-def exports(tmp_path_factory):
-    root = tmp_path_factory.mktemp("exports")
-    done = {}
-
-    def get(model_dir, weights=None, **kw):
-        key = (str(model_dir), weights, tuple(sorted(kw.items())))
-        if key not in done:
-            done[key] = export(model_dir, root / f"e{len(done)}", weights=weights, **kw)
-        return done[key]
-
-    return get
-
-
 # -- f32 against transformers ------------------------------------------------------------------------
 @pytest.mark.parametrize("arch", ["qwen3", "gemma3"])
 @pytest.mark.parametrize("side", ["right", "left"])
-def test_f32_standard_model_matches_transformers(models, exports, arch, side):
-    model = models(arch, bitnet=False)
-    out = exports(model, "f32")
+def test_f32_standard_model_matches_transformers(tiny_model, tiny_export, arch, side):
+    model = tiny_model(arch, bitnet=False)
+    out = tiny_export(model, "f32")
     ids, mask = batch([20, 13, 5], 20, side)  # gemma3 tiny window is 8: rows cross it
     sent, tokens = run(session(out), ids, mask)
     ref_sent, ref_tokens = Reference(model).encode(ids, mask)
@@ -98,20 +67,20 @@ def test_f32_standard_model_matches_transformers(models, exports, arch, side):
         assert cosines(got, want).min() >= 0.99999
 
 
-def test_f32_bitnet_is_the_fake_quant_reference(models, exports):
-    model = models("gemma3")
+def test_f32_bitnet_is_the_fake_quant_reference(tiny_model, tiny_export):
+    model = tiny_model("gemma3")
     ids, mask = batch([16, 9], 16)
     for weights in ("f32", "f16"):
-        sent, _ = run(session(exports(model, weights)), ids, mask)
+        sent, _ = run(session(tiny_export(model, weights)), ids, mask)
         ref, _ = Reference(model, activations="float").encode(ids, mask)
         assert cosines(sent, ref).min() >= 0.99999, weights
 
 
 # -- i2s / int8 / nbits against the BitLinear reference ----------------------------------------------
 @pytest.mark.parametrize("arch", ["qwen3", "gemma3"])
-def test_i2s_matches_bitlinear_reference(models, exports, arch):
-    model = models(arch)
-    out = exports(model)
+def test_i2s_matches_bitlinear_reference(tiny_model, tiny_export, arch):
+    model = tiny_model(arch)
+    out = tiny_export(model)
     assert Manifest.read(out).weights == "i2s"
     ids, mask = batch([24, 17, 6, 1], 24, "left")
     sent, tokens = run(session(out), ids, mask)
@@ -122,12 +91,12 @@ def test_i2s_matches_bitlinear_reference(models, exports, arch):
 
 
 @pytest.mark.parametrize("arch", ["qwen3", "gemma3"])
-def test_int8_equals_i2s(models, exports, arch):
-    model = models(arch)
+def test_int8_equals_i2s(tiny_model, tiny_export, arch):
+    model = tiny_model(arch)
     ids, mask = batch([18, 11, 4], 18)
-    i2s_sent, i2s_tokens = run(session(exports(model, "i2s")), ids, mask)
-    int8_sent, int8_tokens = run(session(exports(model, "int8")), ids, mask)
-    assert not Manifest.read(exports(model, "int8")).needs_custom_ops
+    i2s_sent, i2s_tokens = run(session(tiny_export(model, "i2s")), ids, mask)
+    int8_sent, int8_tokens = run(session(tiny_export(model, "int8")), ids, mask)
+    assert not Manifest.read(tiny_export(model, "int8")).needs_custom_ops
     assert np.abs(int8_sent - i2s_sent).max() <= 1e-4
     m = mask[..., None].astype(bool)
     scale = np.abs(i2s_tokens * m).max()
@@ -135,9 +104,9 @@ def test_int8_equals_i2s(models, exports, arch):
 
 
 @pytest.mark.parametrize("bits", [2, 4])
-def test_nbits_holds_the_ternary_weights(models, exports, bits):
-    model = models("qwen3")
-    out = exports(model, "nbits", bits=bits)
+def test_nbits_holds_the_ternary_weights(tiny_model, tiny_export, bits):
+    model = tiny_model("qwen3")
+    out = tiny_export(model, "nbits", bits=bits)
     manifest = Manifest.read(out)
     assert manifest.nbits == bits and not manifest.needs_custom_ops
     ids, mask = batch([12, 7], 12)
@@ -147,9 +116,9 @@ def test_nbits_holds_the_ternary_weights(models, exports, bits):
     assert cosines(sent, ref).min() >= 0.999
 
 
-def test_standard_model_ternarized_is_a_stand_in(models, exports):
-    model = models("qwen3", bitnet=False)
-    out = exports(model, "i2s", ternarize=True)
+def test_standard_model_ternarized_is_a_stand_in(tiny_model, tiny_export):
+    model = tiny_model("qwen3", bitnet=False)
+    out = tiny_export(model, "i2s", ternarize=True)
     assert Manifest.read(out).ternarized
     ids, mask = batch([10, 6], 10)
     sent, _ = run(session(out), ids, mask)
@@ -160,9 +129,9 @@ def test_standard_model_ternarized_is_a_stand_in(models, exports):
 # -- padding and batching ---------------------------------------------------------------------------
 @pytest.mark.parametrize("arch", ["qwen3", "gemma3"])
 @pytest.mark.parametrize("weights", ["i2s", "f32"])
-def test_padding_sides_and_batch_equal_one_at_a_time(models, exports, arch, weights):
-    model = models(arch)
-    sess = session(exports(model, weights))
+def test_padding_sides_and_batch_equal_one_at_a_time(tiny_model, tiny_export, arch, weights):
+    model = tiny_model(arch)
+    sess = session(tiny_export(model, weights))
     lengths = [21, 3, 14, 1]
     right = run(sess, *batch(lengths, 21, "right"))
     left = run(sess, *batch(lengths, 21, "left"))
@@ -176,9 +145,9 @@ def test_padding_sides_and_batch_equal_one_at_a_time(models, exports, arch, weig
 
 
 @pytest.mark.parametrize("pooling", ["mean", "cls"])
-def test_pooling_modes_with_left_padding(models, exports, pooling):
-    model = models("gemma3", pooling=pooling)
-    out = exports(model)
+def test_pooling_modes_with_left_padding(tiny_model, tiny_export, pooling):
+    model = tiny_model("gemma3", pooling=pooling)
+    out = tiny_export(model)
     assert Manifest.read(out).pooling == pooling
     ids, mask = batch([9, 4], 9, "left")
     sent, tokens = run(session(out), ids, mask)
@@ -189,21 +158,21 @@ def test_pooling_modes_with_left_padding(models, exports, pooling):
 
 
 # -- Gemma3 attention patterns -----------------------------------------------------------------------
-def test_gemma3_sliding_window_is_applied(models, exports):
+def test_gemma3_sliding_window_is_applied(tiny_model, tiny_export):
     """A 40-token input over a window of 8: matches HF, and the window changes the result."""
-    narrow, wide = models("gemma3", bitnet=False), models("gemma3", bitnet=False, sliding_window=64)
+    narrow, wide = tiny_model("gemma3", bitnet=False), tiny_model("gemma3", bitnet=False, sliding_window=64)
     ids, mask = batch([40], 40)
-    got, tokens = run(session(exports(narrow, "f32")), ids, mask)
+    got, tokens = run(session(tiny_export(narrow, "f32")), ids, mask)
     ref, ref_tokens = Reference(narrow).encode(ids, mask)
     assert cosines(got, ref).min() >= 0.99999
     assert np.abs(tokens - ref_tokens).max() <= 1e-3 * np.abs(ref_tokens).max()  # a window off by one is ~1
-    got_wide, _ = run(session(exports(wide, "f32")), ids, mask)
+    got_wide, _ = run(session(tiny_export(wide, "f32")), ids, mask)
     assert cosines(got, got_wide).min() < 0.9999  # same weights (same seed), only the window differs
 
 
-def test_gemma3_bidirectional(models, exports):
-    model = models("gemma3", bidirectional=True)
-    out = exports(model)
+def test_gemma3_bidirectional(tiny_model, tiny_export):
+    model = tiny_model("gemma3", bidirectional=True)
+    out = tiny_export(model)
     ids, mask = batch([30, 12, 5], 30, "right")
     sent, tokens = run(session(out), ids, mask)
     ref_sent, ref_tokens = Reference(model).encode(ids, mask)
@@ -217,10 +186,10 @@ def test_gemma3_bidirectional(models, exports):
     np.testing.assert_allclose(left[0], sent, atol=2e-5)
 
 
-def test_standard_gemma3_bidirectional_f32_matches_transformers(models, exports):
-    model = models("gemma3", bitnet=False, bidirectional=True)
+def test_standard_gemma3_bidirectional_f32_matches_transformers(tiny_model, tiny_export):
+    model = tiny_model("gemma3", bitnet=False, bidirectional=True)
     ids, mask = batch([30, 11], 30, "right")
-    got, tokens = run(session(exports(model, "f32")), ids, mask)
+    got, tokens = run(session(tiny_export(model, "f32")), ids, mask)
     ref, ref_tokens = Reference(model).encode(ids, mask)
     assert cosines(got, ref).min() >= 0.99999
     m = mask[..., None]  # HF's bidirectional window is |i - j| <= W // 2: off by one changes tokens by ~1
@@ -228,9 +197,9 @@ def test_standard_gemma3_bidirectional_f32_matches_transformers(models, exports)
 
 
 # -- sentence-transformers modules and tokenizer rules ------------------------------------------------
-def test_dense_and_normalize(models, exports):
-    model = models("gemma3", dense=True, normalize=True)
-    out = exports(model)
+def test_dense_and_normalize(tiny_model, tiny_export):
+    model = tiny_model("gemma3", dense=True, normalize=True)
+    out = tiny_export(model)
     manifest = Manifest.read(out)
     assert manifest.normalize and manifest.dimension == 96 and manifest.hidden_size == 128
     ids, mask = batch([11, 6], 11)
@@ -241,21 +210,21 @@ def test_dense_and_normalize(models, exports):
     assert cosines(sent, ref).min() >= 0.9999
 
 
-def test_without_normalize_module(models, exports):
-    model = models("qwen3", normalize=False)
-    out = exports(model)
+def test_without_normalize_module(tiny_model, tiny_export):
+    model = tiny_model("qwen3", normalize=False)
+    out = tiny_export(model)
     assert not Manifest.read(out).normalize
     sent, _ = run(session(out), *batch([7], 7))
     assert abs(np.linalg.norm(sent[0]) - 1.0) > 1e-3
 
 
-def test_qwen3_eos_rule_and_last_token(models, exports):
+def test_qwen3_eos_rule_and_last_token(tiny_model, tiny_export):
     from tokenizers import Tokenizer
 
     from bitnet_onnx.runtime.tokenization import TextTokenizer
 
-    model = models("qwen3", normalize=False)
-    out = exports(model)
+    model = tiny_model("qwen3", normalize=False)
+    out = tiny_export(model)
     eos = Tokenizer.from_file(str(model / "tokenizer.json")).token_to_id("<|endoftext|>")
     assert eos is not None and Manifest.read(out).append_eos_token_id == eos
     ids, mask = TextTokenizer.from_folder(out).encode(["a longer text with several words", "hi"])
@@ -267,9 +236,9 @@ def test_qwen3_eos_rule_and_last_token(models, exports):
         np.testing.assert_allclose(sent[r], tokens[r, last], atol=1e-6)
 
 
-def test_tokenizer_files_and_manifest(models, exports):
-    model = models("gemma3", padding_side="left")
-    out = exports(model)
+def test_tokenizer_files_and_manifest(tiny_model, tiny_export):
+    model = tiny_model("gemma3", padding_side="left")
+    out = tiny_export(model)
     assert (out / "tokenizer.json").read_bytes() == (model / "tokenizer.json").read_bytes()
     manifest = json.loads((out / "bitnet_onnx.json").read_text())
     assert manifest["padding_side"] == "left" and manifest["append_eos_token_id"] is None
@@ -279,8 +248,8 @@ def test_tokenizer_files_and_manifest(models, exports):
 
 # -- the graph itself ---------------------------------------------------------------------------------
 @pytest.mark.parametrize("weights", ["i2s", "f32", "f16", "int8", "nbits"])
-def test_graph_is_checked_and_uses_cpu_ops_only(models, exports, weights):
-    out = exports(models("gemma3"), weights)
+def test_graph_is_checked_and_uses_cpu_ops_only(tiny_model, tiny_export, weights):
+    out = tiny_export(tiny_model("gemma3"), weights)
     model = onnx.load(str(out / "model.onnx"))
     customops.register_onnx_schema()
     onnx.checker.check_model(model, full_check=True)
@@ -295,33 +264,33 @@ def test_graph_is_checked_and_uses_cpu_ops_only(models, exports, weights):
     session(out)  # ORT_ENABLE_ALL
 
 
-def test_config_v4_and_v5_export_the_same_graph(tmp_path, exports):
+def test_config_v4_and_v5_export_the_same_graph(tiny_model, tiny_export):
     ids, mask = batch([12, 5], 12)
     results = []
     for style in ("v4", "v5"):
-        model = make_model(tmp_path / style, "gemma3", bitnet=True, dtype="float32", config_style=style)
-        results.append(run(session(exports(model)), ids, mask)[0])
+        model = tiny_model("gemma3", config_style=style)
+        results.append(run(session(tiny_export(model)), ids, mask)[0])
     np.testing.assert_array_equal(results[0], results[1])
 
 
-def test_large_models_use_one_external_data_file(models, tmp_path, monkeypatch):
+def test_large_models_use_one_external_data_file(tiny_model, tmp_path, monkeypatch):
     monkeypatch.setattr(writer, "EXTERNAL_DATA_THRESHOLD", 1 << 16)
-    out = export(models("qwen3"), tmp_path / "ext")
+    out = export(tiny_model("qwen3"), tmp_path / "ext")
     assert sorted(p.name for p in out.iterdir() if p.name.startswith("model.onnx")) == \
         ["model.onnx", writer.EXTERNAL_DATA_NAME]
     assert (out / "model.onnx").stat().st_size < 1 << 16
     ids, mask = batch([6], 6)
     sent, _ = run(session(out), ids, mask)
-    ref, _ = run(session(export(models("qwen3"), tmp_path / "inline")), ids, mask)
+    ref, _ = run(session(export(tiny_model("qwen3"), tmp_path / "inline")), ids, mask)
     np.testing.assert_array_equal(sent, ref)
 
 
-def test_overwrite(models, tmp_path):
+def test_overwrite(tiny_model, tmp_path):
     from bitnet_onnx.errors import BitnetOnnxError
 
-    out = export(models("qwen3"), tmp_path / "o", weights="f32")
+    out = export(tiny_model("qwen3"), tmp_path / "o", weights="f32")
     with pytest.raises(BitnetOnnxError, match="already exists"):
-        export(models("qwen3"), out)
-    export(models("qwen3"), out, weights="int8", overwrite=True)
+        export(tiny_model("qwen3"), out)
+    export(tiny_model("qwen3"), out, weights="int8", overwrite=True)
     assert Manifest.read(out).weights == "int8"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["o"]
