@@ -218,6 +218,15 @@ class ModelConfig:
         w = self.sliding_window
         return (w - 1, 0) if self.causal else (w // 2, w // 2)
 
+    def key_span(self, layer_type: str) -> tuple[int | None, int | None]:
+        """Keys a query of this layer type sees, as (before, after) token distances; None = unbounded.
+
+        The one home of the attention band: every attention strategy and the reference read it.
+        """
+        if layer_type == SLIDING and self.sliding_span is not None:
+            return self.sliding_span
+        return (None, 0) if self.causal else (None, None)
+
     @property
     def embed_scale(self) -> float:
         return math.sqrt(self.hidden) if self.arch.scale_embeddings else 1.0

@@ -38,7 +38,9 @@ class Manifest:
     default_prompt_name: str | None = None
     nbits: int | None = None  # bits of MatMulNBits when weights == "nbits"
     ternarized: bool = False  # post-training ternarization of a standard model (speed stand-in)
-    needs_custom_ops: bool = True  # the graph uses I2STernaryMatMul
+    attention: str = "onnx"  # the exporter's attention strategy (export --attention)
+    custom_ops: list[str] = field(default_factory=lambda: ["I2STernaryMatMul"])  # our library's ops in the graph
+    needs_custom_ops: bool = True  # custom_ops is not empty: register the op library (hosts read this flag)
     op_domain: str = OP_DOMAIN
     op_domain_version: int = OP_DOMAIN_VERSION
     min_onnxruntime: str = "1.21"

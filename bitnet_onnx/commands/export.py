@@ -6,6 +6,7 @@ import argparse
 import logging
 
 from bitnet_onnx.arch import ARCHITECTURES
+from bitnet_onnx.export import attention
 from bitnet_onnx.manifest import WEIGHT_VARIANTS
 
 EPILOG = """examples:
@@ -28,6 +29,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--nbits", type=int, choices=(2, 4), default=4, help="bits for --weights nbits (default 4)")
     p.add_argument("--ternarize", action="store_true",
                    help="standard model: absmean-ternarize the projections (unit norms) as a speed stand-in")
+    p.add_argument("--attention", choices=list(attention.STRATEGIES),
+                   help="attention core: onnx = stock ONNX ops (default unless the variant names another)")
     p.add_argument("--overwrite", action="store_true", help="replace OUT_DIR if it exists")
 
 
@@ -36,6 +39,6 @@ def run(args: argparse.Namespace) -> int:
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     out = export(args.model_dir, args.output, arch=args.arch, weights=args.weights, bits=args.nbits,
-                 ternarize=args.ternarize, overwrite=args.overwrite)
+                 ternarize=args.ternarize, overwrite=args.overwrite, attention_name=args.attention)
     print(out)
     return 0

@@ -10,10 +10,14 @@ from contextlib import contextmanager
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper, numpy_helper
+
+from bitnet_onnx import customops
 
 DEFAULT_OPSET = 21  # every default-domain op used here has a CPU kernel at this opset from ORT 1.20 on
 MS_DOMAIN = "com.microsoft"
+# Opset of every non-default domain a graph may use; op() imports a domain on first use.
+DOMAIN_VERSIONS = {MS_DOMAIN: 1, customops.DOMAIN: customops.DOMAIN_VERSION}
 
 
 class GraphBuilder:
@@ -49,17 +53,13 @@ class GraphBuilder:
         return "/" + "/".join([*self._scope, name])
 
     # -- graph parts --------------------------------------------------------------------------
-    def use_domain(self, domain: str, version: int) -> None:
-        have = self.opsets.get(domain)
-        if have is not None and have != version:
-            raise ValueError(f"domain {domain!r} already used at version {have}, not {version}")
-        self.opsets[domain] = version
-
     def op(self, op_type: str, inputs: list[str], name: str | None = None, outputs: int = 1,
            domain: str = "", **attrs) -> str | list[str]:
         """Add one node; returns its output name (or names when ``outputs`` > 1)."""
         if domain and domain not in self.opsets:
-            raise ValueError(f"declare domain {domain!r} with use_domain() first")
+            if domain not in DOMAIN_VERSIONS:
+                raise ValueError(f"no opset version known for domain {domain!r}: add it to DOMAIN_VERSIONS")
+            self.opsets[domain] = DOMAIN_VERSIONS[domain]
         node_name = self._unique(self.path(name or op_type))
         outs = [node_name + ("" if outputs == 1 else f":{i}") for i in range(outputs)]
         attrs = {k: v for k, v in attrs.items() if v is not None}
@@ -110,7 +110,3 @@ class GraphBuilder:
         model.producer_name, model.producer_version, model.doc_string = "bitnet-onnx", producer_version, doc
         model.ir_version = 10  # readable by ORT 1.20+ (newer onnx writes 11)
         return model
-
-
-FLOAT = TensorProto.FLOAT
-INT64 = TensorProto.INT64

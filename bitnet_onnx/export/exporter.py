@@ -7,10 +7,14 @@ import logging
 import time
 from pathlib import Path
 
+import onnx
+
+from bitnet_onnx import customops
 from bitnet_onnx.errors import BitnetOnnxError
 from bitnet_onnx.manifest import WEIGHT_VARIANTS, Manifest
 from bitnet_onnx.st_modules import StModules, read_st_modules
 from bitnet_onnx.weights import ModelFolder, open_model
+from bitnet_onnx.export import attention
 from bitnet_onnx.export.graph import build_model
 from bitnet_onnx.export.writer import write_folder
 
@@ -70,9 +74,10 @@ def tokenizer_facts(folder: ModelFolder) -> dict:
             "append_eos_token_id": eos_id, "model_max_length": model_max}
 
 
-def make_manifest(folder: ModelFolder, st: StModules, variant: str, bits: int, ternarize: bool) -> Manifest:
+def make_manifest(folder: ModelFolder, st: StModules, tf: dict, variant: str, bits: int, ternarize: bool,
+                  attention_name: str, custom_ops: list[str]) -> Manifest:
+    """``tf``: tokenizer_facts(folder)."""
     cfg = folder.cfg
-    tf = tokenizer_facts(folder)
     max_length = st.max_seq_length
     if not max_length and isinstance(tf["model_max_length"], int) and 0 < tf["model_max_length"] < 10**7:
         max_length = tf["model_max_length"]
@@ -83,13 +88,18 @@ def make_manifest(folder: ModelFolder, st: StModules, variant: str, bits: int, t
         padding_side=tf["padding_side"], pad_token_id=tf["pad_token_id"],
         append_eos_token_id=tf["append_eos_token_id"], prompts=dict(st.prompts),
         default_prompt_name=st.default_prompt_name, nbits=bits if variant == "nbits" else None,
-        ternarized=ternarize, needs_custom_ops=variant == "i2s",
+        ternarized=ternarize, attention=attention_name, custom_ops=custom_ops, needs_custom_ops=bool(custom_ops),
         source_model=folder.path.resolve().name,
     )
 
 
+def custom_ops_used(model: onnx.ModelProto) -> list[str]:
+    """The op types of our library's domain that the graph uses (recorded in the manifest)."""
+    return sorted({n.op_type for n in model.graph.node if n.domain == customops.DOMAIN})
+
+
 def export(model_dir: str | Path, out_dir: str | Path, arch: str | None = None, weights: str | None = None,
-           bits: int = 4, ternarize: bool = False, overwrite: bool = False) -> Path:
+           bits: int = 4, ternarize: bool = False, overwrite: bool = False, attention_name: str | None = None) -> Path:
     """Export ``model_dir`` to ``out_dir``; returns the folder. Raises BitnetOnnxError on bad input."""
     if bits not in NBITS_CHOICES:
         raise BitnetOnnxError(f"--nbits {bits} is not supported; choose 2 or 4")
@@ -99,10 +109,13 @@ def export(model_dir: str | Path, out_dir: str | Path, arch: str | None = None, 
     start = time.perf_counter()
     folder = open_model(model_dir, arch)
     variant = choose_variant(folder, weights, ternarize)
+    attention_name = attention.choose(attention_name, variant)
     st = read_st_modules(folder.path, folder.arch, folder.cfg.hidden)
-    manifest = make_manifest(folder, st, variant, bits, ternarize)
-    model, weight_bytes = build_model(folder, st, variant, bits, ternarize)
+    tf = tokenizer_facts(folder)  # before the slow part: a bad tokenizer fails fast
+    model, weight_bytes = build_model(folder, st, variant, bits, ternarize, attention_name)
+    manifest = make_manifest(folder, st, tf, variant, bits, ternarize, attention_name, custom_ops_used(model))
     write_folder(out_dir, model, manifest, folder.path, weight_bytes, overwrite=overwrite)
-    log.info("exported %s (%s, %s) to %s in %.1f s", folder.path, folder.arch.name, variant, out_dir,
+    log.info("exported %s (%s, %s, attention %s) to %s in %.1f s", folder.path, folder.arch.name, variant,
+             attention_name, out_dir,
              time.perf_counter() - start)
     return out_dir

@@ -7,20 +7,22 @@ float32 [batch, dim] and ``token_embeddings`` float32 [batch, sequence, hidden].
 from __future__ import annotations
 
 import numpy as np
+from onnx import TensorProto
 import onnx
 
 from bitnet_onnx import __version__
 from bitnet_onnx.arch import HEAD_NORM, NORM, Projection
 from bitnet_onnx.st_modules import StModules
 from bitnet_onnx.weights import ModelFolder
-from bitnet_onnx.export.builder import FLOAT, INT64, GraphBuilder
-from bitnet_onnx.export.layers import LayerSource, attention_inputs, decoder_layer
+from bitnet_onnx.export.builder import GraphBuilder
+from bitnet_onnx.export import attention
+from bitnet_onnx.export.layers import LayerSource, decoder_layer, layer_inputs
 from bitnet_onnx.export.ops import rms_norm
 from bitnet_onnx.export.pooling import dense, l2_normalize, pool
-from bitnet_onnx.export.projections import LinearWeights
+from bitnet_onnx.export.projections import LinearWeights, projector
 
 
-def layer_source(folder: ModelFolder, ternarize: bool) -> LayerSource:
+def layer_source(folder: ModelFolder, variant: str, bits: int, attention_name: str, ternarize: bool) -> LayerSource:
     arch, cfg = folder.arch, folder.cfg
 
     def norm(role: str, i: int | None) -> np.ndarray:
@@ -39,33 +41,34 @@ def layer_source(folder: ModelFolder, ternarize: bool) -> LayerSource:
             norm_in = None
         return LinearWeights(weight, norm_in, folder.is_bitnet or ternarize, cfg.rms_eps, folder.hf_name(p.weight, i))
 
-    return LayerSource(norm, linear)
+    return LayerSource(norm, linear, projector(variant, bits), attention.STRATEGIES[attention_name])
 
 
-def build_model(folder: ModelFolder, st: StModules, variant: str, bits: int = 4,
-                ternarize: bool = False) -> tuple[onnx.ModelProto, int]:
+def build_model(folder: ModelFolder, st: StModules, variant: str, bits: int = 4, ternarize: bool = False,
+                attention_name: str = "onnx") -> tuple[onnx.ModelProto, int]:
     """The model and the bytes of its weights (the writer decides on external data from it)."""
     cfg = folder.cfg
     b = GraphBuilder()
-    ids = b.add_input("input_ids", INT64, ["batch", "sequence"])
-    mask = b.add_input("attention_mask", INT64, ["batch", "sequence"])
-    src = layer_source(folder, ternarize)
+    ids = b.add_input("input_ids", TensorProto.INT64, ["batch", "sequence"])
+    mask = b.add_input("attention_mask", TensorProto.INT64, ["batch", "sequence"])
+    src = layer_source(folder, variant, bits, attention_name, ternarize)
 
     with b.scope("embed_tokens"):
         table = b.initializer("weight_f16", folder.tensor("token_embd").astype(np.float16))
-        h = b.op("Cast", [b.op("Gather", [table, ids], axis=0)], to=FLOAT)
+        h = b.op("Cast", [b.op("Gather", [table, ids], axis=0)], to=TensorProto.FLOAT)
         if cfg.embed_scale != 1.0:
             h = b.op("Mul", [h, b.const(cfg.embed_scale)], name="scale")
-    ai = attention_inputs(b, ids, mask, cfg)
+    li = layer_inputs(b, ids, mask, cfg)
     for i in range(cfg.n_layers):
-        h = decoder_layer(b, h, i, src, cfg, ai, variant, bits)
+        h = decoder_layer(b, h, i, src, cfg, li)
     tokens = rms_norm(b, h, src.norm("output_norm", None), cfg.rms_eps, name="final_norm")
 
     sentence = pool(b, tokens, mask, st.pooling)
     sentence = dense(b, sentence, st.dense)
     if st.normalize:
         sentence = l2_normalize(b, sentence)
-    b.add_output(sentence, "sentence_embedding", FLOAT, ["batch", st.dimension or cfg.hidden])
-    b.add_output(tokens, "token_embeddings", FLOAT, ["batch", "sequence", cfg.hidden])
-    doc = f"{cfg.arch.name} embedding model, weights {variant}, exported by bitnet-onnx {__version__}"
+    b.add_output(sentence, "sentence_embedding", TensorProto.FLOAT, ["batch", st.dimension or cfg.hidden])
+    b.add_output(tokens, "token_embeddings", TensorProto.FLOAT, ["batch", "sequence", cfg.hidden])
+    doc = (f"{cfg.arch.name} embedding model, weights {variant}, attention {attention_name}, "
+           f"exported by bitnet-onnx {__version__}")
     return b.model(f"bitnet_onnx_{cfg.arch.name}", doc=doc, producer_version=__version__), b.weight_bytes

@@ -7,12 +7,9 @@ SimplifiedLayerNormalization kernel, so the file stays portable across ORT versi
 from __future__ import annotations
 
 import numpy as np
+from onnx import TensorProto
 
 from bitnet_onnx.export.builder import GraphBuilder
-
-UINT8 = 2  # TensorProto.UINT8
-FLOAT = 1  # TensorProto.FLOAT
-DOUBLE = 11  # TensorProto.DOUBLE
 
 
 def rms_norm(b: GraphBuilder, x: str, weight: np.ndarray | None, eps: float, name: str = "norm") -> str:
@@ -31,10 +28,10 @@ def rms_norm_as_op(b: GraphBuilder, x: str, weight: np.ndarray, eps: float, name
     """RMSNorm exactly as I2STernaryMatMul fuses it (ternary.rms_norm_f32): mean of squares in float64,
     ``x * float32(1 / sqrt(ms + eps)) * w`` in float32, so int8 activations match the op bit for bit."""
     with b.scope(name):
-        xd = b.op("Cast", [x], to=DOUBLE)
+        xd = b.op("Cast", [x], to=TensorProto.DOUBLE)
         ms = b.op("ReduceMean", [b.op("Mul", [xd, xd]), b.i64([-1])], keepdims=1)
         inv = b.op("Div", [b.const(1.0, np.float64), b.op("Sqrt", [b.op("Add", [ms, b.const(eps, np.float64)])])])
-        y = b.op("Mul", [x, b.op("Cast", [inv], to=FLOAT)])
+        y = b.op("Mul", [x, b.op("Cast", [inv], to=TensorProto.FLOAT)])
         return b.op("Mul", [y, b.initializer("weight", np.asarray(weight, dtype=np.float32))])
 
 
@@ -69,4 +66,4 @@ def quantize_per_token(b: GraphBuilder, x: str, act_eps: float) -> tuple[str, st
         a = b.op("Div", [b.const(127.0), b.op("Max", [absmax, b.const(act_eps)])])
         r = b.op("Round", [b.op("Mul", [x, a])])
         q = b.op("Clip", [r, b.const(-128.0), b.const(127.0)])
-        return b.op("Cast", [b.op("Add", [q, b.const(128.0)])], to=UINT8, name="codes"), a
+        return b.op("Cast", [b.op("Add", [q, b.const(128.0)])], to=TensorProto.UINT8, name="codes"), a

@@ -8,10 +8,11 @@ padding: lasttoken = the last position whose mask is 1, cls = the first such pos
 from __future__ import annotations
 
 import numpy as np
+from onnx import TensorProto
 
 from bitnet_onnx.st_modules import DenseLayer
 from bitnet_onnx.export.builder import GraphBuilder
-from bitnet_onnx.export.ops import FLOAT, activation
+from bitnet_onnx.export.ops import activation
 
 NORM_EPS = 1e-12  # torch.nn.functional.normalize
 
@@ -41,7 +42,7 @@ def first_token(b: GraphBuilder, hidden: str, mask: str) -> str:
 
 
 def mean(b: GraphBuilder, hidden: str, mask: str) -> str:
-    m = b.op("Unsqueeze", [b.op("Cast", [mask], to=FLOAT), b.i64([2])])  # [B, S, 1]
+    m = b.op("Unsqueeze", [b.op("Cast", [mask], to=TensorProto.FLOAT), b.i64([2])])  # [B, S, 1]
     total = b.op("ReduceSum", [b.op("Mul", [hidden, m]), b.i64([1])], keepdims=0)
     count = b.op("Max", [b.op("ReduceSum", [m, b.i64([1])], keepdims=0), b.const(1e-9)])
     return b.op("Div", [total, count], name="mean")

@@ -1,7 +1,8 @@
 """One function per ``--weights`` variant: how a linear projection becomes ONNX nodes.
 
 Every variant gets the same inputs (a ``LinearWeights``) and returns the projection output
-[..., N] float32, so layers.py never looks at the variant.
+[..., N] float32, so layers.py never looks at the variant: ``projector(variant, bits)`` gives the
+layer source its ``Projector``. Adding a variant is one function plus a row in ``VARIANTS``.
 
 What each variant computes, for a BitNet (ternary) projection with weight ``W`` and input norm ``g``
 (``T, s_w = ternarize(W)``):
@@ -22,16 +23,18 @@ per-token int8 activations.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
+from typing import Callable
 
 import numpy as np
+from onnx import TensorProto
 
 from bitnet_onnx.customops import DOMAIN as OP_DOMAIN
-from bitnet_onnx.customops import DOMAIN_VERSION as OP_DOMAIN_VERSION
 from bitnet_onnx.customops.i2s_matmul import NAME as OP_NAME
 from bitnet_onnx.errors import BitnetOnnxError
 from bitnet_onnx.ternary import ACT_EPS, pack_i2s, ternarize
 from bitnet_onnx.export.builder import MS_DOMAIN, GraphBuilder
-from bitnet_onnx.export.ops import FLOAT, quantize_per_token, rms_norm, rms_norm_as_op
+from bitnet_onnx.export.ops import quantize_per_token, rms_norm, rms_norm_as_op
 
 NBITS_BLOCK = 128  # K % 128 == 0 for every projection (DESIGN.md)
 NBITS_ACCURACY = 4  # int8 activations: ORT's fast MatMulNBits path
@@ -65,7 +68,6 @@ def i2s(b: GraphBuilder, x: str, lw: LinearWeights, bits: int) -> str:
         raise BitnetOnnxError("--weights i2s needs a BitNet model (or --ternarize for a standard model)")
     lw.need_blocks("i2s")
     t, s_w = lw.ternarized()
-    b.use_domain(OP_DOMAIN, OP_DOMAIN_VERSION)
     inputs = [x, b.initializer("W", pack_i2s(t)), b.initializer("scale", np.array([s_w], np.float32))]
     if lw.norm_in is not None:
         inputs.append(b.initializer("norm_weight", lw.norm_in.astype(np.float32)))
@@ -88,7 +90,7 @@ def f32(b: GraphBuilder, x: str, lw: LinearWeights, bits: int) -> str:
 def f16(b: GraphBuilder, x: str, lw: LinearWeights, bits: int) -> str:
     x = _norm_in(b, x, lw)
     w16 = b.initializer("weight_f16", np.ascontiguousarray(_dense_weight(lw)).astype(np.float16))
-    return b.op("MatMul", [x, b.op("Cast", [w16], to=FLOAT)], name="matmul")
+    return b.op("MatMul", [x, b.op("Cast", [w16], to=TensorProto.FLOAT)], name="matmul")
 
 
 def int8(b: GraphBuilder, x: str, lw: LinearWeights, bits: int) -> str:
@@ -102,7 +104,6 @@ def int8(b: GraphBuilder, x: str, lw: LinearWeights, bits: int) -> str:
         wq = np.clip(np.rint(lw.weight / col[:, None]), -127, 127).astype(np.int8).T
         scale = col
     codes, a = quantize_per_token(b, x, ACT_EPS)
-    b.use_domain(MS_DOMAIN, 1)
     # float((codes - 128) . W), exact int32 sums (scales 1), then (sum / a) * s_w in the op's order: bit-exact
     sums = b.op("MatMulIntegerToFloat", [codes, b.initializer("weight_int8", np.ascontiguousarray(wq, dtype=np.int8)),
                                          b.const(1.0), b.const(1.0), b.const(128, np.uint8)], domain=MS_DOMAIN)
@@ -128,15 +129,18 @@ def nbits(b: GraphBuilder, x: str, lw: LinearWeights, bits: int) -> str:
     x = _norm_in(b, x, lw)
     t, s_w = lw.ternarized()
     n, k = t.shape
-    b.use_domain(MS_DOMAIN, 1)
     scales = np.full(n * (k // NBITS_BLOCK), s_w, np.float32)
     return b.op("MatMulNBits", [x, b.initializer("B", pack_nbits(t, bits)), b.initializer("scales", scales)],
                 domain=MS_DOMAIN, name="matmul", K=k, N=n, bits=bits, block_size=NBITS_BLOCK,
                 accuracy_level=NBITS_ACCURACY)
 
 
+# --weights name -> strategy; every row has the signature (builder, x, weights, bits) -> output
 VARIANTS = {"i2s": i2s, "f32": f32, "f16": f16, "int8": int8, "nbits": nbits}
 
+Projector = Callable[[GraphBuilder, str, LinearWeights], str]
 
-def project(b: GraphBuilder, x: str, lw: LinearWeights, variant: str, nbits_bits: int = 4) -> str:
-    return VARIANTS[variant](b, x, lw, nbits_bits)
+
+def projector(variant: str, bits: int = 4) -> Projector:
+    """The projection strategy of ``--weights variant`` (``bits``: MatMulNBits width for nbits)."""
+    return partial(VARIANTS[variant], bits=bits)

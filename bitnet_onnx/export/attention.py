@@ -1,0 +1,105 @@
+"""Attention strategies: how a layer's scaled-dot-product attention becomes ONNX nodes.
+
+Every strategy takes the same inputs and returns the same output, so layers.py never looks at
+which one runs:
+
+- ``q`` [B, S, Hq*D], ``k`` and ``v`` [B, S, Hkv*D]: after the projections, the per-head norms and
+  rotary embedding (layers.py does those, the same for every strategy);
+- the layer's type (full or sliding), whose key band comes from ``ModelConfig.key_span``;
+- an ``AttentionMask``: the graph's attention mask plus whatever per-graph tensors a strategy
+  derives from it, built lazily so a graph only holds the ones its strategy uses.
+
+They return the context [B, S, Hq*D], heads merged in the order o_proj reads them.
+
+To add a strategy: write a function with ``Strategy``'s signature and add a row to ``STRATEGIES``
+(docs/contributing.md). Which strategy a weight variant uses by default is ``DEFAULT``.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+from onnx import TensorProto
+
+from bitnet_onnx.arch import ModelConfig
+from bitnet_onnx.errors import BitnetOnnxError
+from bitnet_onnx.export.builder import GraphBuilder
+
+MASKED = float(np.finfo(np.float32).min)  # finite, so fully masked (padding) query rows stay finite
+
+
+class AttentionMask:
+    """The graph's ``attention_mask`` (int64 [B, S]) and the tensors strategies derive from it, once each."""
+
+    def __init__(self, b: GraphBuilder, mask: str, seq_index: str, cfg: ModelConfig):
+        self.b, self.mask, self.seq_index, self.cfg = b, mask, seq_index, cfg
+        self._bias: dict[tuple, str] = {}
+
+    def additive_bias(self, layer_type: str) -> str:
+        """[B, 1, S, S] float32: 0 where query i may see key j, MASKED elsewhere (padding and band)."""
+        span = self.cfg.key_span(layer_type)
+        if span not in self._bias:
+            self._bias[span] = self._build_bias(*span, name=f"bias_{len(self._bias)}")
+        return self._bias[span]
+
+    def _build_bias(self, before: int | None, after: int | None, name: str) -> str:
+        b, idx = self.b, self.seq_index
+        with b.scope("attention_mask"):
+            allowed = b.op("Unsqueeze", [b.op("Cast", [self.mask], to=TensorProto.BOOL), b.i64([1, 2])],
+                           name="key_ok")  # [B, 1, 1, S]
+            if before is not None or after is not None:
+                dist = b.op("Sub", [b.op("Unsqueeze", [idx, b.i64([1])]), b.op("Unsqueeze", [idx, b.i64([0])])],
+                            name="query_minus_key")  # [S, S]
+                if before is not None:
+                    allowed = b.op("And", [allowed, b.op("LessOrEqual", [dist, b.i64(before)])])
+                if after is not None:
+                    allowed = b.op("And", [allowed, b.op("GreaterOrEqual", [dist, b.i64(-after)])])
+            return b.op("Where", [allowed, b.const(0.0), b.const(MASKED)], name=name)
+
+
+Strategy = Callable[[GraphBuilder, str, str, str, str, AttentionMask], str]
+
+
+def onnx_attention(b: GraphBuilder, q: str, k: str, v: str, layer_type: str, am: AttentionMask) -> str:
+    """Stock ONNX ops: MatMul, additive mask bias, Softmax, MatMul; runs on any ONNX Runtime.
+
+    Grouped-query attention in 4-D: the G query heads sharing a kv head are stacked along the
+    sequence axis ([B, KV, G*S, D]), so each kv head is one larger GEMM (measured 0.85-0.99x the
+    time of 5-D broadcasting; ONNX Attention-23 was no faster and needs ORT >= 1.23).
+    """
+    cfg = am.cfg
+    hd, nq, nkv = cfg.head_dim, cfg.n_heads, cfg.n_kv_heads
+    with b.scope("sdpa"):
+        q = _heads_first(b, b.op("Mul", [q, b.const(cfg.query_scale)], name="query_scale"), nq, hd, "q")
+        k = _heads_first(b, k, nkv, hd, "k")
+        v = _heads_first(b, v, nkv, hd, "v")
+        qg = b.op("Reshape", [q, b.i64([0, nkv, -1, hd])], name="group_queries")
+        kt = b.op("Transpose", [k], perm=[0, 1, 3, 2], name="keys_t")
+        scores = b.op("Reshape", [b.op("MatMul", [qg, kt], name="scores"), b.i64([0, nq, -1, 0])], name="per_head")
+        probs = b.op("Softmax", [b.op("Add", [scores, am.additive_bias(layer_type)], name="masked")], axis=-1)
+        probs = b.op("Reshape", [probs, b.i64([0, nkv, -1, 0])], name="group_probs")
+        ctx = b.op("MatMul", [probs, v], name="context")  # [B, KV, G*S, D]
+        ctx = b.op("Reshape", [ctx, b.i64([0, nq, -1, hd])], name="merge_groups")
+        ctx = b.op("Transpose", [ctx], perm=[0, 2, 1, 3])
+        return b.op("Reshape", [ctx, b.i64([0, 0, nq * hd])], name="merge_heads")
+
+
+def _heads_first(b: GraphBuilder, x: str, n: int, head_dim: int, name: str) -> str:
+    """[B, S, n*D] -> [B, n, S, D]."""
+    x = b.op("Reshape", [x, b.i64([0, 0, n, head_dim])], name=f"{name}_heads")
+    return b.op("Transpose", [x], perm=[0, 2, 1, 3], name=f"{name}_heads_first")
+
+
+# --attention name -> strategy
+STRATEGIES: dict[str, Strategy] = {"onnx": onnx_attention}
+# weight variant -> its default strategy (variants not listed use "onnx")
+DEFAULT: dict[str, str] = {}
+
+
+def choose(name: str | None, variant: str) -> str:
+    """The strategy name for ``--attention name`` (None: the variant's default)."""
+    name = name or DEFAULT.get(variant, "onnx")
+    if name not in STRATEGIES:
+        raise BitnetOnnxError(f"--attention {name!r} is not one of {', '.join(STRATEGIES)}")
+    return name
