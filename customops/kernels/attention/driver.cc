@@ -1,0 +1,144 @@
+// The tiling shared by every ISA: job -> (batch, kv head, query tile), the band's key range,
+// packing (scaled queries, transposed key tiles), the mask on edge tiles and the final 1 / l.
+// Compiled without ISA flags: the ISA files hold only their tile ops (no shared inline code
+// built with wider instructions than this CPU may have).
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <new>
+#include <vector>
+
+#include "attention.h"
+
+namespace bitnet_onnx {
+namespace attention {
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+constexpr int64_t kTargetRows = 128;  // query rows per job (group * tile_q): fits L2 with its tiles
+
+// Per-thread buffers, reused across jobs and calls.
+struct Scratch {
+  std::vector<float> q, kt, s, o, m, l, alpha;
+};
+
+void grow(std::vector<float>& v, int64_t n) {
+  if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
+}
+
+}  // namespace
+
+Plan make_plan(const Problem& p) {
+  Plan plan;
+  plan.p = p;
+  plan.group = p.q_heads / p.kv_heads;
+  plan.tile_q = std::max<int64_t>(16, kTargetRows / plan.group);
+  plan.q_tiles = (p.seq + plan.tile_q - 1) / plan.tile_q;
+  plan.jobs = p.batch * p.kv_heads * plan.q_tiles;
+  const int64_t s = p.seq;
+  plan.prefix.assign(static_cast<size_t>(p.batch * (s + 1)), 0);
+  plan.first.assign(static_cast<size_t>(p.batch), s);
+  plan.last.assign(static_cast<size_t>(p.batch), -1);
+  for (int64_t b = 0; b < p.batch; ++b) {
+    int64_t* pre = plan.prefix.data() + b * (s + 1);
+    for (int64_t j = 0; j < s; ++j) {
+      const bool real = p.mask[b * s + j] != 0;
+      pre[j + 1] = pre[j] + real;
+      if (real) {
+        plan.first[b] = std::min(plan.first[b], j);
+        plan.last[b] = j;
+      }
+    }
+  }
+  return plan;
+}
+
+bool run_job(const TileOps& ops, const Plan& plan, int64_t index) {
+  const Problem& p = plan.p;
+  const int64_t g_n = plan.group, d = p.head_dim, s_len = p.seq;
+  // Last query tiles first: under a causal band they have the most keys (better balance).
+  const int64_t qt = plan.q_tiles - 1 - index % plan.q_tiles;
+  const int64_t h = (index / plan.q_tiles) % p.kv_heads;
+  const int64_t b = index / (plan.q_tiles * p.kv_heads);
+  const int64_t q0 = qt * plan.tile_q, nq = std::min(plan.tile_q, s_len - q0), rows = g_n * nq;
+  const int64_t ld_q = p.q_heads * d, ld_kv = p.kv_heads * d;
+  const int64_t* pre = plan.prefix.data() + b * (s_len + 1);
+  const int64_t* mask = p.mask + b * s_len;
+  auto out_row = [&](int64_t r) { return p.out + (b * s_len + q0 + r % nq) * ld_q + (h * g_n + r / nq) * d; };
+
+  // Keys any query of the tile may see: the band's span, cut to the real tokens.
+  int64_t lo = p.before == kUnbounded ? 0 : std::max<int64_t>(0, q0 - p.before);
+  int64_t hi = p.after == kUnbounded ? s_len - 1 : std::min(s_len - 1, q0 + nq - 1 + p.after);
+  lo = std::max(lo, plan.first[b]);
+  hi = std::min(hi, plan.last[b]);
+  if (pre[q0 + nq] == pre[q0] || lo > hi) {  // no real query, or no key: zeros
+    for (int64_t r = 0; r < rows; ++r) std::fill(out_row(r), out_row(r) + d, 0.0f);
+    return true;
+  }
+
+  thread_local Scratch sc;
+  try {
+    grow(sc.q, rows * d);
+    grow(sc.kt, d * kTileK);
+    grow(sc.s, rows * kTileK);
+    grow(sc.o, rows * d);
+    grow(sc.m, rows);
+    grow(sc.l, rows);
+    grow(sc.alpha, rows);
+  } catch (const std::bad_alloc&) {
+    return false;
+  }
+  float *qp = sc.q.data(), *kt = sc.kt.data(), *s = sc.s.data(), *o = sc.o.data();
+  // Row r = (head g = r / nq, query q0 + r % nq); q scaled first, as the decomposed graph does.
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* src = p.q + (b * s_len + q0 + r % nq) * ld_q + (h * g_n + r / nq) * d;
+    for (int64_t c = 0; c < d; ++c) qp[r * d + c] = src[c] * p.scale;
+  }
+  std::fill(o, o + rows * d, 0.0f);
+  std::fill(sc.m.begin(), sc.m.begin() + rows, kNegInf);
+  std::fill(sc.l.begin(), sc.l.begin() + rows, 0.0f);
+
+  for (int64_t j0 = lo; j0 <= hi; j0 += kTileK) {
+    const int64_t nk = std::min<int64_t>(kTileK, hi + 1 - j0);
+    const float* k = p.k + (b * s_len + j0) * ld_kv + h * d;
+    for (int64_t jj = 0; jj < nk; ++jj)
+      for (int64_t c = 0; c < d; ++c) kt[c * kTileK + jj] = k[jj * ld_kv + c];
+    for (int64_t jj = nk; jj < kTileK; ++jj)
+      for (int64_t c = 0; c < d; ++c) kt[c * kTileK + jj] = 0.0f;
+    ops.scores(qp, rows, d, kt, s);
+
+    const bool keys_real = pre[j0 + nk] - pre[j0] == nk;
+    const bool in_band = (p.before == kUnbounded || j0 >= q0 + nq - 1 - p.before) &&
+                         (p.after == kUnbounded || j0 + nk - 1 <= q0 + p.after);
+    if (!(keys_real && in_band && nk == kTileK)) {
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t i = q0 + r % nq;
+        const int64_t first = p.before == kUnbounded ? 0 : i - p.before;
+        const int64_t last = p.after == kUnbounded ? s_len - 1 : i + p.after;
+        float* sr = s + r * kTileK;
+        for (int64_t jj = 0; jj < kTileK; ++jj) {
+          const int64_t j = j0 + jj;
+          if (jj >= nk || j < first || j > last || mask[j] == 0) sr[jj] = kNegInf;
+        }
+      }
+    }
+    ops.softmax(s, rows, sc.m.data(), sc.l.data(), sc.alpha.data());
+    ops.pv(s, rows, nk, p.v + (b * s_len + j0) * ld_kv + h * d, ld_kv, d, sc.alpha.data(), o);
+  }
+
+  // Padded queries and queries with no allowed key give zeros.
+  for (int64_t r = 0; r < rows; ++r) {
+    float* dst = out_row(r);
+    const float l = sc.l[r];
+    if (mask[q0 + r % nq] == 0 || !(l > 0.0f)) {
+      std::fill(dst, dst + d, 0.0f);
+      continue;
+    }
+    const float* src = o + r * d;
+    for (int64_t c = 0; c < d; ++c) dst[c] = src[c] / l;
+  }
+  return true;
+}
+
+}  // namespace attention
+}  // namespace bitnet_onnx

@@ -1,0 +1,125 @@
+// The SIMD tile ops, written once over a vector type V (avx2.cc: 8 floats, avx512.cc: 16) and
+// instantiated in each ISA's file with that file's flags. Everything here has internal linkage,
+// so no copy compiled with wider instructions can stand in for another file's.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "attention.h"
+
+namespace bitnet_onnx {
+namespace attention {
+namespace {
+
+// exp's polynomial (Cephes expf, |rel err| < 2 ulp on [-87.3, 88]); inputs here are <= 0.
+constexpr float kExpLo = -87.33654f;  // below: exp underflows to 0 (and -inf masks give exactly 0)
+constexpr float kLog2e = 1.44269504088896341f;
+constexpr float kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;
+constexpr float kExpP[6] = {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f,
+                            4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f};
+
+// RB rows x KC vectors of keys: the register block of q.k (RB * KC accumulators).
+template <class V, int RB, int KC>
+inline void scores_block(const float* q, int64_t rows, int64_t d, const float* kt, float* s) {
+  using R = typename V::reg;
+  R acc[RB][KC];
+  for (int r = 0; r < RB; ++r)
+    for (int x = 0; x < KC; ++x) acc[r][x] = V::zero();
+  for (int64_t c = 0; c < d; ++c) {
+    R kv[KC];
+    for (int x = 0; x < KC; ++x) kv[x] = V::load(kt + c * kTileK + x * V::width);
+    for (int r = 0; r < RB; ++r) {
+      const R qb = V::set1(q[r * d + c]);
+      for (int x = 0; x < KC; ++x) acc[r][x] = V::fmadd(qb, kv[x], acc[r][x]);
+    }
+  }
+  for (int r = 0; r < RB; ++r)
+    for (int x = 0; x < KC; ++x) V::store(s + r * kTileK + x * V::width, acc[r][x]);
+  (void)rows;
+}
+
+template <class V, int RB, int KC>
+void scores(const float* q, int64_t rows, int64_t d, const float* kt, float* s) {
+  // Key chunk outer: its slice of kt stays in L1 while every row block passes over it.
+  for (int c0 = 0; c0 < kTileK; c0 += KC * V::width) {
+    int64_t r = 0;
+    for (; r + RB <= rows; r += RB) scores_block<V, RB, KC>(q + r * d, RB, d, kt + c0, s + r * kTileK + c0);
+    for (; r < rows; ++r) scores_block<V, 1, KC>(q + r * d, 1, d, kt + c0, s + r * kTileK + c0);
+  }
+}
+
+template <class V>
+void softmax(float* s, int64_t rows, float* m, float* l, float* alpha) {
+  using R = typename V::reg;
+  constexpr int n = kTileK / V::width;
+  const float neg_inf = -INFINITY;
+  for (int64_t r = 0; r < rows; ++r) {
+    float* sr = s + r * kTileK;
+    R x[n];
+    for (int i = 0; i < n; ++i) x[i] = V::load(sr + i * V::width);
+    R mx = x[0];
+    for (int i = 1; i < n; ++i) mx = V::max(mx, x[i]);
+    const float tile_max = V::hmax(mx);
+    const float m_new = m[r] > tile_max ? m[r] : tile_max;
+    if (m_new == neg_inf) {  // nothing allowed so far in this row
+      for (int i = 0; i < n; ++i) V::store(sr + i * V::width, V::zero());
+      alpha[r] = 1.0f;
+      continue;
+    }
+    const R mv = V::set1(m_new);
+    R sum = V::zero();
+    for (int i = 0; i < n; ++i) {
+      const R e = V::exp(V::sub(x[i], mv));
+      V::store(sr + i * V::width, e);
+      sum = V::add(sum, e);
+    }
+    alpha[r] = std::exp(m[r] - m_new);
+    l[r] = l[r] * alpha[r] + V::hsum(sum);
+    m[r] = m_new;
+  }
+}
+
+// RB rows x DC vectors of the head dimension: o = o * alpha + p . v over nk keys.
+template <class V, int RB, int DC>
+inline void pv_block(const float* p, int64_t nk, const float* v, int64_t ldv, int64_t d, const float* alpha,
+                     float* o) {
+  using R = typename V::reg;
+  R acc[RB][DC];
+  for (int r = 0; r < RB; ++r) {
+    const R a = V::set1(alpha[r]);
+    for (int x = 0; x < DC; ++x) acc[r][x] = V::mul(V::load(o + r * d + x * V::width), a);
+  }
+  for (int64_t j = 0; j < nk; ++j) {
+    R vv[DC];
+    for (int x = 0; x < DC; ++x) vv[x] = V::load(v + j * ldv + x * V::width);
+    for (int r = 0; r < RB; ++r) {
+      const R pb = V::set1(p[r * kTileK + j]);
+      for (int x = 0; x < DC; ++x) acc[r][x] = V::fmadd(pb, vv[x], acc[r][x]);
+    }
+  }
+  for (int r = 0; r < RB; ++r)
+    for (int x = 0; x < DC; ++x) V::store(o + r * d + x * V::width, acc[r][x]);
+}
+
+template <class V, int RB, int DC>
+void pv_rows(const float* p, int64_t rows, int64_t nk, const float* v, int64_t ldv, int64_t d, const float* alpha,
+             float* o, int64_t c0) {
+  int64_t r = 0;
+  for (; r + RB <= rows; r += RB)
+    pv_block<V, RB, DC>(p + r * kTileK, nk, v + c0, ldv, d, alpha + r, o + r * d + c0);
+  for (; r < rows; ++r) pv_block<V, 1, DC>(p + r * kTileK, nk, v + c0, ldv, d, alpha + r, o + r * d + c0);
+}
+
+// Needs d % V::width == 0. Head-dimension chunk outer: its slice of the v tile stays in L1.
+template <class V, int RB, int DC>
+void pv(const float* p, int64_t rows, int64_t nk, const float* v, int64_t ldv, int64_t d, const float* alpha,
+        float* o) {
+  int64_t c0 = 0;
+  for (; c0 + DC * V::width <= d; c0 += DC * V::width) pv_rows<V, RB, DC>(p, rows, nk, v, ldv, d, alpha, o, c0);
+  for (; c0 < d; c0 += V::width) pv_rows<V, RB, 1>(p, rows, nk, v, ldv, d, alpha, o, c0);
+}
+
+}  // namespace
+}  // namespace attention
+}  // namespace bitnet_onnx

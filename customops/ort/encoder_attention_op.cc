@@ -1,0 +1,218 @@
+// EncoderAttention: out[B, S, Hq*D] = softmax(scale * q.k^T over the allowed keys) . v, per
+// query head, with grouped-query kv heads, a causal / sliding band and the attention mask.
+// Validates shapes, summarizes the mask once, then runs (batch, kv head, query tile) jobs of
+// the selected tile ops on ORT's intra-op pool.
+#include "encoder_attention_op.h"
+
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "attention.h"
+
+namespace bitnet_onnx {
+namespace {
+
+enum Input : size_t { kQ = 0, kK = 1, kV = 2, kMask = 3 };
+constexpr const char* kName = "EncoderAttention";
+
+struct InvalidInput {
+  std::string message;
+};
+
+std::string shape_str(const std::vector<int64_t>& dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
+struct Job {
+  const attention::TileOps* ops;
+  const attention::Plan* plan;
+  std::atomic<bool> failed{false};
+};
+
+void attention_job(void* p, size_t i) {
+  Job& job = *static_cast<Job*>(p);
+  if (!attention::run_job(*job.ops, *job.plan, static_cast<int64_t>(i))) job.failed = true;
+}
+
+}  // namespace
+
+struct EncoderAttentionKernelState {
+  std::string node;  // for error messages
+  const attention::TileOps* ops = nullptr;
+  int64_t q_heads = 0, kv_heads = 0;
+  bool has_scale = false;
+  float scale = 0.0f;
+  int64_t before = attention::kUnbounded, after = attention::kUnbounded;
+
+  OrtStatusPtr ComputeV2(OrtKernelContext* context) const;
+  void compute(Ort::KernelContext& ctx) const;
+  OrtStatusPtr error(OrtErrorCode code, const std::string& what) const {
+    return Ort::GetApi().CreateStatus(code, (std::string(kName) + " node '" + node + "': " + what).c_str());
+  }
+};
+
+void EncoderAttentionKernelState::compute(Ort::KernelContext& ctx) const {
+  if (ctx.GetInputCount() != 4) throw InvalidInput{"expects 4 inputs (Q, K, V, attention_mask)"};
+  Ort::ConstValue q = ctx.GetInput(kQ), k = ctx.GetInput(kK), v = ctx.GetInput(kV), mask = ctx.GetInput(kMask);
+  const char* names[] = {"Q", "K", "V", "attention_mask"};
+  const Ort::ConstValue* values[] = {&q, &k, &v, &mask};
+  std::vector<int64_t> dims[4];
+  for (int i = 0; i < 4; ++i) {
+    if (!*values[i]) throw InvalidInput{std::string("input '") + names[i] + "' is missing"};
+    auto info = values[i]->GetTensorTypeAndShapeInfo();
+    const auto want = i == kMask ? ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64 : ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
+    if (info.GetElementType() != want)
+      throw InvalidInput{std::string("input '") + names[i] + "' must be " + (i == kMask ? "int64" : "float32")};
+    dims[i] = info.GetShape();
+    const size_t rank = i == kMask ? 2 : 3;
+    if (dims[i].size() != rank)
+      throw InvalidInput{std::string("input '") + names[i] + "' must be " +
+                         (i == kMask ? "2-D [B, S]" : "3-D [B, S, heads * head_dim]") + ", got shape " +
+                         shape_str(dims[i])};
+  }
+  const int64_t batch = dims[kQ][0], seq = dims[kQ][1];
+  for (int i = 1; i < 4; ++i)
+    if (dims[i][0] != batch || dims[i][1] != seq)
+      throw InvalidInput{std::string("input '") + names[i] + "' has shape " + shape_str(dims[i]) +
+                         " but Q has [B, S] = [" + std::to_string(batch) + ", " + std::to_string(seq) + "]"};
+  const int64_t q_width = dims[kQ][2];
+  if (q_width % q_heads != 0 || q_width == 0)
+    throw InvalidInput{"input 'Q' last dimension " + std::to_string(q_width) + " is not num_heads (" +
+                       std::to_string(q_heads) + ") x a positive head_dim"};
+  const int64_t head_dim = q_width / q_heads;
+  for (int i : {kK, kV})
+    if (dims[i][2] != kv_heads * head_dim)
+      throw InvalidInput{std::string("input '") + names[i] + "' last dimension is " + std::to_string(dims[i][2]) +
+                         ", expected kv_num_heads x head_dim = " + std::to_string(kv_heads) + " x " +
+                         std::to_string(head_dim) + " (head_dim from Q)"};
+
+  float* out = ctx.GetOutput(0, dims[kQ]).GetTensorMutableData<float>();
+  if (batch == 0 || seq == 0) return;
+
+  attention::Problem p;
+  p.q = q.GetTensorData<float>();
+  p.k = k.GetTensorData<float>();
+  p.v = v.GetTensorData<float>();
+  p.mask = mask.GetTensorData<int64_t>();
+  p.out = out;
+  p.batch = batch;
+  p.seq = seq;
+  p.q_heads = q_heads;
+  p.kv_heads = kv_heads;
+  p.head_dim = head_dim;
+  p.scale = has_scale ? scale : static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
+  p.before = before;
+  p.after = after;
+  const attention::Plan plan = attention::make_plan(p);
+  Job job;
+  job.ops = head_dim % ops->head_dim_multiple == 0 ? ops : attention::scalar_tile_ops();
+  job.plan = &plan;
+  if (plan.jobs > 1)
+    ctx.ParallelFor(attention_job, static_cast<size_t>(plan.jobs), 0, &job);
+  else
+    attention_job(&job, 0);
+  if (job.failed) throw std::bad_alloc();
+}
+
+OrtStatusPtr EncoderAttentionKernelState::ComputeV2(OrtKernelContext* context) const {
+  try {
+    Ort::KernelContext ctx(context);
+    compute(ctx);
+    return nullptr;
+  } catch (const InvalidInput& e) {
+    return error(ORT_INVALID_ARGUMENT, e.message);
+  } catch (const Ort::Exception& e) {
+    return error(e.GetOrtErrorCode(), e.what());
+  } catch (const std::bad_alloc&) {
+    return error(ORT_FAIL, "out of memory");
+  } catch (const std::exception& e) {
+    return error(ORT_FAIL, e.what());
+  }
+}
+
+namespace {
+
+struct EncoderAttentionOp
+    : Ort::CustomOpBase<EncoderAttentionOp, EncoderAttentionKernelState, /*WithStatus=*/true> {
+  OrtStatusPtr CreateKernelV2(const OrtApi& api, const OrtKernelInfo* info, void** kernel) const;
+
+  const char* GetName() const { return kName; }
+  const char* GetExecutionProviderType() const { return "CPUExecutionProvider"; }
+
+  size_t GetInputTypeCount() const { return 4; }  // Q, K, V, attention_mask
+  ONNXTensorElementDataType GetInputType(size_t index) const {
+    return index == kMask ? ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64 : ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
+  }
+  size_t GetOutputTypeCount() const { return 1; }
+  ONNXTensorElementDataType GetOutputType(size_t) const { return ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT; }
+};
+
+// Reads an int attribute into *value; false (value untouched) when the node does not set it.
+bool int_attribute(const OrtKernelInfo* info, const char* name, int64_t* value) {
+  if (OrtStatus* st = Ort::GetApi().KernelInfoGetAttribute_int64(info, name, value)) {
+    Ort::GetApi().ReleaseStatus(st);
+    return false;
+  }
+  return true;
+}
+
+void init_state(EncoderAttentionKernelState& s, const OrtKernelInfo* raw) {
+  const Ort::ConstKernelInfo info(raw);
+  s.node = info.GetNodeName();
+  std::string error;
+  // Read per kernel so a test can set os.environ between sessions.
+  s.ops = attention::select_tile_ops(std::getenv("BITNET_ONNX_ISA"), &error);
+  if (!s.ops) throw InvalidInput{error};
+
+  if (!int_attribute(raw, "num_heads", &s.q_heads) || s.q_heads <= 0)
+    throw InvalidInput{"attribute 'num_heads' must be set to a positive int"};
+  if (!int_attribute(raw, "kv_num_heads", &s.kv_heads) || s.kv_heads <= 0)
+    throw InvalidInput{"attribute 'kv_num_heads' must be set to a positive int"};
+  if (s.q_heads % s.kv_heads != 0)
+    throw InvalidInput{"attribute 'num_heads' (" + std::to_string(s.q_heads) + ") must be a multiple of " +
+                       "'kv_num_heads' (" + std::to_string(s.kv_heads) + ")"};
+  if (OrtStatus* st = Ort::GetApi().KernelInfoGetAttribute_float(raw, "scale", &s.scale)) {
+    Ort::GetApi().ReleaseStatus(st);
+  } else {
+    if (!std::isfinite(s.scale)) throw InvalidInput{"attribute 'scale' must be finite"};
+    s.has_scale = true;
+  }
+  int64_t causal = 0;
+  int_attribute(raw, "causal", &causal);
+  if (causal != 0 && causal != 1) throw InvalidInput{"attribute 'causal' must be 0 or 1"};
+  const std::pair<const char*, int64_t*> spans[] = {{"window_left", &s.before}, {"window_right", &s.after}};
+  for (const auto& [name, span] : spans) {
+    if (!int_attribute(raw, name, span)) continue;  // absent: unbounded
+    if (*span < 0) throw InvalidInput{std::string("attribute '") + name + "' must be >= 0 when set"};
+  }
+  if (causal) s.after = 0;  // the band is the intersection of causality and the window
+}
+
+OrtStatusPtr EncoderAttentionOp::CreateKernelV2(const OrtApi& api, const OrtKernelInfo* info, void** kernel) const {
+  auto state = std::make_unique<EncoderAttentionKernelState>();
+  try {
+    init_state(*state, info);
+  } catch (const InvalidInput& e) {
+    return api.CreateStatus(ORT_INVALID_ARGUMENT, (std::string(kName) + " node '" + state->node + "': " + e.message).c_str());
+  } catch (const std::exception& e) {
+    return api.CreateStatus(ORT_FAIL, (std::string(kName) + " node '" + state->node + "': " + e.what()).c_str());
+  }
+  *kernel = state.release();
+  return nullptr;
+}
+
+}  // namespace
+
+OrtCustomOp* encoder_attention_op() {
+  static EncoderAttentionOp op;
+  return &op;
+}
+
+}  // namespace bitnet_onnx
