@@ -5,16 +5,12 @@ from __future__ import annotations
 import pytest
 
 from bitnet_onnx.cli import main
-from bitnet_onnx.export.exporter import export
-from bitnet_onnx.testing.factory import make_model
 
 
 @pytest.fixture(scope="module")
-def folders(tmp_path_factory):
-    root = tmp_path_factory.mktemp("verify")
-    model = make_model(root / "gemma3", "gemma3", bitnet=True, dtype="float32", dense=True)
-    other = make_model(root / "gemma3_seed1", "gemma3", bitnet=True, dtype="float32", dense=True, seed=1)
-    return model, other, export(model, root / "i2s"), export(model, root / "f16", weights="f16")
+def folders(tiny_model, tiny_export):
+    model, other = tiny_model("gemma3", dense=True), tiny_model("gemma3", dense=True, seed=1)
+    return model, other, tiny_export(model), tiny_export(model, "f16")
 
 
 def test_verify_passes(capsys, folders):
