@@ -9,13 +9,12 @@ import pytest
 from bitnet_onnx.errors import BitnetOnnxError
 from bitnet_onnx.manifest import Manifest
 from bitnet_onnx.runtime.tokenization import TextTokenizer
-from bitnet_onnx.testing import make_model
 
 
 @pytest.fixture(scope="module")
-def models(tmp_path_factory):
-    root = tmp_path_factory.mktemp("tok")
-    return {arch: make_model(root / arch, arch) for arch in ("qwen3", "gemma3")}
+def models(qwen3_bitnet, gemma3_bitnet):
+    """Only the factory tokenizers are used: the same for every model of an architecture."""
+    return {"qwen3": qwen3_bitnet, "gemma3": gemma3_bitnet}
 
 
 def _tokenizer(model_dir, tmp_path, name="out", **overrides) -> TextTokenizer:
