@@ -10,16 +10,13 @@ import pytest
 
 from bitnet_onnx import Embedder
 from bitnet_onnx.cli import VERBS, main
-from bitnet_onnx.export.exporter import export
-from bitnet_onnx.testing import make_model
 
 TEXTS = ["a cat sat on the mat", "", "What is the capital of France?"]
 
 
 @pytest.fixture(scope="module")
-def out_dir(tmp_path_factory):
-    root = tmp_path_factory.mktemp("cli")
-    return export(make_model(root / "hf", "qwen3"), root / "out", weights="i2s")
+def out_dir(qwen3_bitnet, tiny_export):
+    return tiny_export(qwen3_bitnet, "i2s")
 
 
 @pytest.fixture(scope="module")
