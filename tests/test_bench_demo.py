@@ -8,19 +8,13 @@ import numpy as np
 import onnx
 import pytest
 
+from bitnet_onnx.bench import cache as bench_cache
 from bitnet_onnx.cli import main
-from bitnet_onnx.commands import bench as bench_cmd
-from bitnet_onnx.testing import make_model
 
 
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory):
-    return make_model(tmp_path_factory.mktemp("bench") / "hf", "gemma3")
-
-
-def test_bench_table_json_and_cache(model_dir, tmp_path, capsys, monkeypatch):
+def test_bench_table_json_and_cache(gemma3_bitnet, tmp_path, capsys, monkeypatch):
     cache, report = tmp_path / "cache", tmp_path / "bench.json"
-    argv = ["bench", str(model_dir), "--seq", "8,24", "--batch", "1,3", "--variants", "i2s,int8,f32",
+    argv = ["bench", str(gemma3_bitnet), "--seq", "8,24", "--batch", "1,3", "--variants", "i2s,int8,f32",
             "--reps", "1", "--cache-dir", str(cache), "--json", str(report)]
     assert main(argv) == 0
     out, err = capsys.readouterr()
@@ -45,16 +39,17 @@ def test_bench_table_json_and_cache(model_dir, tmp_path, capsys, monkeypatch):
     assert sizes["i2s"] < sizes["int8"] < sizes["f32"]
 
     # same model, same code: every export comes from the cache
-    monkeypatch.setattr(bench_cmd, "export_variant", lambda *a: pytest.fail("re-exported a cached variant"))
+    monkeypatch.setattr(bench_cache, "build_variant", lambda *a: pytest.fail("re-exported a cached variant"))
     assert main(argv[:-2]) == 0
     assert "exporting" not in capsys.readouterr().err
     # a changed model folder is a new cache entry
     changed = tmp_path / "changed"
-    shutil.copytree(model_dir, changed)
+    shutil.copytree(gemma3_bitnet, changed)
     config = json.loads((changed / "config.json").read_text())
     config["rms_norm_eps"] = 1e-5
     (changed / "config.json").write_text(json.dumps(config))
-    assert bench_cmd.folder_hash(changed) != bench_cmd.folder_hash(model_dir)
+    assert bench_cache.folder_hash(changed) != bench_cache.folder_hash(gemma3_bitnet)
+
 
 def test_bench_shape_generates_once(tmp_path, capsys):
     argv = ["bench", "--shape", "qwen3-tiny", "--seq", "8", "--batch", "1", "--variants", "i2s,nbits2",
@@ -100,10 +95,10 @@ def test_demo_runs_end_to_end(tmp_path, capsys):
     assert "not empty" in capsys.readouterr().err
 
 
-def test_bench_ort_int8_baseline_is_quantize_dynamic(model_dir, tmp_path, capsys):
+def test_bench_ort_int8_baseline_is_quantize_dynamic(gemma3_bitnet, tmp_path, capsys):
     """ort-int8 = onnxruntime.quantization.quantize_dynamic of the f32 export, with its own ratio column."""
     report = tmp_path / "bench.json"
-    argv = ["bench", str(model_dir), "--seq", "8", "--batch", "2", "--variants", "i2s,ort-int8",
+    argv = ["bench", str(gemma3_bitnet), "--seq", "8", "--batch", "2", "--variants", "i2s,ort-int8",
             "--reps", "1", "--cache-dir", str(tmp_path / "cache"), "--json", str(report)]
     assert main(argv) == 0
     assert "x ort-int8" in capsys.readouterr().out

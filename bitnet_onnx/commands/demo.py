@@ -19,14 +19,15 @@ from pathlib import Path
 import numpy as np
 
 from bitnet_onnx.errors import BitnetOnnxError
+from bitnet_onnx.testing import SHAPES
 
-# Real layer widths of Qwen3-0.6B and Gemma3-270M, few layers, the factory's 512-token vocabulary.
-DEMO_SHAPES = {
-    "qwen3": dict(hidden_size=1024, num_attention_heads=16, num_key_value_heads=8, head_dim=128,
-                  intermediate_size=3072, num_hidden_layers=2),
-    "gemma3": dict(hidden_size=640, num_attention_heads=4, num_key_value_heads=1, head_dim=256,
-                   query_pre_attn_scalar=256, intermediate_size=2048, num_hidden_layers=3),
-}
+# The factory's real shapes of Qwen3-0.6B and Gemma3-270M cut to a few layers, over its "tiny" shape
+# otherwise (a 512-token vocabulary, short windows): seconds to build and export.
+_REAL_SHAPE = {"qwen3": ("qwen3-0.6b", 2), "gemma3": ("gemma3-270m", 3)}  # arch -> (factory shape, layers)
+_WIDTHS = ("hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim", "query_pre_attn_scalar",
+           "intermediate_size")
+DEMO_SHAPES = {arch: {**{k: SHAPES[arch][shape][k] for k in _WIDTHS if k in SHAPES[arch][shape]},
+                      "num_hidden_layers": layers} for arch, (shape, layers) in _REAL_SHAPE.items()}
 SAMPLES = (
     "What is the capital of France?",
     "Paris is the capital and largest city of France.",
@@ -88,14 +89,15 @@ def _demo(work: Path, args: argparse.Namespace) -> int:
 
 
 def _arch_demo(arch: str, work: Path, args: argparse.Namespace) -> dict[str, Path]:
-    from bitnet_onnx.commands.bench import export_variant, model_bytes
+    from bitnet_onnx.bench.report import model_bytes
+    from bitnet_onnx.bench.variants import build_variant
     from bitnet_onnx.runtime.embedder import Embedder
     from bitnet_onnx.testing import make_model
 
     model_dir = make_model(work / f"{arch}-hf", arch, bitnet=True, seed=0, shape=DEMO_SHAPES[arch])
     variants = BENCH_VARIANTS if not args.skip_bench else ("i2s",)
     t0 = time.perf_counter()
-    out = {v: export_variant(model_dir, work / f"{arch}-{v}", v) for v in variants}
+    out = {v: build_variant(model_dir, work / f"{arch}-{v}", v) for v in variants}
     embedder = Embedder(out["i2s"], threads=args.threads)
     m = embedder.manifest
     shape = DEMO_SHAPES[arch]
@@ -136,10 +138,11 @@ def _verify(out_dir: Path, model_dir: Path, threads: int) -> None:
 
 
 def _bench(folders: dict[str, dict[str, Path]], args: argparse.Namespace) -> None:
-    from bitnet_onnx.commands.bench import bench, format_table
+    from bitnet_onnx.bench.measure import measure
+    from bitnet_onnx.bench.report import format_table
 
     for arch, out in folders.items():
-        result = bench(out, list(BENCH_CONFIGS), args.threads, args.reps, log=None)
+        result = measure(out, list(BENCH_CONFIGS), args.threads, args.reps)
         result["model"] = f"{arch} demo ({DEMO_SHAPES[arch]['num_hidden_layers']} layers, real widths)"
         print(format_table(result))
         print()

@@ -1,0 +1,42 @@
+"""``measure``: every variant's export timed on every (batch, seq), each in its own worker process.
+
+The workers stay loaded side by side and the parent asks them in turn for one timed run
+(``timing.interleave``); each (variant, shape) of up to WARMUP_MAX_TOKENS tokens first gets a
+discarded warm-up run. The result (see ``report``) holds medians and ratios from this one run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from bitnet_onnx import __version__
+from bitnet_onnx.bench.host import cpu_name
+from bitnet_onnx.bench.report import model_bytes, result_rows
+from bitnet_onnx.bench.timing import interleave
+from bitnet_onnx.bench.variants import VARIANTS
+from bitnet_onnx.bench.worker import Worker
+
+WARMUP_MAX_TOKENS = 4096  # bigger cells skip the warm-up run: seconds of compute dwarf first-run costs
+
+
+def measure(folders: dict[str, Path], configs: list[tuple[int, int]], threads: int, reps: int,
+            log: Callable[[str], None] | None = None) -> dict:
+    """{variant name: its built folder} on every (batch, seq) -> the result dict (no "model" label yet)."""
+    import onnxruntime as ort
+
+    workers: dict[str, Worker] = {}
+    try:
+        for v, folder in folders.items():
+            workers[v] = Worker(v, folder, threads, VARIANTS[v].runner)
+        times = interleave(list(workers), configs, reps, lambda v, cell: workers[v].time_ms(*cell),
+                           warm_up=lambda cell: cell[0] * cell[1] <= WARMUP_MAX_TOKENS, log=log)
+        peaks = {v: w.close()["peak_rss_bytes"] for v, w in workers.items()}
+    finally:
+        for w in workers.values():
+            w.kill()
+    variants = {v: {"file_bytes": model_bytes(f), "base_rss_bytes": workers[v].info["base_rss_bytes"],
+                    "load_rss_bytes": workers[v].info["load_rss_bytes"], "peak_rss_bytes": peaks[v],
+                    "folder": str(f)} for v, f in folders.items()}
+    return {"threads": threads, "reps": reps, "onnxruntime": ort.__version__, "bitnet_onnx": __version__,
+            "cpu": cpu_name(), "variants": variants, "rows": result_rows(times, list(folders), configs)}

@@ -1,0 +1,96 @@
+"""What ``bench`` can compare: one row per variant.
+
+A row says how the variant is built from an HF model folder into a new folder, how a bench worker
+runs it (a key of ``bitnet_onnx.bench.worker.RUNNERS``) and whether the table gets an "x <name>"
+column of tokens/s ratios against it. Ratio columns come in the table's row order. A new variant
+(another runtime, another graph form) is one row here, plus a runner when the worker cannot run
+it as an ONNX export.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+from bitnet_onnx.errors import BitnetOnnxError
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str  # the --variants name and the table's "variant" cell
+    build: Callable[[Path, Path], Path]  # (HF model folder, output folder to create) -> the output folder
+    runner: str = "onnx"  # how a worker loads and times the built folder
+    ratio_base: bool = False  # the table gets an "x <name>" column
+    note: str = ""  # what it is, for --variants' help when the name does not say it
+
+
+def _export(model_dir: Path, out_dir: Path, **options) -> Path:
+    from bitnet_onnx.export.exporter import export
+
+    return export(model_dir, out_dir, **options)
+
+
+def _ort_quantize_dynamic(model_dir: Path, out_dir: Path) -> Path:
+    """The f32 export with model.onnx replaced by onnxruntime.quantization.quantize_dynamic's output
+    (the projections' MatMuls; attention MatMuls have no constant weight and stay float)."""
+    import onnx
+    from onnxruntime.quantization import quantize_dynamic
+
+    folder = _export(model_dir, out_dir, weights="f32")
+    source, quantized = folder / "model.onnx", folder / "ort_int8.onnx"
+    # onnx's shape inference stops at com.microsoft ops (RotaryEmbedding): tensors after them are
+    # float. The quantizer logs a warning per such tensor on the root logger: silenced here.
+    root = logging.getLogger()
+    level, root.level = root.level, logging.ERROR
+    try:
+        quantize_dynamic(source, quantized, op_types_to_quantize=["MatMul"], use_external_data_format=True,
+                         extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
+    finally:
+        root.setLevel(level)
+    for stale in folder.glob("model.onnx*"):
+        stale.unlink()
+    quantized.rename(source)  # its external data file keeps the name recorded inside the model
+    return folder
+
+
+VARIANTS: dict[str, Variant] = {v.name: v for v in (
+    Variant("i2s", partial(_export, weights="i2s")),
+    Variant("f32", partial(_export, weights="f32"), ratio_base=True),
+    Variant("f16", partial(_export, weights="f16")),
+    Variant("int8", partial(_export, weights="int8"), ratio_base=True),
+    Variant("nbits", partial(_export, weights="nbits")),  # the exporter's default bits
+    Variant("nbits2", partial(_export, weights="nbits", bits=2)),
+    Variant("nbits4", partial(_export, weights="nbits", bits=4)),
+    # What an ORT user does today without bitnet-onnx's variants: quantize_dynamic (defaults: per-tensor
+    # int8 weights, dynamic uint8 activations) of the f32 export.
+    Variant("ort-int8", _ort_quantize_dynamic, ratio_base=True, note="ORT's quantize_dynamic of the f32 export"),
+)}
+DEFAULT_VARIANTS = ("i2s", "int8", "ort-int8", "nbits", "f32")
+
+
+def ratio_bases() -> list[str]:
+    """Variants the table compares every row against, in column order."""
+    return [v.name for v in VARIANTS.values() if v.ratio_base]
+
+
+def build_variant(model_dir: Path, out_dir: Path, name: str) -> Path:
+    """Builds one variant of ``model_dir`` into ``out_dir`` (which must not exist yet)."""
+    return VARIANTS[name].build(Path(model_dir), Path(out_dir))
+
+
+def parse_variants(text: str, option: str = "--variants") -> list[str]:
+    """Comma-separated variant names -> the list without repeats; unknown names raise naming ``option``."""
+    names = [v.strip() for v in text.split(",") if v.strip()]
+    if not names or any(v not in VARIANTS for v in names):
+        raise BitnetOnnxError(f"{option} {text!r}: choose from {', '.join(VARIANTS)}")
+    return list(dict.fromkeys(names))
+
+
+def variants_help() -> str:
+    """--variants' help text: the default list, the other names, the notes."""
+    others = [v for v in VARIANTS if v not in DEFAULT_VARIANTS]
+    notes = [f"{v.name} = {v.note}" for v in VARIANTS.values() if v.note]
+    return f"weight variants to compare (default {','.join(DEFAULT_VARIANTS)}; also {', '.join(others)}; {'; '.join(notes)})"

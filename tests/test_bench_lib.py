@@ -1,0 +1,155 @@
+"""bitnet_onnx.bench pieces on their own: interleaving order, rows and table, cache keys, variant table,
+worker errors, host facts. The whole bench runs in test_bench_demo.py."""
+
+import subprocess
+import sys
+
+import pytest
+
+from bitnet_onnx.bench import cache, host, report, timing, variants
+from bitnet_onnx.bench.worker import Worker
+from bitnet_onnx.errors import BitnetOnnxError
+from bitnet_onnx.manifest import WEIGHT_VARIANTS
+from bitnet_onnx.testing import SHAPES
+
+
+def test_interleave_rotates_after_every_measured_cell_and_discards_the_warm_up():
+    calls = []
+
+    def measure(name, cell):
+        calls.append((name, cell))
+        return len(calls)
+
+    big, small = (16, 512), (1, 16)
+    times = timing.interleave(["a", "b", "c"], [small, big], reps=2, measure=measure,
+                              warm_up=lambda cell: cell == small)
+    assert calls == [
+        ("a", small), ("b", small), ("c", small),  # warm-up: small only, then one rotation
+        ("b", small), ("c", small), ("a", small), ("c", big), ("a", big), ("b", big),  # repetition 1
+        ("a", small), ("b", small), ("c", small), ("b", big), ("c", big), ("a", big),  # repetition 2
+    ]
+    assert times[("a", small)] == [6, 10] and times[("c", big)] == [7, 14]  # warm-up results dropped
+
+
+def test_interleave_without_warm_up_measures_reps_times():
+    log = []
+    times = timing.interleave(["x", "y"], [None], reps=3, measure=lambda n, c: n, log=log.append)
+    assert times == {("x", None): ["x"] * 3, ("y", None): ["y"] * 3}
+    assert log == ["bench: repetition 1/3 ...", "bench: repetition 2/3 ...", "bench: repetition 3/3 ..."]
+
+
+def _result(times, names, configs):
+    mem = {"file_bytes": 2 * 2**20, "base_rss_bytes": 1, "load_rss_bytes": 3 * 2**20, "peak_rss_bytes": 5 * 2**20}
+    return {"threads": 1, "reps": 3, "onnxruntime": "1.0", "bitnet_onnx": "0", "cpu": "Some CPU",
+            "variants": {v: {**mem, "folder": "."} for v in names},
+            "rows": report.result_rows(times, names, configs), "model": "m"}
+
+
+def test_rows_hold_medians_tokens_per_second_and_ratios_to_the_bases_that_ran():
+    times = {("i2s", (2, 8)): [1.0, 3.0, 2.0], ("f32", (2, 8)): [4.0, 4.0, 9.0], ("ort-int8", (2, 8)): [8.0] * 3}
+    rows = {r["variant"]: r for r in report.result_rows(times, ["i2s", "f32", "ort-int8"], [(2, 8)])}
+    assert rows["i2s"]["ms_per_batch"] == 2.0 and rows["i2s"]["tokens_per_s"] == pytest.approx(8000)
+    assert rows["i2s"]["ms_all"] == [1.0, 3.0, 2.0]
+    assert rows["i2s"]["x_f32"] == 2.0 and rows["i2s"]["x_ort-int8"] == 4.0
+    assert "x_int8" not in rows["i2s"]  # int8 did not run: no column
+    assert rows["f32"]["x_f32"] == 1.0
+
+
+def test_table_columns_follow_the_variant_table_and_align():
+    names, configs = ["i2s", "ort-int8", "int8", "f32"], [(1, 16), (16, 512)]
+    times = {(v, c): [0.05 * (k + 1) * (c[0] * c[1])] for k, v in enumerate(names) for c in configs}
+    lines = report.format_table(_result(times, names, configs)).splitlines()
+    assert lines[0] == ("model: m | threads 1 | median of 3 interleaved reps | onnxruntime 1.0 | Some CPU")
+    assert [c.strip() for c in lines[1].split("  ") if c.strip()] == [
+        "batch", "seq", "variant", "ms/batch", "tokens/s", "x f32", "x int8", "x ort-int8",
+        "load RSS MB", "peak RSS MB", "file MB", "load/file"]
+    assert len({len(line) for line in lines[1:]}) == 1  # every row as wide as the header
+    assert lines[3].split() == ["1", "16", "i2s", "0.80", "20000", "4.00", "3.00", "2.00", "3", "5", "2", "1.50"]
+    assert len(lines) == 3 + len(names) * len(configs)
+
+
+def test_model_shapes_come_from_the_factory():
+    shapes = cache.model_shapes()
+    assert shapes["qwen3-0.6b"] == ("qwen3", "qwen3-0.6b") and shapes["gemma3-tiny"] == ("gemma3", "tiny")
+    assert sorted(shapes.values()) == sorted((arch, s) for arch in SHAPES for s in SHAPES[arch])
+    assert list(shapes)[-1].endswith("-tiny") and not list(shapes)[0].endswith("-tiny")  # real shapes first
+
+
+def test_folder_hash_covers_names_and_bytes(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    for folder in (a, b):
+        (folder / "sub").mkdir(parents=True)
+        (folder / "sub" / "w.bin").write_bytes(b"\0" * 10)
+    assert cache.folder_hash(a) == cache.folder_hash(b)  # the location does not count
+    (b / "sub" / "w.bin").write_bytes(b"\0" * 9 + b"\1")
+    assert cache.folder_hash(a) != cache.folder_hash(b)
+    (b / "sub" / "w.bin").write_bytes(b"\0" * 10)
+    (b / "sub" / "w.bin").rename(b / "sub" / "v.bin")
+    assert cache.folder_hash(a) != cache.folder_hash(b)
+
+
+def test_code_hash_follows_the_sources():
+    assert cache.code_hash(*cache.EXPORT_CODE) == cache.code_hash(*cache.EXPORT_CODE)
+    assert cache.code_hash("bitnet_onnx.export") != cache.code_hash("bitnet_onnx.bench.variants")
+
+
+def test_cached_export_builds_once_and_replaces_entries_of_older_code(tmp_path, monkeypatch):
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    built = []
+
+    def fake_build(model_dir, out, name):
+        out.mkdir()
+        (out / "model.onnx").write_text(name)
+        built.append(name)
+        return out
+
+    monkeypatch.setattr(cache, "build_variant", fake_build)
+    store, logged = tmp_path / "cache", []
+    first = cache.cached_export(model, "i2s", store, log=logged.append)
+    assert cache.cached_export(model, "i2s", store, log=logged.append) == first and built == ["i2s"]
+    assert logged == [f"exporting {model} as i2s ..."]
+    assert cache.cached_export(model, "i2s", store, refresh=True) == first and built == ["i2s", "i2s"]
+    monkeypatch.setattr(cache, "code_hash", lambda *modules: "newer-exporter")
+    second = cache.cached_export(model, "i2s", store)
+    assert second != first and not first.exists() and (second / "model.onnx").read_text() == "i2s"
+    assert sorted(p.name for p in (store / "exports").iterdir()) == [second.name]  # no temp folders left
+
+
+def test_build_atomically_leaves_nothing_when_the_build_fails(tmp_path):
+    def failing(tmp):
+        tmp.mkdir()
+        (tmp / "half.bin").write_bytes(b"x")
+        raise RuntimeError("exporter failed")
+
+    with pytest.raises(RuntimeError):
+        cache.build_atomically(tmp_path / "entry", failing)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_variant_table():
+    assert set(WEIGHT_VARIANTS) <= set(variants.VARIANTS)  # every exporter variant can be benched
+    assert set(variants.DEFAULT_VARIANTS) <= set(variants.VARIANTS)
+    assert variants.ratio_bases() == ["f32", "int8", "ort-int8"]
+    assert variants.parse_variants(" i2s,f32,i2s,") == ["i2s", "f32"]
+    with pytest.raises(BitnetOnnxError, match="--variants 'i2s,fp8': choose from i2s, f32"):
+        variants.parse_variants("i2s,fp8")
+    assert variants.variants_help() == (
+        "weight variants to compare (default i2s,int8,ort-int8,nbits,f32; also f16, nbits2, nbits4; "
+        "ort-int8 = ORT's quantize_dynamic of the f32 export)")
+
+
+def test_worker_reports_a_load_error_as_one_line(tmp_path):
+    with pytest.raises(BitnetOnnxError, match="manifest missing"):
+        Worker("i2s", tmp_path, threads=1)
+
+
+def test_host_facts():
+    assert host.cpu_name().strip()
+    # a fresh process: this one's high-water mark may already be far above a small allocation
+    code = ("import numpy as np; from bitnet_onnx.bench.host import peak_rss_bytes; before = peak_rss_bytes(); "
+            "block = np.ones(64 << 20, dtype=np.uint8); print(before, peak_rss_bytes())")
+    before, after = map(int, subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                            check=True).stdout.split())
+    assert before > 0 and after - before >= 60 << 20  # the touched 64 MiB
