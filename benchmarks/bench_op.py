@@ -1,23 +1,36 @@
-"""Benchmark: I2STernaryMatMul vs ONNX Runtime's own matmuls on the 7 projections of one
-Qwen3-0.6B layer (q 1024->2048, k,v 1024->1024, o 2048->1024, gate,up 1024->3072, down 3072->1024).
+"""Benchmark: I2STernaryMatMul, each kernel path against its own register peak and against ORT's
+own matmuls, on the 7 projections of one layer of Qwen3-0.6B and of Gemma3-270M.
 
-Each variant is ONE ONNX graph holding the 7 projections (inputs X1 [M,1024], X2 [M,2048],
-X3 [M,3072]; random ternary weights, the same for every variant):
-  i2s-<isa>        our op, each x86 path this CPU has, forced with BITNET_ONNX_ISA per session
-  i2s-<isa>+norm   the same with the fused RMSNorm input norm_weight
+Models (one ONNX graph per model and variant holding the layer's 7 projections; random ternary
+weights, the same for every variant; one input per distinct K):
+  qwen3   q 1024->2048, k,v 1024->1024, o 2048->1024, gate,up 1024->3072, down 3072->1024
+  gemma3  q 640->1024, k,v 640->256, o 1024->640, gate,up 640->2048, down 2048->640
+Variants:
+  i2s-<isa>        our op, every x86 path this CPU runs, forced with BITNET_ONNX_ISA per session
+  i2s-<isa>+norm   the same with the fused RMSNorm input norm_weight (--norm on|both)
   fp32             ORT MatMul, float32 weights s_w * T
   dqmm             ORT com.microsoft DynamicQuantizeMatMul, int8 weights T, per-column scales
-  nbits4           ORT com.microsoft MatMulNBits, 4 bits, block 128, accuracy_level 4
+  nbits4           ORT com.microsoft MatMulNBits, 4 bits, block 128, accuracy_level 4 (opt-in)
 
-Method: inter_op 1, sequential execution, intra_op --threads, IOBinding into preallocated outputs.
-A round runs every (variant, M) once: --warmup runs, then --runs timed runs, keeping the median;
-rounds are interleaved so drifts hit every variant alike, and the figure is the median of the
-round medians. Ratios come from the same run. Effective GOP/s counts 2*M*K*N. "peak" is a
-register-only vpdpbusd zmm loop on this core, compiled and timed in a child process with the
-system C++ compiler (falls back to --peak-gops when that is impossible, and says so).
+Peaks: each path's inner instruction in a register-only loop (12 independent accumulators), compiled
+with the system C compiler and timed in a child process on this core:
+  avx2        vpmaddubsw + vpaddw, ymm          avx512vnni  vpdpbusd, zmm
+  avxvnni     vpdpbusd, ymm (VEX; on a CPU with AVX512-VNNI but no AVX-VNNI flag, the EVEX ymm
+              form stands in and the header says so: same instruction, same ports)
+  amx         tdpbusd, 4 tiles of 16x16 int32 (only where the CPU and OS allow AMX)
+"% peak" = a path's GOP/s over its own peak; baselines are shown against the avx512vnni (else avx2)
+peak for scale. GOP/s counts 2*M*K*N.
 
-    python benchmarks/bench_op.py                       # M = 1 32 512, 1 thread
-    python benchmarks/bench_op.py --m 1 32 512 2048 --threads 1 --rounds 5 --json out.json
+Method: inter_op 1, sequential execution, intra_op = each of --threads, IOBinding into preallocated
+outputs. A round runs every (model, M, variant) once: warm-up runs, then timed runs, keeping the
+median; rounds are interleaved so drifts hit every variant alike, and the figure is the median of
+the round medians. Ratios come from the same run. --clock cpu times the calling thread's CPU time
+instead of wall time (1 thread only: ORT runs a 1-thread session in the caller), which keeps
+other processes' load on a shared machine out of the numbers.
+
+    python benchmarks/bench_op.py --quick                            # a few minutes: iterate
+    python benchmarks/bench_op.py                                    # the BENCHMARKS.md table
+    python benchmarks/bench_op.py --threads 1 2 --m 32 128 512 --isa avx512vnni avx2
 """
 
 from __future__ import annotations
@@ -36,36 +49,41 @@ import time
 
 import numpy as np
 
-from bitnet_onnx.commands.bench import cpu_name
+from bitnet_onnx.bench.host import cpu_name
 
-PROJECTIONS = [  # (name, K, N) of one Qwen3-0.6B layer
-    ("q", 1024, 2048),
-    ("k", 1024, 1024),
-    ("v", 1024, 1024),
-    ("o", 2048, 1024),
-    ("gate", 1024, 3072),
-    ("up", 1024, 3072),
-    ("down", 3072, 1024),
-]
-INPUT_WIDTHS = (1024, 2048, 3072)
-OPS_PER_TOKEN = 2 * sum(k * n for _, k, n in PROJECTIONS)
+MODELS = {  # model -> the 7 projections (name, K, N) of one layer
+    "qwen3": [("q", 1024, 2048), ("k", 1024, 1024), ("v", 1024, 1024), ("o", 2048, 1024),
+              ("gate", 1024, 3072), ("up", 1024, 3072), ("down", 3072, 1024)],
+    "gemma3": [("q", 640, 1024), ("k", 640, 256), ("v", 640, 256), ("o", 1024, 640),
+               ("gate", 640, 2048), ("up", 640, 2048), ("down", 2048, 640)],
+}
 X86_PATHS = ("amx", "avx512vnni", "avxvnni", "avx2")  # the x86 paths; ones the CPU lacks are skipped
 S_W = 0.02  # weight scale of every projection
+DEFAULT_M = [1, 16, 32, 128, 512, 2048]
+QUICK = dict(m=[1, 16, 512], rounds=2, runs=5, warmup=2)
+
+
+def ops_per_token(model: str) -> int:
+    return 2 * sum(k * n for _, k, n in MODELS[model])
+
+
+def input_widths(model: str) -> list[int]:
+    return sorted({k for _, k, _ in MODELS[model]})
 
 
 # ---------------------------------------------------------------------------------------------
 # Graphs
 
 
-def make_weights(seed: int = 0) -> list[np.ndarray]:
+def make_weights(model: str, seed: int = 0) -> list[np.ndarray]:
     """Ternary T [N, K] per projection, about a third zeros like trained BitNet weights."""
     rng = np.random.default_rng(seed)
-    return [rng.choice(np.array([-1, 0, 1], np.int8), size=(n, k), p=[0.33, 0.34, 0.33]) for _, k, n in PROJECTIONS]
+    return [rng.choice(np.array([-1, 0, 1], np.int8), size=(n, k), p=[0.33, 0.34, 0.33]) for _, k, n in MODELS[model]]
 
 
-def make_norms(seed: int = 1) -> list[np.ndarray]:
+def make_norms(model: str, seed: int = 1) -> list[np.ndarray]:
     rng = np.random.default_rng(seed)
-    return [rng.uniform(0.5, 1.5, size=k).astype(np.float32) for _, k, _ in PROJECTIONS]
+    return [rng.uniform(0.5, 1.5, size=k).astype(np.float32) for _, k, _ in MODELS[model]]
 
 
 def _nbits_b(t: np.ndarray, block: int = 128) -> tuple[np.ndarray, np.ndarray]:
@@ -76,8 +94,7 @@ def _nbits_b(t: np.ndarray, block: int = 128) -> tuple[np.ndarray, np.ndarray]:
     return packed, np.full(n * (k // block), S_W, np.float32)
 
 
-def build_graph(kind: str, weights: list[np.ndarray], norms: list[np.ndarray] | None) -> bytes:
-    import onnx
+def build_graph(model: str, kind: str, weights: list[np.ndarray], norms: list[np.ndarray] | None) -> bytes:
     from onnx import TensorProto, helper, numpy_helper
 
     from bitnet_onnx.customops import DOMAIN as OP_DOMAIN
@@ -86,8 +103,8 @@ def build_graph(kind: str, weights: list[np.ndarray], norms: list[np.ndarray] | 
     from bitnet_onnx.ternary import pack_i2s
 
     nodes, inits, outputs = [], [], []
-    inputs = [helper.make_tensor_value_info(f"X{k}", TensorProto.FLOAT, ["M", k]) for k in INPUT_WIDTHS]
-    for i, ((name, k, n), t) in enumerate(zip(PROJECTIONS, weights)):
+    inputs = [helper.make_tensor_value_info(f"X{k}", TensorProto.FLOAT, ["M", k]) for k in input_widths(model)]
+    for i, ((name, k, n), t) in enumerate(zip(MODELS[model], weights)):
         x, y = f"X{k}", f"Y_{name}"
         if kind == "i2s":
             inits += [numpy_helper.from_array(pack_i2s(t), f"W{i}"), numpy_helper.from_array(np.array([S_W], np.float32), f"S{i}")]
@@ -112,7 +129,7 @@ def build_graph(kind: str, weights: list[np.ndarray], norms: list[np.ndarray] | 
         else:
             raise ValueError(kind)
         outputs.append(helper.make_tensor_value_info(y, TensorProto.FLOAT, ["M", n]))
-    graph = helper.make_graph(nodes, f"qwen3_layer_projections_{kind}", inputs, outputs, inits)
+    graph = helper.make_graph(nodes, f"{model}_layer_projections_{kind}", inputs, outputs, inits)
     opsets = [helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]
     if kind == "i2s":
         opsets.append(helper.make_opsetid(OP_DOMAIN, OP_DOMAIN_VERSION))
@@ -124,12 +141,12 @@ def build_graph(kind: str, weights: list[np.ndarray], norms: list[np.ndarray] | 
 
 
 class Variant:
-    def __init__(self, label: str, kind: str, model: bytes, threads: int, isa: str | None = None):
+    def __init__(self, model: str, label: str, kind: str, graph: bytes, threads: int, isa: str | None = None):
         import onnxruntime as ort
 
         from bitnet_onnx import customops
 
-        self.label, self.kind, self.isa = label, kind, isa
+        self.model, self.label, self.kind, self.isa, self.threads = model, label, kind, isa, threads
         so = customops.session_options(threads=threads) if kind == "i2s" else ort.SessionOptions()
         so.intra_op_num_threads = threads
         so.inter_op_num_threads = 1
@@ -138,7 +155,7 @@ class Variant:
         if isa:
             os.environ["BITNET_ONNX_ISA"] = isa  # read when the op's kernel is created
         try:
-            self.session = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+            self.session = ort.InferenceSession(graph, so, providers=["CPUExecutionProvider"])
         finally:
             if old is None:
                 os.environ.pop("BITNET_ONNX_ISA", None)
@@ -157,10 +174,9 @@ class Variant:
                 v = ort.OrtValue.ortvalue_from_numpy(x)
                 values.append(v)
                 io.bind_ortvalue_input(name, v)
-            widths = {f"Y_{name}": n for name, _, n in PROJECTIONS}
+            widths = {f"Y_{name}": n for name, _, n in MODELS[self.model]}
             for out in self.session.get_outputs():
-                n = widths[out.name]
-                v = ort.OrtValue.ortvalue_from_shape_and_type([m, n], np.float32)
+                v = ort.OrtValue.ortvalue_from_shape_and_type([m, widths[out.name]], np.float32)
                 values.append(v)
                 io.bind_ortvalue_output(out.name, v)
             self.bindings[m] = (io, values)
@@ -176,79 +192,167 @@ class Variant:
         return [v.numpy() for v in values[len(xs):]]
 
 
-def time_runs(variant: Variant, m: int, xs, warmup: int, runs: int) -> float:
+def time_runs(variant: Variant, m: int, xs, warmup: int, runs: int, clock) -> float:
     """Median seconds of `runs` timed runs after `warmup` untimed ones."""
     for _ in range(warmup):
         variant.run(m, xs)
     times = []
     for _ in range(runs):
-        t0 = time.perf_counter()
+        t0 = clock()
         variant.run(m, xs)
-        times.append(time.perf_counter() - t0)
+        times.append(clock() - t0)
     return statistics.median(times)
 
 
 # ---------------------------------------------------------------------------------------------
-# vpdpbusd peak (register-only loop in a child process)
+# Register peaks (a register-only loop per path, compiled and run in a child process)
 
 PEAK_SOURCE = r"""
 #include <immintrin.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
+#if PATH == 3
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 static double now(void) { struct timespec t; clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t); return t.tv_sec + 1e-9 * t.tv_nsec; }
 #define R(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
+#define KEEP __asm__ volatile("" : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3), "+v"(a4), "+v"(a5), "+v"(a6), "+v"(a7), "+v"(a8), "+v"(a9), "+v"(a10), "+v"(a11))
 int main(void) {
-  const long iters = 20000000; double best = 0;
+  const long iters = 4000000;
+  double best = 0;
+  long sink = 0;
+#if PATH == 3
+  if (syscall(SYS_arch_prctl, 0x1023, 18) != 0) return 1;  /* ARCH_REQ_XCOMP_PERM, XTILEDATA */
+  struct { uint8_t palette, start_row, reserved[14]; uint16_t colsb[16]; uint8_t rows[16]; } __attribute__((aligned(64))) cfg;
+  memset(&cfg, 0, sizeof cfg);
+  cfg.palette = 1;
+  for (int t = 0; t < 8; ++t) { cfg.colsb[t] = 64; cfg.rows[t] = 16; }
+  _tile_loadconfig(&cfg);
+  static int8_t buf[1024] __attribute__((aligned(64)));
+  memset(buf, 1, sizeof buf);
+#endif
   for (int r = 0; r < 5; ++r) {
-    __m512i b = _mm512_set1_epi8(1), c = _mm512_set1_epi8(2);
-#define D(i) __m512i a##i = _mm512_set1_epi32(i);
+    double ops = 0, t0 = 0;  /* ops per unit; 12 units per iteration */
+#if PATH == 0
+    __m256i b = _mm256_set1_epi8(1), c = _mm256_set1_epi8(2);
+#define D(i) __m256i a##i = _mm256_set1_epi16(i);
     R(D)
-    double t0 = now();
+    t0 = now();
     for (long it = 0; it < iters; ++it) {
-#define U(i) a##i = _mm512_dpbusd_epi32(a##i, b, c);
-      R(U)
-      __asm__ volatile("" : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3), "+v"(a4), "+v"(a5), "+v"(a6), "+v"(a7), "+v"(a8), "+v"(a9), "+v"(a10), "+v"(a11));
+      /* the barrier on b keeps the compiler from hoisting the loop-invariant multiply */
+#define U(i) __asm__ volatile("" : "+v"(b)); a##i = _mm256_add_epi16(a##i, _mm256_maddubs_epi16(b, c));
+      R(U) KEEP;
     }
-    double dt = now() - t0, gops = iters * 12.0 * 64 * 2 / dt / 1e9;
-    __m512i s = _mm512_setzero_si512();
-#define S(i) s = _mm512_add_epi32(s, a##i);
+    ops = 64.0;
+#define S(i) sink += _mm256_extract_epi16(a##i, 0);
     R(S)
-    if (_mm512_reduce_add_epi32(s) == 42) puts("");
+#elif PATH == 1 || PATH == 2
+#if PATH == 1
+    typedef __m256i V;
+    V b = _mm256_set1_epi8(1), c = _mm256_set1_epi8(2);
+#if defined(__AVXVNNI__)
+#define DP(a, b, c) _mm256_dpbusd_avx_epi32(a, b, c)
+#else
+#define DP(a, b, c) _mm256_dpbusd_epi32(a, b, c)
+#endif
+#define ZERO _mm256_setzero_si256()
+#define LANE0(v) _mm256_extract_epi32(v, 0)
+    ops = 64.0;
+#else
+    typedef __m512i V;
+    V b = _mm512_set1_epi8(1), c = _mm512_set1_epi8(2);
+#define DP(a, b, c) _mm512_dpbusd_epi32(a, b, c)
+#define ZERO _mm512_setzero_si512()
+#define LANE0(v) _mm_cvtsi128_si32(_mm512_castsi512_si128(v))
+    ops = 128.0;
+#endif
+#define D(i) V a##i = ZERO;
+    R(D)
+    t0 = now();
+    for (long it = 0; it < iters; ++it) {
+#define U(i) a##i = DP(a##i, b, c);
+      R(U) KEEP;
+    }
+#define S(i) sink += LANE0(a##i);
+    R(S)
+#elif PATH == 3
+    _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
+    _tile_loadd(4, buf, 64); _tile_loadd(5, buf, 64); _tile_loadd(6, buf, 64); _tile_loadd(7, buf, 64);
+    t0 = now();
+    for (long it = 0; it < iters / 16; ++it) {
+      _tile_dpbusd(0, 4, 6); _tile_dpbusd(1, 4, 7); _tile_dpbusd(2, 5, 6); _tile_dpbusd(3, 5, 7);
+    }
+    _tile_stored(0, buf, 64);
+    sink += buf[0];
+    ops = 16.0 * 16 * 64 * 2 * 4 / 16 / 12;  /* iters/16 rounds of 4 tiles x 16x16x64 MACs */
+#endif
+    double dt = now() - t0, gops = iters * 12.0 * ops / dt / 1e9;
     if (gops > best) best = gops;
   }
-  printf("%.1f\n", best);
+  printf("%.1f %ld\n", best, sink & 1);
   return 0;
 }
 """
 
+# path -> (PATH macro, compiler flags, what is measured); avxvnni has a fallback (EVEX ymm proxy)
+PEAK_LOOPS = {
+    "avx2": (0, ["-mavx2"], "vpmaddubsw+vpaddw ymm"),
+    "avxvnni": (1, ["-mavx2", "-mavxvnni"], "vpdpbusd ymm (VEX)"),
+    "avx512vnni": (2, ["-mavx512f", "-mavx512vnni"], "vpdpbusd zmm"),
+    "amx": (3, ["-mamx-tile", "-mamx-int8"], "tdpbusd 4 tiles"),
+}
+AVXVNNI_PROXY = (1, ["-mavx2", "-mavx512f", "-mavx512vl", "-mavx512vnni"],
+                 "vpdpbusd ymm, EVEX form as a proxy: this CPU has AVX512-VNNI but no AVX-VNNI")
 
-def measure_peak() -> tuple[float | None, str]:
-    """Best of 5 register-only vpdpbusd zmm loops (12 accumulators, thread CPU time), in GOP/s."""
+
+def _cpu_flags() -> set[str]:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return {w for line in f if line.startswith("flags") for w in line.split(":", 1)[1].split()}
+    except OSError:
+        return set()
+
+
+def _run_peak(cc: str, tmp: str, macro: int, flags: list[str]) -> float | None:
+    src, exe = os.path.join(tmp, "peak.c"), os.path.join(tmp, f"peak{macro}")
+    with open(src, "w") as f:
+        f.write(PEAK_SOURCE)
+    if subprocess.run([cc, "-O2", f"-DPATH={macro}", *flags, src, "-o", exe], capture_output=True).returncode != 0:
+        return None
+    run = subprocess.run([exe], capture_output=True, text=True)
+    return float(run.stdout.split()[0]) if run.returncode == 0 else None
+
+
+def measure_peaks(paths: list[str]) -> dict[str, tuple[float | None, str]]:
+    """path -> (GOP/s or None, what was measured or why not)."""
     cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
-    if cc is None:
-        return None, "no C compiler found"
+    flags = _cpu_flags()
+    out = {}
     with tempfile.TemporaryDirectory() as tmp:
-        src, exe = os.path.join(tmp, "peak.c"), os.path.join(tmp, "peak")
-        with open(src, "w") as f:
-            f.write(PEAK_SOURCE)
-        build = subprocess.run([cc, "-O2", "-mavx512f", "-mavx512vnni", src, "-o", exe], capture_output=True, text=True)
-        if build.returncode != 0:
-            return None, "peak loop did not compile"
-        run = subprocess.run([exe], capture_output=True, text=True)
-        if run.returncode != 0:
-            return None, "peak loop did not run (no AVX512-VNNI?)"
-        return float(run.stdout.split()[-1]), "measured: register-only vpdpbusd zmm loop, 1 thread"
+        for path in paths:
+            macro, cflags, what = PEAK_LOOPS[path]
+            if cc is None:
+                out[path] = (None, "no C compiler")
+                continue
+            if path == "avxvnni" and "avx_vnni" not in flags and "avx512_vnni" in flags:
+                macro, cflags, what = AVXVNNI_PROXY
+            gops = _run_peak(cc, tmp, macro, cflags)
+            out[path] = (gops, what if gops else f"{what}: not measurable on this CPU/compiler")
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
 
 
-def available_isas(requested: list[str], model: bytes, threads: int) -> list[str]:
+def available_isas(requested: list[str], model: str, graph: bytes, threads: int) -> list[str]:
     """The requested op paths this CPU runs (creating a session with a missing ISA fails cleanly)."""
     found = []
     for isa in requested:
         try:
-            Variant(f"i2s-{isa}", "i2s", model, threads, isa)
+            Variant(model, f"i2s-{isa}", "i2s", graph, threads, isa)
             found.append(isa)
         except Exception as e:  # noqa: BLE001 - the library's message says why
             print(f"# skipping i2s-{isa}: {str(e).splitlines()[-1][:160]}")
@@ -257,115 +361,155 @@ def available_isas(requested: list[str], model: bytes, threads: int) -> list[str
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog="example: python benchmarks/bench_op.py --m 1 32 512 2048 --threads 1")
-    parser.add_argument("--m", type=int, nargs="+", default=[1, 32, 512], help="token counts M (default 1 32 512)")
-    parser.add_argument("--threads", type=int, default=1, help="intra-op threads (default 1)")
-    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
-    parser.add_argument("--warmup", type=int, default=3, help="untimed runs per round (default 3)")
-    parser.add_argument("--runs", type=int, default=20, help="timed runs per round; fewer for runs over 50 ms (default 20)")
+                                     epilog="example: python benchmarks/bench_op.py --quick")
+    parser.add_argument("--quick", action="store_true",
+                        help=f"iterate fast: M {QUICK['m']}, {QUICK['rounds']} rounds of {QUICK['runs']} runs (explicit flags win)")
+    parser.add_argument("--models", nargs="+", choices=list(MODELS), default=list(MODELS), help="layer shapes (default both)")
+    parser.add_argument("--m", type=int, nargs="+", help=f"token counts M (default {' '.join(map(str, DEFAULT_M))})")
+    parser.add_argument("--threads", type=int, nargs="+", default=[1], help="intra-op thread counts (default 1)")
+    parser.add_argument("--rounds", type=int, help="interleaved rounds (default 3)")
+    parser.add_argument("--warmup", type=int, help="untimed runs per round (default 3)")
+    parser.add_argument("--runs", type=int, help="timed runs per round; fewer for runs over 50 ms (default 20)")
+    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                        help="wall time, or the calling thread's CPU time (1 thread only; default wall)")
     parser.add_argument("--isa", nargs="+", default=list(X86_PATHS), help="op paths to force (default: the x86 SIMD paths)")
-    parser.add_argument("--norm", choices=("both", "off", "on"), default="both", help="op variants with/without fused norm_weight")
-    parser.add_argument("--baselines", nargs="*", default=["fp32", "dqmm", "nbits4"], help="ORT variants (default fp32 dqmm nbits4)")
-    parser.add_argument("--peak-gops", type=float, default=1050.0,
-                        help="vpdpbusd peak to use if it cannot be measured (default 1050, the Zen 5 figure of the research notes)")
+    parser.add_argument("--norm", choices=("both", "off", "on"), default="off", help="op variants with/without fused norm_weight")
+    parser.add_argument("--baselines", nargs="*", default=["fp32", "dqmm"], help="ORT variants (default fp32 dqmm; also nbits4)")
     parser.add_argument("--json", help="also write the results to this JSON file")
     args = parser.parse_args()
+    defaults = QUICK if args.quick else dict(m=DEFAULT_M, rounds=3, runs=20, warmup=3)
+    for key, value in defaults.items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+    if args.clock == "cpu" and args.threads != [1]:
+        parser.error("--clock cpu times the calling thread: use it with --threads 1 only")
+    clock = time.thread_time if args.clock == "cpu" else time.perf_counter
 
     import onnxruntime as ort
 
-    weights, norms = make_weights(), make_norms()
-    plain = build_graph("i2s", weights, None)
-    isas = available_isas(args.isa, plain, args.threads)
     variants: list[Variant] = []
-    for isa in isas:
-        if args.norm in ("both", "off"):
-            variants.append(Variant(f"i2s-{isa}", "i2s", plain, args.threads, isa))
-        if args.norm in ("both", "on"):
-            variants.append(Variant(f"i2s-{isa}+norm", "i2s", build_graph("i2s", weights, norms), args.threads, isa))
-    for kind in args.baselines:
-        variants.append(Variant(kind, kind, build_graph(kind, weights, None), args.threads))
-
+    inputs: dict[tuple[str, int], dict[str, np.ndarray]] = {}
     rng = np.random.default_rng(2)
-    inputs = {m: {f"X{k}": rng.standard_normal((m, k)).astype(np.float32) for k in INPUT_WIDTHS} for m in args.m}
-    errors = check_outputs(variants, inputs)
-
-    peak, peak_note = measure_peak()
-    if peak is None:
-        peak, peak_note = args.peak_gops, f"constant --peak-gops ({peak_note})"
+    isas: list[str] = []
+    for model in args.models:
+        weights, norms = make_weights(model), make_norms(model)
+        plain = build_graph(model, "i2s", weights, None)
+        normed = build_graph(model, "i2s", weights, norms) if args.norm != "off" else None
+        isas = isas or available_isas(args.isa, model, plain, args.threads[0])
+        baselines = {kind: build_graph(model, kind, weights, None) for kind in args.baselines}
+        for threads in args.threads:
+            for isa in isas:
+                if args.norm in ("both", "off"):
+                    variants.append(Variant(model, f"i2s-{isa}", "i2s", plain, threads, isa))
+                if normed is not None:
+                    variants.append(Variant(model, f"i2s-{isa}+norm", "i2s", normed, threads, isa))
+            for kind, graph in baselines.items():
+                variants.append(Variant(model, kind, kind, graph, threads))
+        for m in args.m:
+            inputs[(model, m)] = {f"X{k}": rng.standard_normal((m, k)).astype(np.float32) for k in input_widths(model)}
+    errors = check_outputs(variants, inputs, args.models)
+    peaks = measure_peaks(isas)
 
     # Fewer timed runs for slow cases so a round stays bounded; decided once from a probe run.
-    runs = {}
-    for v in variants:
-        for m in args.m:
-            t = time_runs(v, m, inputs[m], 1, 1)
-            runs[(v.label, m)] = max(5, min(args.runs, int(1.0 / max(t, 1e-9)))) if t > 0.05 else args.runs
-    rounds: dict[tuple[str, int], list[float]] = {key: [] for key in runs}
+    cells = [(v, m) for v in variants for m in args.m]
+    runs, warmup = {}, {}
+    for v, m in cells:
+        t = time_runs(v, m, inputs[(v.model, m)], 1, 1, time.perf_counter)
+        slow = t > 0.05
+        runs[(id(v), m)] = max(3, min(args.runs, int(1.0 / t))) if slow else args.runs
+        warmup[(id(v), m)] = 1 if slow else args.warmup
+    rounds: dict[tuple[int, int], list[float]] = {key: [] for key in runs}
     for r in range(args.rounds):
         for m in args.m:
             for v in variants:
-                rounds[(v.label, m)].append(time_runs(v, m, inputs[m], args.warmup, runs[(v.label, m)]))
+                key = (id(v), m)
+                rounds[key].append(time_runs(v, m, inputs[(v.model, m)], warmup[key], runs[key], clock))
         print(f"# round {r + 1}/{args.rounds} done", file=sys.stderr)
 
+    ref_peak = next((peaks[p][0] for p in ("avx512vnni", "avx2") if p in peaks and peaks[p][0]), None)
     results = []
-    for m in args.m:
-        med = {v.label: statistics.median(rounds[(v.label, m)]) for v in variants}
-        for v in variants:
-            s = med[v.label]
-            gops = OPS_PER_TOKEN * m / s / 1e9
-            results.append({
-                "variant": v.label, "m": m, "ms": s * 1e3, "gops": gops,
-                "x_dqmm": med["dqmm"] / s if "dqmm" in med else None,
-                "x_fp32": med["fp32"] / s if "fp32" in med else None,
-                "peak_fraction": gops / peak, "rel_err_vs_fp64": errors.get((v.label, m)),
-                "round_ms": [t * 1e3 for t in rounds[(v.label, m)]],
-            })
+    for model in args.models:
+        for threads in args.threads:
+            for m in args.m:
+                group = [v for v in variants if v.model == model and v.threads == threads]
+                med = {v.label: statistics.median(rounds[(id(v), m)]) for v in group}
+                one_thread = {v.label: statistics.median(rounds[(id(v), m)]) for v in variants
+                              if v.model == model and v.threads == args.threads[0]}
+                for v in group:
+                    s = med[v.label]
+                    gops = ops_per_token(model) * m / s / 1e9
+                    peak = peaks.get(v.isa, (None, ""))[0] if v.isa else ref_peak
+                    results.append({
+                        "model": model, "variant": v.label, "threads": threads, "m": m, "ms": s * 1e3, "gops": gops,
+                        "peak_fraction": gops / peak if peak else None,
+                        "x_dqmm": med["dqmm"] / s if "dqmm" in med else None,
+                        "x_fp32": med["fp32"] / s if "fp32" in med else None,
+                        "x_first_threads": one_thread[v.label] / s,
+                        "rel_err_vs_fp64": errors.get((v.model, v.label, m)),
+                        "round_ms": [t * 1e3 for t in rounds[(id(v), m)]],
+                    })
 
     header = {
         "cpu": cpu_name(), "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "onnxruntime": ort.__version__, "numpy": np.__version__, "python": platform.python_version(),
-        "threads": args.threads, "rounds": args.rounds, "warmup": args.warmup, "runs": args.runs,
-        "peak_gops": peak, "peak_note": peak_note, "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
+        "threads": args.threads, "rounds": args.rounds, "warmup": args.warmup, "runs": args.runs, "clock": args.clock,
+        "peaks": {p: {"gops": g, "what": w} for p, (g, w) in peaks.items()},
+        "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
     }
-    print_table(header, results, args.m)
+    print_table(header, results, args.threads)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"header": header, "results": results}, f, indent=1)
     return 0
 
 
-def check_outputs(variants: list[Variant], inputs) -> dict:
+def check_outputs(variants: list[Variant], inputs, models: list[str]) -> dict:
     """Max relative error of every variant vs a float64 ternary matmul (the plain, un-normed input
     for all but +norm variants, which are compared with their own float64 RMSNorm)."""
-    weights, norms = make_weights(), make_norms()
     errs = {}
-    for m, xs in inputs.items():
-        for v in variants:
-            outs = v.outputs(m, xs)
-            worst = 0.0
-            for (name, k, n), t, nw, y in zip(PROJECTIONS, weights, norms, outs):
-                x = xs[f"X{k}"].astype(np.float64)
-                if v.label.endswith("+norm"):
-                    x = x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + 1e-6) * nw
-                ref = x @ (t.T.astype(np.float64) * S_W)
-                worst = max(worst, float(np.max(np.abs(y - ref)) / max(np.max(np.abs(ref)), 1e-30)))
-            errs[(v.label, m)] = worst
+    for model in models:
+        weights, norms = make_weights(model), make_norms(model)
+        for (mod, m), xs in inputs.items():
+            if mod != model:
+                continue
+            for v in variants:
+                if v.model != model or (model, v.label, m) in errs:
+                    continue
+                worst = 0.0
+                for (_, k, _), t, nw, y in zip(MODELS[model], weights, norms, v.outputs(m, xs)):
+                    x = xs[f"X{k}"].astype(np.float64)
+                    if v.label.endswith("+norm"):
+                        x = x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + 1e-6) * nw
+                    ref = x @ (t.T.astype(np.float64) * S_W)
+                    worst = max(worst, float(np.max(np.abs(y - ref)) / max(np.max(np.abs(ref)), 1e-30)))
+                errs[(model, v.label, m)] = worst
     return errs
 
 
-def print_table(header: dict, results: list[dict], ms: list[int]) -> None:
-    print(f"# I2STernaryMatMul vs ORT, 7 projections of one Qwen3-0.6B layer ({OPS_PER_TOKEN / 1e6:.1f} MOP per token)")
-    print(f"# CPU: {header['cpu']} | {header['date']} | onnxruntime {header['onnxruntime']} | threads {header['threads']}")
+def print_table(header: dict, results: list[dict], threads: list[int]) -> None:
+    print("# I2STernaryMatMul vs ORT, 7 projections of one layer: "
+          + ", ".join(f"{m} {ops_per_token(m) / 1e6:.1f} MOP/token" for m in MODELS))
+    print(f"# CPU: {header['cpu']} | {header['date']} | onnxruntime {header['onnxruntime']} | threads {threads} "
+          f"| clock {header['clock']}")
     print(f"# {header['rounds']} interleaved rounds x ({header['warmup']} warm-up + up to {header['runs']} timed runs); "
           "median of round medians")
-    print(f"# peak: {header['peak_gops']:.0f} GOP/s ({header['peak_note']})")
+    for path, p in header["peaks"].items():
+        print(f"# peak {path}: " + (f"{p['gops']:.0f} GOP/s" if p["gops"] else "-") + f" ({p['what']})")
     print(f"# command: {header['command']}")
     print()
-    print(f"| variant | M | ms | GOP/s | x DQMM | x fp32 | % peak | rel. err |")
-    print(f"|---|---|---|---|---|---|---|---|")
+    multi = len(threads) > 1
+    extra = f" x {threads[0]} thr |" if multi else ""
+    print(f"| model | variant | thr | M | ms | GOP/s | % its peak | x DQMM | x fp32 |{extra} rel. err |")
+    print("|---|---|---|---|---|---|---|---|---|" + ("---|" if multi else "") + "---|")
+    fmt = lambda v, spec: "-" if v is None else format(v, spec)  # noqa: E731
     for r in results:
-        fmt = lambda v, spec: "-" if v is None else format(v, spec)  # noqa: E731
-        print(f"| {r['variant']} | {r['m']} | {r['ms']:.3f} | {r['gops']:.0f} | {fmt(r['x_dqmm'], '.2f')} | "
-              f"{fmt(r['x_fp32'], '.2f')} | {100 * r['peak_fraction']:.0f} | {fmt(r['rel_err_vs_fp64'], '.1e')} |")
+        pct = None if r["peak_fraction"] is None else 100 * r["peak_fraction"]
+        cols = [r["model"], r["variant"], str(r["threads"]), str(r["m"]), f"{r['ms']:.3f}", f"{r['gops']:.0f}",
+                fmt(pct, ".0f"), fmt(r["x_dqmm"], ".2f"), fmt(r["x_fp32"], ".2f")]
+        if multi:
+            cols.append(f"{r['x_first_threads']:.2f}")
+        cols.append(fmt(r["rel_err_vs_fp64"], ".1e"))
+        print("| " + " | ".join(cols) + " |")
 
 
 if __name__ == "__main__":

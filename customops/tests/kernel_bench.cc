@@ -1,0 +1,145 @@
+// Kernel-level timing of the pure kernels (no ONNX Runtime): quantize + dot_scaled of one
+// [M x K] x [N x K] product on one thread, per kernel, the kernels interleaved within each
+// repetition so that machine drift hits all alike. For iterating on kernels; the numbers that go
+// into BENCHMARKS.md come from benchmarks/bench_op.py (through ORT, with ORT's baselines).
+//
+//   kernel_bench --kernels avx2,avx512vnni --shapes 1024x2048,640x256 --m 1,16,512 [--reps 7]
+//
+// Prints one line per (shape, M, kernel): median microseconds and GOP/s (2*M*K*N per call).
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "i2s_kernel.h"
+
+namespace {
+
+using bitnet_onnx::I2SKernel;
+using bitnet_onnx::QuantizedRows;
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    const size_t end = s.find(sep, start);
+    out.push_back(s.substr(start, end == std::string::npos ? std::string::npos : end - start));
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return out;
+}
+
+// Thread CPU time: on a shared machine, time other processes hold the core is not counted.
+double now_s() {
+  timespec t;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+struct Case {
+  const I2SKernel* kern;
+  std::unique_ptr<uint8_t[]> packed;
+  std::vector<double> times;
+};
+
+// One call as the op makes it on one thread: quantize every row, then dot_scaled over the
+// kernel's tile grid (n tiles outer, as the op's dot_job orders them).
+void run_once(const I2SKernel& kern, const uint8_t* packed, int64_t m, int64_t n, int64_t k, const float* x,
+              int8_t* q, float* a, int32_t* qsum, float* y) {
+  kern.quantize(x, m, k, nullptr, 1e-6f, q, a, qsum);
+  const QuantizedRows rows{q, a, qsum, m, k};
+  for (int64_t n0 = 0; n0 < n; n0 += kern.tile_n)
+    for (int64_t m0 = 0; m0 < m; m0 += kern.tile_m) {
+      const int64_t m1 = std::min(m, m0 + kern.tile_m), n1 = std::min(n, n0 + kern.tile_n);
+      if (kern.dot_scaled) {
+        kern.dot_scaled(packed, n, k, rows, 0.02f, m0, m1, n0, n1, y + m0 * n + n0, n);
+      } else {
+        std::vector<int32_t> sums(static_cast<size_t>((m1 - m0) * (n1 - n0)));
+        kern.dot(packed, n, k, rows, m0, m1, n0, n1, sums.data(), n1 - n0);
+      }
+    }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string kernels = "scalar", shapes = "1024x2048", ms = "1,16,128,512";
+  int reps = 7;
+  double min_seconds = 0.02;  // per timed sample: repeat the call until this much time passed
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i], value = argv[i + 1];
+    if (flag == "--kernels") kernels = value;
+    else if (flag == "--shapes") shapes = value;
+    else if (flag == "--m") ms = value;
+    else if (flag == "--reps") reps = std::atoi(value.c_str());
+    else if (flag == "--min-seconds") min_seconds = std::atof(value.c_str());
+    else {
+      std::fprintf(stderr, "unknown flag %s\n", flag.c_str());
+      return 2;
+    }
+  }
+  std::mt19937 rng(0);
+  for (const std::string& shape : split(shapes, ',')) {
+    const auto kn = split(shape, 'x');
+    const int64_t k = std::atoll(kn.at(0).c_str()), n = std::atoll(kn.at(1).c_str());
+    if (k <= 0 || k % 128 != 0 || n <= 0) {
+      std::fprintf(stderr, "bad shape %s (KxN, K a multiple of 128)\n", shape.c_str());
+      return 2;
+    }
+    std::vector<uint8_t> i2s(static_cast<size_t>(n * k / 4));
+    for (auto& b : i2s) {  // codes 0..2 only (0b11 never written)
+      uint8_t v = 0;
+      for (int f = 0; f < 4; ++f) v = static_cast<uint8_t>(v | ((rng() % 3) << (2 * f)));
+      b = v;
+    }
+    for (const std::string& mstr : split(ms, ',')) {
+      const int64_t m = std::atoll(mstr.c_str());
+      std::vector<float> x(static_cast<size_t>(m * k));
+      std::normal_distribution<float> normal;
+      for (auto& v : x) v = normal(rng);
+      std::vector<int8_t> q(static_cast<size_t>(m * k));
+      std::vector<float> a(static_cast<size_t>(m)), y(static_cast<size_t>(m * n));
+      std::vector<int32_t> qsum(static_cast<size_t>(m));
+      std::vector<Case> cases;
+      for (const std::string& name : split(kernels, ',')) {
+        std::string err;
+        const I2SKernel* kern = bitnet_onnx::select_kernel(name.c_str(), &err);
+        if (!kern) {
+          std::fprintf(stderr, "%s\n", err.c_str());
+          return 1;
+        }
+        Case c;
+        c.kern = kern;
+        c.packed.reset(static_cast<uint8_t*>(std::aligned_alloc(64, (kern->packed_bytes(n, k) + 63) / 64 * 64)));
+        kern->repack(i2s.data(), n, k, c.packed.get());
+        cases.push_back(std::move(c));
+      }
+      // Calls per sample, from one probe call of the first kernel.
+      double t0 = now_s();
+      run_once(*cases[0].kern, cases[0].packed.get(), m, n, k, x.data(), q.data(), a.data(), qsum.data(), y.data());
+      const int64_t calls = std::max<int64_t>(1, static_cast<int64_t>(min_seconds / std::max(now_s() - t0, 1e-7)));
+      for (int r = 0; r < reps; ++r)
+        for (Case& c : cases) {
+          run_once(*c.kern, c.packed.get(), m, n, k, x.data(), q.data(), a.data(), qsum.data(), y.data());
+          t0 = now_s();
+          for (int64_t i = 0; i < calls; ++i)
+            run_once(*c.kern, c.packed.get(), m, n, k, x.data(), q.data(), a.data(), qsum.data(), y.data());
+          c.times.push_back((now_s() - t0) / calls);
+        }
+      for (Case& c : cases) {
+        std::sort(c.times.begin(), c.times.end());
+        const double t = c.times[c.times.size() / 2];
+        std::printf("K=%-5" PRId64 " N=%-5" PRId64 " M=%-5" PRId64 " %-11s %10.2f us %8.1f GOP/s\n", k, n, m,
+                    c.kern->name, t * 1e6, 2.0 * m * k * n / t / 1e9);
+      }
+    }
+  }
+  return 0;
+}
