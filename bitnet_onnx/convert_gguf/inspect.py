@@ -4,40 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
-
-from bitnet_onnx.errors import BitnetOnnxError
-
-from bitnet_onnx.convert_gguf.i2s import I2S_TYPE, i2s_nbytes, read_i2s, register_i2s
+from bitnet_onnx.gguf_file import I2S_TYPE, field_value, open_gguf, read_i2s, tensor_nbytes
 
 ARRAY_PREVIEW = 6  # array elements printed unless --all
-
-
-def open_gguf(path: str | Path):
-    """A GGUFReader that knows I2_S; a one-line error for anything that is not a readable GGUF."""
-    import gguf
-
-    register_i2s()
-    path = Path(path)
-    if not path.is_file():
-        raise BitnetOnnxError(f"{path}: no such file")
-    try:
-        return gguf.GGUFReader(path)
-    except (ValueError, IndexError, KeyError, OSError, TypeError) as e:
-        raise BitnetOnnxError(f"{path}: not a readable GGUF file ({e})") from None
-
-
-def field_value(field):
-    """A metadata value as Python data (str, number, bool or list)."""
-    value = field.contents()
-    return value.tolist() if isinstance(value, np.ndarray) else value
-
-
-def tensor_nbytes(tensor) -> int:
-    """Bytes the tensor occupies in the file (I2_S adds its 32-byte scale tail)."""
-    if int(tensor.tensor_type) == I2S_TYPE:
-        return i2s_nbytes(int(tensor.shape[1]), int(tensor.shape[0]))
-    return int(tensor.n_bytes)
 
 
 def _format(value, full: bool) -> str:

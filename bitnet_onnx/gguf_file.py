@@ -1,0 +1,147 @@
+"""Reading GGUF files: the reader with I2_S (type 36) known, metadata values, tensor data.
+
+Shared by the GGUF converter (its ``inspect`` verb) and the GGUF model source the exporter reads.
+Upstream gguf-py has no I2_S, so ``register_i2s()`` adds it to gguf's in-memory tables (the enum
+and GGML_QUANT_SIZES) without touching the installed package; GGUFWriter and GGUFReader then
+handle type 36 like any other. An I2_S record is the packed ternary codes (``ternary.pack_i2s``
+layout, N*K/4 bytes), the f32 scale, and zeros up to N*K/4 + 32 bytes. Every other type is
+dequantized by gguf-py's own ``gguf.quants.dequantize`` (F32, F16, BF16, Q8_0, Q4_K, Q6_K, ...).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from bitnet_onnx.errors import BitnetOnnxError
+from bitnet_onnx.ternary import BLOCK, unpack_i2s
+
+GGUF_MAGIC = b"GGUF"
+I2S_TYPE = 36  # GGMLQuantizationType id in bitnet.cpp
+I2S_NAME = "I2_S"
+I2S_FILE_TYPE = 40  # general.file_type of an I2_S model (LLAMA_FTYPE_MOSTLY_I2_S)
+I2S_TAIL = 32  # bytes after the packed values; the first 4 hold the f32 scale
+I2S_SIZES = (4, 1)  # (values, bytes) per "block" as bitnet.cpp's gguf-py declares it
+
+
+def register_i2s():
+    """Make gguf-py know type 36 as I2_S; returns the enum member. Idempotent."""
+    import gguf
+
+    qtype = gguf.GGMLQuantizationType
+    try:
+        member = qtype(I2S_TYPE)
+    except ValueError:
+        # IntEnum members cannot be added through the public API: build one the way the enum
+        # machinery does and enter it in the lookup tables the writer and reader use.
+        member = int.__new__(qtype, I2S_TYPE)
+        member._name_, member._value_ = I2S_NAME, I2S_TYPE
+        member.__objclass__ = qtype
+        qtype._value2member_map_[I2S_TYPE] = member
+        qtype._member_map_[I2S_NAME] = member
+        qtype._member_names_.append(I2S_NAME)
+        type.__setattr__(qtype, I2S_NAME, member)
+    sizes = gguf.GGML_QUANT_SIZES.setdefault(member, I2S_SIZES)
+    if member.name != I2S_NAME or sizes != I2S_SIZES:
+        raise RuntimeError(f"the installed gguf package defines type {I2S_TYPE} as {member.name} {sizes}, "
+                           f"not {I2S_NAME} {I2S_SIZES}")
+    return member
+
+
+def i2s_nbytes(n: int, k: int) -> int:
+    return n * k // 4 + I2S_TAIL
+
+
+def is_gguf(path: str | Path) -> bool:
+    """A file whose name ends in .gguf or that starts with the GGUF magic."""
+    path = Path(path)
+    if path.suffix.lower() == ".gguf":
+        return True
+    if not path.is_file():
+        return False
+    with open(path, "rb") as f:
+        return f.read(4) == GGUF_MAGIC
+
+
+def open_gguf(path: str | Path):
+    """A GGUFReader that knows I2_S; a one-line error for anything that is not a readable GGUF."""
+    import gguf
+
+    register_i2s()
+    path = Path(path)
+    if not path.is_file():
+        raise BitnetOnnxError(f"{path}: no such file")
+    try:
+        return gguf.GGUFReader(path)
+    except (ValueError, IndexError, KeyError, OSError, TypeError) as e:
+        raise BitnetOnnxError(f"{path}: not a readable GGUF file ({e})") from None
+
+
+def field_value(field):
+    """A metadata value as Python data (str, number, bool or list)."""
+    value = field.contents()
+    return value.tolist() if isinstance(value, np.ndarray) else value
+
+
+def metadata(reader) -> dict:
+    """Every metadata key (the reader's own GGUF.* header entries left out) -> Python value."""
+    return {name: field_value(f) for name, f in reader.fields.items() if not name.startswith("GGUF.")}
+
+
+def tensor_nbytes(tensor) -> int:
+    """Bytes the tensor occupies in the file (I2_S adds its 32-byte scale tail)."""
+    if int(tensor.tensor_type) == I2S_TYPE:
+        return i2s_nbytes(int(tensor.shape[1]), int(tensor.shape[0]))
+    return int(tensor.n_bytes)
+
+
+def tensor_shape(tensor) -> tuple[int, ...]:
+    """numpy shape of a tensor: GGUF's ne order reversed ([N, K] for a projection)."""
+    return tuple(int(d) for d in reversed(tensor.shape))
+
+
+def decode_i2s(record: np.ndarray, n: int, k: int) -> tuple[np.ndarray, float]:
+    """GGUF record bytes (at least N*K/4 + 4) -> (T int8 [N, K], scale)."""
+    packed, scale = split_i2s(record, n, k)
+    return unpack_i2s(packed, k), scale
+
+
+def split_i2s(record: np.ndarray, n: int, k: int) -> tuple[np.ndarray, float]:
+    """GGUF record bytes -> (packed codes uint8 [N, K/4] as stored, scale): no unpacking."""
+    raw = np.asarray(record).reshape(-1).view(np.uint8)
+    body = n * k // 4
+    if k % BLOCK or raw.size < body + 4:
+        raise ValueError(f"an I2_S record of [{n}, {k}] needs K % {BLOCK} == 0 and {body + 4} bytes, got {raw.size}")
+    scale = float(raw[body: body + 4].view("<f4")[0])
+    return raw[:body].reshape(n, k // 4), scale
+
+
+def _i2s_record(reader, tensor) -> tuple[np.ndarray, int, int]:
+    k, n = (int(d) for d in tensor.shape)  # GGUF ne order: [K, N]
+    start = int(tensor.data_offset)
+    return reader.data[start: start + n * k // 4 + 4], n, k
+
+
+def read_i2s(reader, tensor) -> tuple[np.ndarray, float]:
+    """Decode an I2_S tensor of a GGUFReader; the scale lies just past the reader's N*K/4 bytes."""
+    return decode_i2s(*_i2s_record(reader, tensor))
+
+
+def read_i2s_packed(reader, tensor) -> tuple[np.ndarray, float]:
+    """An I2_S tensor's packed codes [N, K/4] (a view of the file) and scale."""
+    return split_i2s(*_i2s_record(reader, tensor))
+
+
+def dequantize(reader, tensor) -> np.ndarray:
+    """Any tensor as float32 in numpy shape: I2_S as scale * T, the rest by gguf-py's dequantize."""
+    import gguf
+
+    if int(tensor.tensor_type) == I2S_TYPE:
+        t, scale = read_i2s(reader, tensor)
+        return t.astype(np.float32) * np.float32(scale)
+    try:
+        data = gguf.quants.dequantize(tensor.data, tensor.tensor_type)
+    except NotImplementedError:
+        raise ValueError(f"type {tensor.tensor_type.name} cannot be dequantized by gguf-py") from None
+    return np.asarray(data, dtype=np.float32).reshape(tensor_shape(tensor))
