@@ -10,7 +10,7 @@ import json
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 
-from bitnet_onnx import __version__
+from bitnet_onnx.version import __version__
 from bitnet_onnx.customops import DOMAIN as OP_DOMAIN
 from bitnet_onnx.customops import DOMAIN_VERSION as OP_DOMAIN_VERSION
 from bitnet_onnx.errors import BitnetOnnxError

@@ -13,16 +13,17 @@ that use them. The ops' contracts are in docs/op.md; the domain's op table is ``
 from __future__ import annotations
 
 import ctypes
+import importlib.util
 import os
 from pathlib import Path
 
-from bitnet_onnx.customops import i2s_matmul
+from bitnet_onnx.customops import encoder_attention, i2s_matmul
 from bitnet_onnx.errors import BitnetOnnxError
 
 DOMAIN = "bitnet_onnx"
 DOMAIN_VERSION = 1
 # op_type -> function building its onnx OpSchema: one row per op of the domain
-SCHEMAS = {i2s_matmul.NAME: i2s_matmul.schema}
+SCHEMAS = {i2s_matmul.NAME: i2s_matmul.schema, encoder_attention.NAME: encoder_attention.schema}
 
 LIBRARY_NAME = "libbitnet_onnx_ops.so"
 LIBRARY_ENV = "BITNET_ONNX_LIBRARY"  # path of the library to use instead of the installed one
@@ -43,9 +44,8 @@ def library_path() -> str:
         if not path.is_file():
             raise BitnetOnnxError(f"{LIBRARY_ENV}={override}: no such file")
         return str(path.resolve())
-    import bitnet_onnx
-
-    searched = [Path(p) for p in bitnet_onnx.__path__]
+    package = importlib.util.find_spec("bitnet_onnx")  # no import: the package root is the public facade
+    searched = [Path(p) for p in package.submodule_search_locations]
     for folder in searched:
         candidate = folder / LIBRARY_NAME
         if candidate.is_file():

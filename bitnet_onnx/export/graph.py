@@ -10,7 +10,7 @@ import numpy as np
 from onnx import TensorProto
 import onnx
 
-from bitnet_onnx import __version__
+from bitnet_onnx.version import __version__
 from bitnet_onnx.arch import HEAD_NORM, NORM, Projection
 from bitnet_onnx.st_modules import StModules
 from bitnet_onnx.weights import ModelFolder
