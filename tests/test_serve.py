@@ -1,0 +1,501 @@
+"""``bitnet-onnx serve`` on a live loopback server: the OpenAI client and TEI's /embed against
+``Embedder.encode``, batching across 32 concurrent clients, every error case, back-pressure and a
+SIGTERM during load (the real CLI in a subprocess)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import re
+import select
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+pytest.importorskip("fastapi")
+httpx = pytest.importorskip("httpx")
+openai = pytest.importorskip("openai")
+
+from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
+
+from bitnet_onnx import Embedder  # noqa: E402
+from bitnet_onnx.cli import main as cli_main  # noqa: E402
+from bitnet_onnx.runtime.server import ServerConfig, create_app, listen, serve  # noqa: E402
+from bitnet_onnx.runtime.server.batcher import Batcher, BatchFailed  # noqa: E402
+from bitnet_onnx.runtime.server.metrics import Metrics  # noqa: E402
+
+ATOL = 1e-5
+TEXTS = [
+    "The quick brown fox jumps over the lazy dog. " * 3,
+    "a",
+    "What is the capital of France? Paris is the capital and largest city of France.",
+    "Ternary weights",
+    "Emoji and symbols: 🙂 🚀 ✓ → €",
+    "How many legs does a spider have?",
+]
+API_KEY = "s3cret-key"
+MAX_INPUTS = 64
+MAX_BODY = 64 << 10
+
+
+@pytest.fixture(scope="module")
+def folder(tiny_model, tiny_export):
+    return tiny_export(tiny_model("qwen3"), weights="i2s")
+
+
+@pytest.fixture(scope="module")
+def embedder(folder):
+    return Embedder(folder, threads=1)
+
+
+class LiveServer:
+    """The app on uvicorn in a thread of this process, on a free loopback port."""
+
+    def __init__(self, folder, **options):
+        options = {"model_name": "tiny-qwen3", "max_inputs": MAX_INPUTS, "max_body_bytes": MAX_BODY, **options}
+        self.config = ServerConfig(**options)
+        self.app = create_app(Embedder(folder, threads=1), self.config)
+        sock = listen("127.0.0.1", 0)
+        self.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        self.thread = threading.Thread(target=serve, args=(self.app, sock), kwargs={"log_level": "warning"},
+                                       daemon=True)
+        self.thread.start()
+        _wait_healthy(self.url)
+
+    def metrics(self) -> dict:
+        return _metrics(self.url)
+
+    def close(self):
+        self.app.state.uvicorn_server.should_exit = True
+        self.thread.join(30)
+        assert not self.thread.is_alive()
+
+
+def _wait_healthy(url: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if httpx.get(url + "/health", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{url} did not come up")
+        time.sleep(0.05)
+
+
+def _metrics(url: str) -> dict:
+    """{(sample name, frozenset(labels)): value} from /metrics, parsed by prometheus_client."""
+    text = httpx.get(url + "/metrics", timeout=10).text
+    return {(s.name, frozenset(s.labels.items())): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def _sample(metrics: dict, name: str, **labels) -> float:
+    return metrics.get((name, frozenset(labels.items())), 0.0)
+
+
+@pytest.fixture(scope="module")
+def server(folder):
+    s = LiveServer(folder, max_wait_ms=20)
+    yield s
+    s.close()
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    return openai.OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0)
+
+
+# --- answers equal Embedder.encode ---------------------------------------------------------------------
+
+def test_openai_client_single_and_batched_float(client, embedder):
+    one = client.embeddings.create(model="tiny-qwen3", input=TEXTS[2], encoding_format="float")
+    np.testing.assert_allclose(one.data[0].embedding, embedder.encode(TEXTS[2]), rtol=0, atol=ATOL)
+    assert one.model == "tiny-qwen3" and len(one.data) == 1 and one.data[0].index == 0
+
+    many = client.embeddings.create(model="tiny-qwen3", input=TEXTS, encoding_format="float")
+    assert [d.index for d in many.data] == list(range(len(TEXTS)))
+    got = np.array([d.embedding for d in many.data])
+    np.testing.assert_allclose(got, embedder.encode(TEXTS), rtol=0, atol=ATOL)
+    tokens = sum(len(x) for x in embedder.tokenize(TEXTS))
+    assert many.usage.prompt_tokens == tokens and many.usage.total_tokens == tokens
+
+
+def test_openai_client_base64_and_dimensions(client, embedder):
+    want = embedder.encode(TEXTS, dimensions=16)
+    raw = client.embeddings.create(model="m", input=TEXTS, encoding_format="base64", dimensions=16)
+    got = np.stack([np.frombuffer(base64.b64decode(d.embedding), dtype="<f4") for d in raw.data])
+    np.testing.assert_allclose(got, want, rtol=0, atol=ATOL)
+    # the client's default: it asks for base64 and decodes it itself
+    default = client.embeddings.create(model="m", input=TEXTS, dimensions=16)
+    np.testing.assert_allclose(np.array([d.embedding for d in default.data]), want, rtol=0, atol=ATOL)
+    assert np.allclose(np.linalg.norm(got, axis=1), 1, atol=1e-5)  # renormalized after truncation
+
+
+def test_openai_token_id_inputs(client, embedder):
+    ids = embedder.tokenize(TEXTS[:3])
+    single = client.embeddings.create(model="m", input=ids[0], encoding_format="float")
+    np.testing.assert_allclose(single.data[0].embedding, embedder.encode(TEXTS[0]), rtol=0, atol=ATOL)
+    batch = client.embeddings.create(model="m", input=ids, encoding_format="float")
+    np.testing.assert_allclose([d.embedding for d in batch.data], embedder.encode(TEXTS[:3]), rtol=0, atol=ATOL)
+    assert batch.usage.prompt_tokens == sum(map(len, ids))
+    # ids without the EOS the export appends for last-token pooling get it, as texts do
+    no_eos = [x[:-1] for x in ids]
+    again = client.embeddings.create(model="m", input=no_eos, encoding_format="float")
+    np.testing.assert_allclose([d.embedding for d in again.data], embedder.encode(TEXTS[:3]), rtol=0, atol=ATOL)
+
+
+def test_tei_embed(server, embedder):
+    def embed(**body):
+        r = httpx.post(server.url + "/embed", json=body, timeout=30)
+        assert r.status_code == 200, r.text
+        return np.array(r.json(), dtype=np.float32)
+
+    np.testing.assert_allclose(embed(inputs=TEXTS[0]), embedder.encode([TEXTS[0]]), rtol=0, atol=ATOL)
+    np.testing.assert_allclose(embed(inputs=TEXTS, dimensions=8, normalize=True),
+                               embedder.encode(TEXTS, dimensions=8, normalize=True), rtol=0, atol=ATOL)
+    raw = embed(inputs=TEXTS, dimensions=8, normalize=False)
+    np.testing.assert_allclose(raw, embedder.encode(TEXTS, dimensions=8, normalize=False), rtol=0, atol=ATOL)
+    assert not np.allclose(np.linalg.norm(raw, axis=1), 1)  # really not renormalized
+    np.testing.assert_allclose(embed(inputs=TEXTS, prompt_name="query"),
+                               embedder.encode(TEXTS, prompt_name="query"), rtol=0, atol=ATOL)
+    long = "spiders have eight legs " * 200  # over the export's max_length
+    np.testing.assert_allclose(embed(inputs=[long], truncate=True), embedder.encode([long]), rtol=0, atol=ATOL)
+
+
+def test_models_and_health(server, client):
+    models = client.models.list()
+    assert [m.id for m in models.data] == ["tiny-qwen3"] and models.data[0].owned_by == "bitnet-onnx"
+    r = httpx.get(server.url + "/health")
+    assert r.status_code == 200 and r.json() == {"status": "ok"}
+
+
+# --- batching across concurrent clients --------------------------------------------------------------
+
+def _mixed_requests(client_id: int, n: int) -> list[list[str]]:
+    """Requests of 1 to 5 texts of very different lengths, unique per client and request."""
+    rng = np.random.default_rng(client_id)
+    words = "ternary weights spiders legs capital France quick brown fox lazy dog cosine vector".split()
+    out = []
+    for r in range(n):
+        texts = []
+        for t in range(int(rng.integers(1, 6))):
+            length = int(rng.choice([1, 3, 12, 60]))
+            texts.append(f"c{client_id} r{r} t{t} " + " ".join(rng.choice(words, length)))
+        out.append(texts)
+    return out
+
+
+async def _run_clients(url: str, plans: list[list[list[str]]]) -> list[list[httpx.Response]]:
+    async def one_client(plan):
+        async with httpx.AsyncClient(base_url=url, timeout=60) as c:
+            return [await c.post("/v1/embeddings", json={"model": "m", "input": texts, "encoding_format": "float"})
+                    for texts in plan]
+
+    return await asyncio.gather(*(one_client(p) for p in plans))
+
+
+def test_32_concurrent_clients_get_their_own_rows_in_order(server, embedder):
+    plans = [_mixed_requests(c, 20) for c in range(32)]
+    all_texts = sorted({t for plan in plans for req in plan for t in req})
+    want = dict(zip(all_texts, embedder.encode(all_texts)))
+    before = server.metrics()
+
+    results = asyncio.run(_run_clients(server.url, plans))
+
+    for plan, responses in zip(plans, results):
+        assert len(responses) == len(plan)
+        for texts, r in zip(plan, responses):
+            assert r.status_code == 200, r.text
+            data = r.json()["data"]
+            assert [d["index"] for d in data] == list(range(len(texts)))
+            np.testing.assert_allclose([d["embedding"] for d in data], [want[t] for t in texts], rtol=0, atol=ATOL)
+    after = server.metrics()
+    runs = _sample(after, "bitnet_onnx_batch_size_count") - _sample(before, "bitnet_onnx_batch_size_count")
+    single = (_sample(after, "bitnet_onnx_batch_size_bucket", le="1.0")
+              - _sample(before, "bitnet_onnx_batch_size_bucket", le="1.0"))
+    texts = sum(len(req) for plan in plans for req in plan)
+    assert runs - single > 0, "no batch held more than one text"
+    assert runs < texts  # texts of different requests shared session runs
+    assert (_sample(after, "bitnet_onnx_inputs_total") - _sample(before, "bitnet_onnx_inputs_total")) == texts
+    served = (_sample(after, "bitnet_onnx_requests_total", route="/v1/embeddings", status="200")
+              - _sample(before, "bitnet_onnx_requests_total", route="/v1/embeddings", status="200"))
+    assert served == 32 * 20
+    assert _sample(after, "bitnet_onnx_queue_duration_seconds_count") > 0
+    assert _sample(after, "bitnet_onnx_request_duration_seconds_count", route="/v1/embeddings") >= 640
+
+
+# --- errors ------------------------------------------------------------------------------------------
+
+LONG = "spiders have eight legs " * 200  # more tokens than the tiny export's max_length (256)
+
+OPENAI_ERRORS = [  # (body, status, param, words in the message)
+    ({"model": "m", "input": []}, 400, "input", "must not be empty"),
+    ({"model": "m", "input": ""}, 400, "input", "empty string"),
+    ({"model": "m", "input": ["ok", ""]}, 400, "input", "input[1] is an empty string"),
+    ({"model": "m", "input": [[]]}, 400, "input", "empty list of token ids"),
+    ({"model": "m", "input": 5}, 400, "input", "got an integer"),
+    ({"model": "m", "input": {"text": "x"}}, 400, "input", "got an object"),
+    ({"model": "m", "input": None}, 400, "input", "got null"),
+    ({"model": "m", "input": ["ok", 3]}, 400, "input", "input[1] is an integer, expected a string"),
+    ({"model": "m", "input": [1, "a"]}, 400, "input", "input[1] is a string, expected an integer token id"),
+    ({"model": "m", "input": [[1, 2], 3]}, 400, "input", "input[1] is an integer"),
+    ({"model": "m", "input": [1, 2.5]}, 400, "input", "input[1] is a number"),
+    ({"model": "m", "input": [True]}, 400, "input", "input[0] is a boolean"),
+    ({"model": "m", "input": [[1, -1]]}, 400, "input", "input[0]: token id -1 is outside the vocabulary"),
+    ({"model": "m", "input": [10 ** 9]}, 400, "input", "token id 1000000000 is outside the vocabulary"),
+    ({"model": "m", "input": ["x"] * (MAX_INPUTS + 1)}, 400, "input", f"more than the limit of {MAX_INPUTS}"),
+    ({"model": "m", "input": ["fine", LONG]}, 400, "input", "input[1] has"),
+    ({"model": "m", "input": [list(range(1, 400))]}, 400, "input", "more than max_length 256"),
+    ({"model": "m", "input": "x", "dimensions": 0}, 400, "dimensions", "from 1 to 128, got 0"),
+    ({"model": "m", "input": "x", "dimensions": 129}, 400, "dimensions", "from 1 to 128"),
+    ({"model": "m", "input": "x", "dimensions": "8"}, 400, "dimensions", "valid integer"),
+    ({"model": "m", "input": "x", "encoding_format": "int8"}, 400, "encoding_format", "encoding_format"),
+    ({"model": 3, "input": "x"}, 400, "model", "valid string"),
+    ({"model": "m"}, 400, "input", "input: Field required"),
+    ([1, 2], 400, None, "must be a JSON object"),
+]
+
+
+@pytest.mark.parametrize("body,status,param,words", OPENAI_ERRORS, ids=lambda x: None)
+def test_openai_errors(server, body, status, param, words):
+    r = httpx.post(server.url + "/v1/embeddings", json=body, timeout=30)
+    assert r.status_code == status, r.text
+    error = r.json()["error"]
+    assert error["type"] == "invalid_request_error" and error["param"] == param
+    assert words in error["message"], error["message"]
+    assert "\n" not in error["message"]
+
+
+TEI_ERRORS = [
+    ({"inputs": []}, "inputs must not be empty"),
+    ({"inputs": ""}, "inputs is an empty string"),
+    ({"inputs": [1]}, "inputs[0] is an integer"),
+    ({"inputs": ["ok", LONG]}, "inputs[1] has"),
+    ({"inputs": ["ok", LONG], "truncate": False}, "more than max_length"),
+    ({"inputs": "x", "prompt_name": "nope"}, "prompt_name 'nope'"),
+    ({"inputs": "x", "normalize": "yes"}, "normalize"),
+    ({"inputs": "x", "truncation_direction": "left"}, "only 'right'"),
+    ({"inputs": "x", "dimensions": 500}, "from 1 to 128"),
+]
+
+
+@pytest.mark.parametrize("body,words", TEI_ERRORS, ids=lambda x: None)
+def test_tei_errors_in_tei_shape(server, body, words):
+    r = httpx.post(server.url + "/embed", json=body, timeout=30)
+    assert r.status_code == 400, r.text
+    assert r.json()["error_type"] == "Validation" and words in r.json()["error"], r.text
+
+
+def test_malformed_json_wrong_route_and_method(server):
+    r = httpx.post(server.url + "/v1/embeddings", content=b'{"input": ["a",', headers={"content-type": "application/json"})
+    assert r.status_code == 400 and "not valid JSON" in r.json()["error"]["message"]
+    r = httpx.get(server.url + "/v1/embeddings")
+    assert r.status_code == 405 and r.json()["error"]["type"] == "invalid_request_error"
+    r = httpx.post(server.url + "/v1/nothing", json={})
+    assert r.status_code == 404 and "error" in r.json()
+
+
+def test_oversized_bodies_get_413(server):
+    body = json.dumps({"model": "m", "input": ["x" * 1000] * 80}).encode()  # ~80 KB > 64 KiB
+    r = httpx.post(server.url + "/v1/embeddings", content=body, headers={"content-type": "application/json"})
+    assert r.status_code == 413 and r.json()["error"]["code"] == "body_too_large"
+
+    def chunks():  # no Content-Length: the limit holds while reading
+        for i in range(0, len(body), 8192):
+            yield body[i:i + 8192]
+
+    r = httpx.post(server.url + "/embed", content=chunks(), headers={"content-type": "application/json"})
+    assert r.status_code == 413 and r.json()["error_type"] == "Validation"
+    assert httpx.get(server.url + "/health").status_code == 200
+
+
+def test_api_key(folder):
+    s = LiveServer(folder, api_key=API_KEY)
+    try:
+        body = {"model": "m", "input": "hello"}
+        for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": f"Basic {API_KEY}"},
+                        {"Authorization": f"Bearer {API_KEY}x"}, {"Authorization": "Bearer"}):
+            r = httpx.post(s.url + "/v1/embeddings", json=body, headers=headers)
+            assert r.status_code == 401, (headers, r.text)
+            assert r.json()["error"]["code"] == "invalid_api_key" and r.headers["www-authenticate"] == "Bearer"
+        r = httpx.post(s.url + "/embed", json={"inputs": "hello"})
+        assert r.status_code == 401 and r.json()["error_type"] == "Unauthorized"
+        assert httpx.get(s.url + "/v1/models").status_code == 401
+        good = openai.OpenAI(base_url=s.url + "/v1", api_key=API_KEY, max_retries=0)
+        assert len(good.embeddings.create(model="m", input="hello").data) == 1
+        with pytest.raises(openai.AuthenticationError):
+            openai.OpenAI(base_url=s.url + "/v1", api_key="nope", max_retries=0).embeddings.create(model="m", input="x")
+        assert httpx.get(s.url + "/health").status_code == 200 and httpx.get(s.url + "/metrics").status_code == 200
+    finally:
+        s.close()
+
+
+def test_bad_requests_in_a_burst_leave_good_ones_correct(server, embedder):
+    good = [[f"good {i} " + "words " * (i % 7)] for i in range(24)]
+    bad = [{"model": "m", "input": [[1, 10 ** 6]]}, {"model": "m", "input": ["ok", ""]},
+           {"model": "m", "input": ["x", LONG]}, {"model": "m", "input": "x", "dimensions": -3}]
+    want = embedder.encode([t[0] for t in good])
+
+    async def burst():
+        async with httpx.AsyncClient(base_url=server.url, timeout=60) as c:
+            calls = [c.post("/v1/embeddings", json={"model": "m", "input": g, "encoding_format": "float"}) for g in good]
+            calls[3:3] = [c.post("/v1/embeddings", json=b) for b in bad]
+            return await asyncio.gather(*calls)
+
+    responses = asyncio.run(burst())
+    bad_responses = responses[3:3 + len(bad)]
+    good_responses = responses[:3] + responses[3 + len(bad):]
+    assert [r.status_code for r in bad_responses] == [400] * len(bad)
+    for r, w in zip(good_responses, want):
+        assert r.status_code == 200, r.text
+        np.testing.assert_allclose(r.json()["data"][0]["embedding"], w, rtol=0, atol=ATOL)
+
+
+def test_full_queue_answers_429_with_retry_after(folder, embedder):
+    # A long max wait keeps the first request queued, and it fills the queue's token limit exactly.
+    first_texts = ["spiders have eight legs and most have eight eyes"] * 3
+    limit = sum(len(x) for x in embedder.tokenize(first_texts))
+    s = LiveServer(folder, max_queue_tokens=limit, max_wait_ms=1500, max_batch_tokens=10 ** 6, max_batch_size=512)
+    try:
+
+        async def overflow():
+            async with httpx.AsyncClient(base_url=s.url, timeout=60) as c:
+                first = asyncio.ensure_future(c.post("/v1/embeddings", json={"input": first_texts,
+                                                                           "encoding_format": "float"}))
+                while not first.done() and _sample(s.metrics(), "bitnet_onnx_queue_inputs") < 3:
+                    await asyncio.sleep(0.01)
+                second = await c.post("/v1/embeddings", json={"input": ["one more text for the queue"] * 2})
+                third = await c.post("/embed", json={"inputs": ["one more text for the queue"] * 2})
+                return await first, second, third
+
+        first, second, third = asyncio.run(overflow())
+        assert second.status_code == 429 and int(second.headers["retry-after"]) >= 1
+        assert second.json()["error"]["type"] == "rate_limit_error" and second.json()["error"]["code"] == "queue_full"
+        assert third.status_code == 429 and third.json()["error_type"] == "Overloaded"
+        assert first.status_code == 200
+        np.testing.assert_allclose([d["embedding"] for d in first.json()["data"]], embedder.encode(first_texts),
+                                   rtol=0, atol=ATOL)
+        assert _sample(s.metrics(), "bitnet_onnx_rejected_requests_total", reason="queue_full") == 2
+    finally:
+        s.close()
+
+
+# --- the batcher alone: a text the session fails on fails only its own request ----------------------
+
+POISON = 13
+
+
+def test_session_failure_hits_only_the_request_at_fault():
+    runs = []
+
+    def run_batch(ids):
+        runs.append(len(ids))
+        if any(POISON in x for x in ids):
+            raise RuntimeError("bad token\nsecond line")
+        return np.array([[float(sum(x)), float(len(x))] for x in ids], dtype=np.float32)
+
+    batcher = Batcher(run_batch, 2, ServerConfig(model_name="m", max_wait_ms=200), Metrics())
+    batcher.start()
+
+    async def go():
+        requests = [[[1, 2], [3]], [[4, POISON], [5, 6]], [[7, 8, 9]]]
+        return await asyncio.gather(*(batcher.embed(r) for r in requests), return_exceptions=True)
+
+    try:
+        ok1, failed, ok2 = asyncio.run(go())
+    finally:
+        batcher.stop(5)
+    np.testing.assert_array_equal(ok1, [[3, 2], [3, 1]])
+    np.testing.assert_array_equal(ok2, [[24, 3]])
+    assert isinstance(failed, BatchFailed) and str(failed) == "inference failed: bad token"
+    assert runs[0] == 5  # all five texts went into one batch first
+
+
+# --- the command: SIGTERM during load, startup errors, imports ----------------------------------------
+
+def _start_cli(folder, *flags) -> tuple[subprocess.Popen, str]:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "bitnet_onnx", "serve", str(folder), "--port", "0",
+                             "--threads", "1", "--log-level", "warning", *flags],
+                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, env=env)
+    deadline, line = time.monotonic() + 60, b""
+    while b"\n" not in line:
+        ready, _, _ = select.select([proc.stderr], [], [], max(0.0, deadline - time.monotonic()))
+        if not ready or proc.poll() is not None:
+            proc.kill()
+            raise AssertionError(f"serve did not start: {line!r}")
+        line += os.read(proc.stderr.fileno(), 4096)
+    url = re.search(rb"http://[\d.]+:\d+", line).group().decode()
+    return proc, url
+
+
+def test_sigterm_during_load_finishes_in_flight_requests_and_exits_0(folder, embedder):
+    # Requests wait in the queue for a fuller batch (2 s), so they are surely in flight at SIGTERM.
+    proc, url = _start_cli(folder, "--max-wait-ms", "2000", "--max-batch-size", "512",
+                           "--max-batch-tokens", "1000000")
+    try:
+        _wait_healthy(url)
+        plans = [_mixed_requests(100 + c, 1)[0] for c in range(16)]
+        want = {t: v for plan in plans for t, v in zip(plan, embedder.encode(plan))}
+        queued = sum(len(p) for p in plans)
+
+        async def load():
+            async with httpx.AsyncClient(base_url=url, timeout=60) as c:
+                in_flight = [asyncio.ensure_future(c.post("/v1/embeddings", json={"input": p, "encoding_format": "float"}))
+                             for p in plans]
+                while _sample(_metrics(url), "bitnet_onnx_queue_inputs") < queued:
+                    await asyncio.sleep(0.02)
+                proc.send_signal(signal.SIGTERM)
+                done = await asyncio.gather(*in_flight)
+                try:  # after the signal: refused (503) or no longer listening, never silently dropped
+                    late = (await c.post("/v1/embeddings", json={"input": "late"})).status_code
+                except httpx.TransportError:
+                    late = "closed"
+                return done, late
+
+        started = time.monotonic()
+        done, late = asyncio.run(load())
+        assert time.monotonic() - started < 1.9 + 10  # drained at once, not after the 2 s wait
+        for plan, r in zip(plans, done):
+            assert r.status_code == 200, r.text
+            np.testing.assert_allclose([d["embedding"] for d in r.json()["data"]], [want[t] for t in plan],
+                                       rtol=0, atol=ATOL)
+        assert late in (503, "closed")
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_cli_errors_are_one_line(tmp_path, folder, capsys):
+    assert cli_main(["serve", str(tmp_path / "nowhere"), "--port", "0"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("bitnet-onnx serve: error:") and "nowhere" in err and err.count("\n") == 1
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert cli_main(["serve", str(folder), "--port", str(port), "--threads", "1"]) == 1
+    err = capsys.readouterr().err
+    assert f"cannot listen on 127.0.0.1:{port}" in err and err.count("\n") == 1
+    assert cli_main(["serve", str(folder), "--max-batch-tokens", "0"]) == 1
+    assert "max_batch_tokens must be a positive integer" in capsys.readouterr().err
+
+
+def test_the_rest_of_the_package_does_not_import_fastapi():
+    code = ("import sys, bitnet_onnx, bitnet_onnx.runtime, bitnet_onnx.cli, bitnet_onnx.commands.serve; "
+            "bitnet_onnx.cli.build_parser(['serve']); "
+            "print(sorted(m for m in ('fastapi', 'uvicorn', 'prometheus_client') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
