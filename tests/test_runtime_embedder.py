@@ -1,15 +1,12 @@
 """Embedder on real exports of factory models: order, shapes, batching, prompts, dimensions, threads, errors."""
 
 import json
-import shutil
 
 import numpy as np
 import pytest
 
 from bitnet_onnx import Embedder
 from bitnet_onnx.errors import BitnetOnnxError
-from bitnet_onnx.export.exporter import export
-from bitnet_onnx.testing import make_model
 
 TEXTS = [
     "The quick brown fox jumps over the lazy dog. " * 3,
@@ -23,9 +20,8 @@ TEXTS = [
 
 
 @pytest.fixture(scope="module")
-def exports(tmp_path_factory):
+def exports(tiny_model, tiny_export):
     """Exported folders: Qwen3 (last token, right and left padding), Gemma3 (mean, Dense head, no normalize)."""
-    root = tmp_path_factory.mktemp("embedder")
     out = {}
     specs = {
         "qwen3": dict(arch="qwen3"),
@@ -33,8 +29,8 @@ def exports(tmp_path_factory):
         "gemma3": dict(arch="gemma3", dense=True, normalize=False),
     }
     for name, kw in specs.items():
-        model = make_model(root / "hf" / name, seed=1, **kw)
-        out[name] = export(model, root / name, weights="i2s")
+        model = tiny_model(**kw)
+        out[name] = tiny_export(model, "i2s")
         out[name + "/hf"] = model
     return out
 
@@ -88,7 +84,7 @@ def test_single_string_empty_list_and_empty_string(embedders):
     assert np.isfinite(blank).all() and abs(np.linalg.norm(blank) - 1) < 1e-5
 
 
-def test_prompts(exports, embedders, tmp_path):
+def test_prompts(exports, embedders, private_copy):
     e = embedders["qwen3"]
     prompts = e.prompts
     assert "query" in prompts and prompts["query"]
@@ -99,8 +95,7 @@ def test_prompts(exports, embedders, tmp_path):
     with pytest.raises(BitnetOnnxError, match="prompt_name 'nope'.*query"):
         e.encode(text, prompt_name="nope")
     # default_prompt_name from the manifest applies when no prompt is given
-    folder = tmp_path / "default-prompt"
-    shutil.copytree(exports["qwen3"], folder)
+    folder = private_copy(exports["qwen3"], "default-prompt")
     manifest = json.loads((folder / "bitnet_onnx.json").read_text())
     manifest["default_prompt_name"] = "query"
     (folder / "bitnet_onnx.json").write_text(json.dumps(manifest))
@@ -205,26 +200,21 @@ def test_bad_arguments(embedders):
 
 # --- broken folders -----------------------------------------------------------------------------------
 
-def _copy(exports, tmp_path, name="qwen3"):
-    folder = tmp_path / "copy"
-    shutil.copytree(exports[name], folder)
-    return folder
-
 
 def test_missing_folder(tmp_path):
     with pytest.raises(BitnetOnnxError, match="not a folder"):
         Embedder(tmp_path / "nowhere")
 
 
-def test_missing_manifest(exports, tmp_path):
-    folder = _copy(exports, tmp_path)
+def test_missing_manifest(exports, private_copy):
+    folder = private_copy(exports["qwen3"], "copy")
     (folder / "bitnet_onnx.json").unlink()
     with pytest.raises(BitnetOnnxError, match="manifest missing"):
         Embedder(folder)
 
 
-def test_missing_and_corrupt_model(exports, tmp_path):
-    folder = _copy(exports, tmp_path)
+def test_missing_and_corrupt_model(exports, private_copy):
+    folder = private_copy(exports["qwen3"], "copy")
     data = (folder / "model.onnx").read_bytes()
     (folder / "model.onnx").write_bytes(data[: len(data) // 3])
     with pytest.raises(BitnetOnnxError, match="model.onnx: not a valid ONNX model"):
@@ -245,8 +235,8 @@ def test_op_library_missing_or_not_loadable(exports, tmp_path, monkeypatch):
         Embedder(exports["qwen3"])
 
 
-def test_custom_op_graph_without_library_says_so(exports, tmp_path):
-    folder = _copy(exports, tmp_path)
+def test_custom_op_graph_without_library_says_so(exports, private_copy):
+    folder = private_copy(exports["qwen3"], "copy")
     manifest = json.loads((folder / "bitnet_onnx.json").read_text())
     manifest["needs_custom_ops"] = False  # a wrong manifest: the graph does use I2STernaryMatMul
     (folder / "bitnet_onnx.json").write_text(json.dumps(manifest))
