@@ -19,7 +19,6 @@ from bitnet_onnx.convert_gguf.i2s import I2S_TYPE, decode_i2s, encode_i2s, read_
 from bitnet_onnx.convert_gguf.inspect import describe, open_gguf
 from bitnet_onnx.convert_gguf.writer import convert
 from bitnet_onnx.ternary import ternarize
-from bitnet_onnx.testing import make_model
 from bitnet_onnx.weights import open_model
 
 F32, F16 = 0, 1  # GGMLQuantizationType ids
@@ -41,9 +40,9 @@ def expected_names(arch: str, n_layers: int) -> set[str]:
 
 
 @pytest.fixture(scope="module")
-def models(tmp_path_factory):
-    root = tmp_path_factory.mktemp("gguf-models")
-    return {arch: make_model(root / arch, arch, dense=arch == "gemma3") for arch in ARCHITECTURES}
+def models(tiny_model):
+    """bfloat16 weights, as real checkpoints store them (read-only: edit a private_copy)."""
+    return {arch: tiny_model(arch, dtype="bfloat16", dense=arch == "gemma3") for arch in ARCHITECTURES}
 
 
 def _field(reader, key):
@@ -211,23 +210,23 @@ def test_pre_tokenizer_hash(tmp_path, models, monkeypatch, capsys):
     assert _field(reader, "tokenizer.ggml.pre") == "qwen2"
 
 
-def test_bidirectional_and_pooling(tmp_path):
-    path = make_model(tmp_path / "m", "gemma3", bidirectional=True, pooling="cls", config_style="v4")
+def test_bidirectional_and_pooling(tmp_path, tiny_model):
+    path = tiny_model("gemma3", dtype="bfloat16", bidirectional=True, pooling="cls", config_style="v4")
     reader = open_gguf(convert(path, tmp_path / "m.gguf", "f16", progress=False))
     assert bool(_field(reader, "gemma3.attention.causal")) is False
     assert _field(reader, "gemma3.pooling_type") == 2
     assert list(_field(reader, "gemma3.attention.sliding_window_pattern")) == [True, True, False]
 
 
-def test_qwen3_without_pooling_module_warns_and_uses_last(tmp_path, caplog):
-    path = make_model(tmp_path / "m", "qwen3")
+def test_qwen3_without_pooling_module_warns_and_uses_last(tmp_path, models, private_copy, caplog):
+    path = private_copy(models["qwen3"], "m")
     modules = json.loads((path / "modules.json").read_text())
     (path / "modules.json").write_text(json.dumps([m for m in modules if not m["type"].endswith("Pooling")]))
     reader = open_gguf(convert(path, tmp_path / "m.gguf", "f16", pre_tokenizer="qwen2", progress=False))
     assert _field(reader, "qwen3.pooling_type") == 3 and "default pooling 'lasttoken'" in caplog.text
 
 
-def test_cli_entry_points_and_inspect(tmp_path, models):
+def test_cli_entry_points_and_inspect(tmp_path, models, private_copy):
     out = tmp_path / "q.gguf"
     run = subprocess.run([sys.executable, "-m", "bitnet_onnx", "convert-gguf", str(models["qwen3"]), "--outtype", "i2_s",
                           "--outfile", str(out), "--pre-tokenizer", "qwen2"], capture_output=True, text=True)
@@ -239,18 +238,14 @@ def test_cli_entry_points_and_inspect(tmp_path, models):
     row = next(line for line in shown.stdout.splitlines() if line.split()[:1] == ["blk.0.attn_q.weight"])
     assert row.split()[1:4] == ["I2_S", "[128,", "256]"] and row.split()[4] == str(256 * 128 // 4 + 32)
     # default output name: MODEL_DIR/<name>-<outtype>.gguf
-    assert cli.main(["convert-gguf", str(models["gemma3"]), "--outtype", "f32"]) == 0
-    default = models["gemma3"] / "gemma3-f32.gguf"
+    gemma3 = private_copy(models["gemma3"], "gemma3")
+    assert cli.main(["convert-gguf", str(gemma3), "--outtype", "f32"]) == 0
+    default = gemma3 / "gemma3-f32.gguf"
     assert default.is_file()
     assert "F32" in describe(default)
-    default.unlink()
 
 
 # ---- bad inputs: one line on stderr, exit 1, nothing left behind
-
-
-def _f32_model(tmp_path, arch="qwen3"):
-    return make_model(tmp_path / "model", arch, dtype="float32")
 
 
 def _rewrite(path: Path, edit) -> None:
@@ -271,8 +266,8 @@ def _fails(capsys, model: Path, out_dir: Path, *extra) -> str:
     return err
 
 
-def test_misshaped_tensor(tmp_path, capsys):
-    model = _f32_model(tmp_path)
+def test_misshaped_tensor(tmp_path, capsys, qwen3_bitnet, private_copy):
+    model = private_copy(qwen3_bitnet, "model")
 
     def edit(t):
         t["layers.1.mlp.down_proj.weight"] = np.zeros((128, 128), np.float32)
@@ -282,15 +277,15 @@ def test_misshaped_tensor(tmp_path, capsys):
     assert "model.safetensors: tensor layers.1.mlp.down_proj.weight has shape (128, 128), config.json implies (128, 256)" in err
 
 
-def test_missing_tensor(tmp_path, capsys):
-    model = _f32_model(tmp_path, "gemma3")
+def test_missing_tensor(tmp_path, capsys, gemma3_bitnet, private_copy):
+    model = private_copy(gemma3_bitnet, "model")
     _rewrite(model, lambda t: t.pop("layers.2.post_feedforward_layernorm.weight"))
     err = _fails(capsys, model, tmp_path / "out")
     assert "required tensor layers.2.post_feedforward_layernorm.weight is missing" in err
 
 
-def test_unknown_model_type(tmp_path, capsys):
-    model = _f32_model(tmp_path)
+def test_unknown_model_type(tmp_path, capsys, qwen3_bitnet, private_copy):
+    model = private_copy(qwen3_bitnet, "model")
     config = json.loads((model / "config.json").read_text())
     (model / "config.json").write_text(json.dumps({**config, "model_type": "llama"}))
     err = _fails(capsys, model, tmp_path / "out")
@@ -299,8 +294,8 @@ def test_unknown_model_type(tmp_path, capsys):
     assert "does not match" in _fails(capsys, model, tmp_path / "out", "--arch", "gemma3")
 
 
-def test_non_finite_weights(tmp_path, capsys):
-    model = _f32_model(tmp_path)
+def test_non_finite_weights(tmp_path, capsys, qwen3_bitnet, private_copy):
+    model = private_copy(qwen3_bitnet, "model")
 
     def edit(t):
         t["layers.0.self_attn.v_proj.weight"][0, 0] = np.inf
@@ -310,8 +305,8 @@ def test_non_finite_weights(tmp_path, capsys):
     assert "model.safetensors: tensor layers.0.self_attn.v_proj.weight has non-finite values" in err
 
 
-def test_truncated_safetensors_keeps_existing_output(tmp_path, capsys):
-    model = _f32_model(tmp_path)
+def test_truncated_safetensors_keeps_existing_output(tmp_path, capsys, qwen3_bitnet, private_copy):
+    model = private_copy(qwen3_bitnet, "model")
     file = model / "model.safetensors"
     file.write_bytes(file.read_bytes()[:-4096])
     out_dir = tmp_path / "out"
@@ -330,8 +325,8 @@ def test_inspect_rejects_non_gguf(tmp_path, capsys):
     assert len(err.splitlines()) == 1 and "x.gguf: not a readable GGUF file" in err
 
 
-def test_extra_tensors_and_non_bitnet_models_warn(tmp_path, caplog):
-    path = make_model(tmp_path / "m", "qwen3", bitnet=False, dtype="float32")
+def test_extra_tensors_and_non_bitnet_models_warn(tmp_path, qwen3_standard, private_copy, caplog):
+    path = private_copy(qwen3_standard, "m")
 
     def edit(t):
         t["lm_head.weight"] = np.zeros((512, 128), np.float32)
