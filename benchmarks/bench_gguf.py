@@ -20,32 +20,37 @@ import tempfile
 import time
 from pathlib import Path
 
+from bitnet_onnx.bench.cache import model_shapes
+from bitnet_onnx.bench.host import cpu_name
+from bitnet_onnx.testing import make_model
+
 CHILD = """
-import json, resource, sys, time
+import json, sys, time
+from bitnet_onnx.bench.host import peak_rss_bytes
 t0 = time.perf_counter()
 from bitnet_onnx.convert_gguf.writer import convert
 t1 = time.perf_counter()
 convert(sys.argv[1], sys.argv[2], sys.argv[3], pre_tokenizer="qwen2", progress=False)
 t2 = time.perf_counter()
 print(json.dumps({"import_s": t1 - t0, "convert_s": t2 - t1,
-                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+                  "peak_rss_mb": peak_rss_bytes() / 2**20}))
 """
 
 
 def main() -> int:
+    shapes = model_shapes()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--shape", default="qwen3-0.6b", help="a factory shape name (qwen3-0.6b, gemma3-270m)")
+    parser.add_argument("--shape", default="qwen3-0.6b", choices=list(shapes))
     parser.add_argument("--outtype", default="i2_s", choices=("f32", "f16", "i2_s"))
     args = parser.parse_args()
 
-    from bitnet_onnx.testing import make_model
-
-    arch = args.shape.split("-")[0]
+    arch, shape = shapes[args.shape]
+    print(f"# {cpu_name()}, {time.strftime('%Y-%m-%d')}")
     with tempfile.TemporaryDirectory(prefix="bench-gguf-") as tmp:
         model = Path(tmp) / args.shape
         t = time.perf_counter()
-        make_model(model, arch, shape=args.shape)
+        make_model(model, arch, shape=shape)
         source_mb = sum(f.stat().st_size for f in model.glob("*.safetensors")) / 2**20
         print(f"generated {args.shape} BitNet model ({source_mb:.0f} MiB bf16 safetensors) in "
               f"{time.perf_counter() - t:.1f} s")

@@ -1,6 +1,6 @@
 """The ``--weights int8`` projection: per-token int8 activations x exact ternary int8 weights, ORT-native.
 
-    /work/venv-warm/bin/python benchmarks/bench_int8_projection.py [--m 512 --k 1024 --n 3072] [--reps 21]
+    python benchmarks/bench_int8_projection.py [--m 512 --k 1024 --n 3072] [--reps 21]
 
 Compares, at 1 thread, one projection X [M, K] -> [M, N] (the same quantization ops in front of each):
   s8s8_mmi     int8 codes, MatMulInteger int8 x int8, Cast, / a, * s_w
@@ -8,8 +8,8 @@ Compares, at 1 thread, one projection X [M, K] -> [M, N] (the same quantization 
   u8s8_mitf    codes + 128 as uint8, com.microsoft MatMulIntegerToFloat (scales 1), / a, * s_w  (exported)
   dqmm         com.microsoft DynamicQuantizeMatMul (per-tensor uint8 activations: NOT per token)
   f32          MatMul with s_w * T
-Prints the median of interleaved repetitions, the ratio to u8s8_mitf, and whether the output is bit-identical
-to s8s8_mmi (the exact per-token numerics).
+Prints the median of interleaved repetitions (the order rotating every repetition), the ratio to u8s8_mitf,
+and whether the output is bit-identical to s8s8_mmi (the exact per-token numerics).
 """
 
 from __future__ import annotations
@@ -22,6 +22,9 @@ import numpy as np
 import onnxruntime as ort
 from onnx import TensorProto as T
 from onnx import helper, numpy_helper
+
+from bitnet_onnx.bench.host import cpu_name
+from bitnet_onnx.bench.timing import interleave
 
 
 def build(nodes, inits, ms=False) -> bytes:
@@ -71,16 +74,18 @@ def main() -> None:
     sessions = {k: ort.InferenceSession(m, options, providers=["CPUExecutionProvider"]) for k, m in models.items()}
     x = rng.standard_normal((args.m, args.k), dtype=np.float32)
     outs = {k: s.run(None, {"x": x})[0] for k, s in sessions.items()}
-    times = {k: [] for k in sessions}
-    for _ in range(args.reps):
-        for k, s in sessions.items():
-            t0 = time.perf_counter()
-            s.run(None, {"x": x})
-            times[k].append(time.perf_counter() - t0)
-    base = statistics.median(times["u8s8_mitf"])
-    print(f"# onnxruntime {ort.__version__}, 1 thread, M={args.m} K={args.k} N={args.n}, median of {args.reps}")
+
+    def seconds(k: str, _cell) -> float:
+        t0 = time.perf_counter()
+        sessions[k].run(None, {"x": x})
+        return time.perf_counter() - t0
+
+    times = interleave(list(sessions), [None], args.reps, seconds)
+    base = statistics.median(times[("u8s8_mitf", None)])
+    print(f"# {cpu_name()}, onnxruntime {ort.__version__}, 1 thread, M={args.m} K={args.k} N={args.n}, "
+          f"median of {args.reps}")
     for k in sessions:
-        med = statistics.median(times[k])
+        med = statistics.median(times[(k, None)])
         exact = np.array_equal(outs[k], outs["s8s8_mmi"])
         print(f"{k:10} {med * 1e3:8.2f} ms  {med / base:5.2f}x  bit-exact per-token: {exact}")
 
