@@ -25,11 +25,11 @@ def _digest(folder: Path) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("arch", ARCHS)
-def test_factory_folder_loads_in_transformers(tmp_path, arch):
+def test_factory_folder_loads_in_transformers(tiny_model, arch):
     torch = pytest.importorskip("torch")
     import transformers
 
-    path = make_model(tmp_path / arch, arch, dense=True)
+    path = tiny_model(arch, dtype="bfloat16", dense=True)
     folder = open_model(path)
     model, info = getattr(transformers, folder.arch.hf_class).from_pretrained(path, output_loading_info=True)
     assert not info["missing_keys"] and not info["mismatched_keys"]
@@ -49,8 +49,8 @@ def test_factory_folder_loads_in_transformers(tmp_path, arch):
 
 
 @pytest.mark.parametrize("arch", ARCHS)
-def test_factory_shapes_and_config(tmp_path, arch):
-    folder = open_model(make_model(tmp_path / "m", arch))
+def test_factory_shapes_and_config(tiny_model, arch):
+    folder = open_model(tiny_model(arch, dtype="bfloat16"))
     cfg = folder.cfg
     assert folder.is_bitnet and folder.arch.name == arch
     if arch == "qwen3":
@@ -77,17 +77,17 @@ def test_factory_shapes_and_config(tmp_path, arch):
 
 
 @pytest.mark.parametrize("arch", ARCHS)
-def test_v4_and_v5_configs_give_the_same_model_config(tmp_path, arch):
-    v5 = open_model(make_model(tmp_path / "v5", arch, config_style="v5"))
-    v4 = open_model(make_model(tmp_path / "v4", arch, config_style="v4"))
+def test_v4_and_v5_configs_give_the_same_model_config(tiny_model, arch):
+    v5 = open_model(tiny_model(arch, dtype="bfloat16", config_style="v5"))
+    v4 = open_model(tiny_model(arch, dtype="bfloat16", config_style="v4"))
     assert "rope_parameters" in v5.config and "rope_parameters" not in v4.config
     assert v5.cfg == v4.cfg
-    assert (tmp_path / "v5" / "model.safetensors").read_bytes() == (tmp_path / "v4" / "model.safetensors").read_bytes()
+    assert (v5.path / "model.safetensors").read_bytes() == (v4.path / "model.safetensors").read_bytes()
 
 
-def test_factory_is_deterministic_and_seeded(tmp_path):
-    a = _digest(make_model(tmp_path / "a", "gemma3", dense=True, seed=3))
-    b = _digest(make_model(tmp_path / "b", "gemma3", dense=True, seed=3))
+def test_factory_is_deterministic_and_seeded(tmp_path, tiny_model):
+    a = _digest(tiny_model("gemma3", dtype="bfloat16", dense=True))  # the session's folder, built by the same call
+    b = _digest(make_model(tmp_path / "b", "gemma3", dense=True))
     c = _digest(make_model(tmp_path / "c", "gemma3", dense=True, seed=4))
     assert a == b
     assert a["model.safetensors"] != c["model.safetensors"] and a["tokenizer.json"] == c["tokenizer.json"]
@@ -139,11 +139,11 @@ def test_sharded_folder_and_model_prefix(tmp_path, monkeypatch):
         assert np.array_equal(prefixed.tensor(spec.role, layer), sharded.tensor(spec.role, layer))
 
 
-def test_bf16_is_widened_exactly(tmp_path):
+def test_bf16_is_widened_exactly(tiny_model):
     torch = pytest.importorskip("torch")
     from safetensors.torch import load_file
 
-    path = make_model(tmp_path / "m", "qwen3")
+    path = tiny_model("qwen3", dtype="bfloat16")
     folder = open_model(path)
     ref = load_file(path / "model.safetensors")
     assert ref["layers.1.mlp.down_proj.weight"].dtype == torch.bfloat16
@@ -161,8 +161,8 @@ def _rewrite(path: Path, edit) -> None:
 
 
 @pytest.fixture
-def f32_model(tmp_path):
-    return make_model(tmp_path / "m", "qwen3", dtype="float32")
+def f32_model(qwen3_bitnet, private_copy):
+    return private_copy(qwen3_bitnet, "m")
 
 
 def test_missing_tensor(f32_model):
@@ -228,8 +228,8 @@ def test_bad_folders(tmp_path, f32_model):
 # ---- sentence-transformers modules
 
 
-def test_st_modules_dense_and_defaults(tmp_path, caplog):
-    path = make_model(tmp_path / "m", "gemma3", dense=True)
+def test_st_modules_dense_and_defaults(tiny_model, private_copy, caplog):
+    path = private_copy(tiny_model("gemma3", dtype="bfloat16", dense=True), "m")
     st = read_st_modules(path, ARCHITECTURES["gemma3"])
     assert st.pooling == "mean" and st.normalize and st.pooling_from_config
     assert [(d.weight.shape, d.bias is not None, d.activation) for d in st.dense] == [
@@ -249,8 +249,8 @@ def test_st_modules_dense_and_defaults(tmp_path, caplog):
     assert "default pooling 'lasttoken'" in caplog.text
 
 
-def test_st_modules_bad_inputs(tmp_path):
-    path = make_model(tmp_path / "m", "qwen3", dense=True)
+def test_st_modules_bad_inputs(tiny_model, private_copy):
+    path = private_copy(tiny_model("qwen3", dtype="bfloat16", dense=True), "m")
     pooling = json.loads((path / "1_Pooling" / "config.json").read_text())
     (path / "1_Pooling" / "config.json").write_text(json.dumps({**pooling, "pooling_mode_max_tokens": True,
                                                                  "pooling_mode_lasttoken": False}))
