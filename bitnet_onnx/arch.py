@@ -13,6 +13,18 @@ from dataclasses import dataclass, field
 
 from bitnet_onnx.errors import BitnetOnnxError
 
+# Activations by short name (ArchSpec.activation, sentence-transformers Dense layers), each with the
+# spellings a HF config.json may use for it. export/ops.py and reference.py implement each name.
+ACTIVATIONS = {
+    "silu": ("silu", "swish"),
+    "gelu_tanh": ("gelu_pytorch_tanh", "gelu_tanh", "gelu_new"),
+    "gelu": ("gelu",),
+    "tanh": ("tanh",),
+    "relu": ("relu",),
+    "sigmoid": ("sigmoid",),
+    "identity": ("identity", "linear"),
+}
+
 # Tensor kinds.
 EMBEDDING = "embedding"  # [vocab, hidden]
 LINEAR = "linear"  # a projection [out, in]; ternary in BitNet models
@@ -80,7 +92,7 @@ class ArchSpec:
     name: str  # our name and the GGUF general.architecture
     model_types: tuple[str, ...]  # config.json model_type values
     hf_class: str  # transformers model class for the reference
-    activation: str  # "silu" | "gelu_tanh"
+    activation: str  # a key of ACTIVATIONS
     norm_offset: float  # own norms compute x/rms * (offset + w)
     scale_embeddings: bool  # multiply embeddings by sqrt(hidden)
     # Ordered norm roles of one layer: attn_norm -> attention -> [post_attn_norm] -> residual,
@@ -253,7 +265,7 @@ class ModelConfig:
             query_scale = head_dim ** -0.5
         causal = bool(config.get("is_causal", True)) and not bool(config.get("use_bidirectional_attention", False))
         act = config.get("hidden_act") or config.get("hidden_activation")
-        expected = {"silu": ("silu", "swish"), "gelu_tanh": ("gelu_pytorch_tanh", "gelu_tanh", "gelu_new")}[arch.activation]
+        expected = ACTIVATIONS[arch.activation]
         if act is not None and act not in expected:
             raise ConfigError(f"{source}: activation {act!r} is not supported for {arch.name} (expected {expected[0]})")
         return cls(

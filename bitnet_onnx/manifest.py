@@ -14,11 +14,11 @@ from bitnet_onnx.version import __version__
 from bitnet_onnx.customops import DOMAIN as OP_DOMAIN
 from bitnet_onnx.customops import DOMAIN_VERSION as OP_DOMAIN_VERSION
 from bitnet_onnx.errors import BitnetOnnxError
+from bitnet_onnx.st_modules import POOLINGS
 
 MANIFEST_NAME = "bitnet_onnx.json"
 MODEL_NAME = "model.onnx"
 FORMAT_VERSION = 1
-POOLINGS = ("mean", "cls", "lasttoken")
 WEIGHT_VARIANTS = ("i2s", "f32", "f16", "int8", "nbits")
 
 

@@ -2,7 +2,7 @@
 
 transformers' own model class (``ArchSpec.hf_class``: Qwen3Model, Gemma3TextModel) loaded from the
 HF folder, eager attention, with each of the seven projections of a BitNet model replaced by a
-``BitLinear`` (DESIGN.md "BitLinear numerics"), followed by sentence-transformers-style pooling,
+``BitLinear`` (docs/architecture.md, "Numerics"), followed by sentence-transformers-style pooling,
 Dense modules and normalization. Needs the optional extra (torch, transformers), imported lazily.
 
 Positions are ``cumsum(mask) - 1`` like the exported graph, so a left-padded row equals the same
@@ -21,15 +21,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+from packaging.version import Version
 
 from bitnet_onnx.arch import LINEAR, PROJECTIONS
 from bitnet_onnx.errors import BitnetOnnxError
-from bitnet_onnx.st_modules import StModules, read_st_modules
+from bitnet_onnx.st_modules import L2_NORM_EPS, StModules, read_st_modules
 from bitnet_onnx.ternary import ACT_EPS, ternarize
 from bitnet_onnx.weights import ModelFolder, open_model
 
 ACTIVATION_MODES = ("int8", "float")
-NORM_EPS = 1e-12
 
 
 def _torch():
@@ -46,7 +46,7 @@ def _bitlinear_class():
     torch, _ = _torch()
 
     class BitLinear(torch.nn.Module):
-        """y = (sum_k q_k T_nk) / a * s_w after the projection's own RMSNorm (DESIGN.md)."""
+        """y = (sum_k q_k T_nk) / a * s_w after the projection's own RMSNorm (docs/architecture.md, "Numerics")."""
 
         def __init__(self, t: np.ndarray, s_w: float, norm_in: np.ndarray | None, eps: float, quantize: bool):
             super().__init__()
@@ -81,7 +81,7 @@ class Reference:
         self.f16_embeddings = f16_embeddings
         self.folder: ModelFolder = open_model(model_dir, arch)
         self.st: StModules = read_st_modules(self.folder.path, self.folder.arch, self.folder.cfg.hidden)
-        if not self.folder.cfg.causal and _version(transformers.__version__) < (4, 57):
+        if not self.folder.cfg.causal and Version(transformers.__version__) < Version("4.57"):
             # older transformers ignore use_bidirectional_attention and silently run causal (ST #3513)
             raise BitnetOnnxError(f"{self.folder.path}: bidirectional attention needs transformers >= 4.57, "
                                   f"found {transformers.__version__}")
@@ -155,16 +155,8 @@ class Reference:
             x = x @ layer.weight.T + (0 if layer.bias is None else layer.bias)
             x = _dense_activation(x, layer.activation)
         if st.normalize:
-            x = x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), NORM_EPS)
+            x = x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), L2_NORM_EPS)
         return x.astype(np.float32)
-
-
-def _version(text: str) -> tuple[int, ...]:
-    parts = []
-    for p in text.split(".")[:2]:
-        digits = "".join(ch for ch in p if ch.isdigit())
-        parts.append(int(digits or 0))
-    return tuple(parts)
 
 
 def _dense_activation(x: np.ndarray, kind: str) -> np.ndarray:

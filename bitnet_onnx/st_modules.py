@@ -18,14 +18,15 @@ from bitnet_onnx.weights import CONFIG_NAME, index_safetensors, load_entry, read
 
 log = logging.getLogger(__name__)
 
-POOLINGS = ("mean", "cls", "lasttoken")
-# 1_Pooling/config.json flag -> our pooling name
-_POOLING_FLAGS = {"pooling_mode_mean_tokens": "mean", "pooling_mode_cls_token": "cls",
-                  "pooling_mode_lasttoken": "lasttoken"}
-_UNSUPPORTED_FLAGS = ("pooling_mode_max_tokens", "pooling_mode_mean_sqrt_len_tokens",
-                      "pooling_mode_weightedmean_tokens")
-# Dense activation_function (torch class path) -> short name
-ACTIVATIONS = {"torch.nn.modules.linear.Identity": "identity", "torch.nn.Identity": "identity",
+# our pooling name -> its flag in sentence-transformers' 1_Pooling/config.json
+POOLING_FLAGS = {"mean": "pooling_mode_mean_tokens", "cls": "pooling_mode_cls_token",
+                 "lasttoken": "pooling_mode_lasttoken"}
+POOLINGS = tuple(POOLING_FLAGS)
+UNSUPPORTED_POOLING_FLAGS = ("pooling_mode_max_tokens", "pooling_mode_mean_sqrt_len_tokens",
+                             "pooling_mode_weightedmean_tokens")
+L2_NORM_EPS = 1e-12  # sentence-transformers' Normalize module (torch.nn.functional.normalize)
+# Dense activation_function (torch class path) -> short name (arch.ACTIVATIONS)
+DENSE_ACTIVATIONS = {"torch.nn.modules.linear.Identity": "identity", "torch.nn.Identity": "identity",
                "torch.nn.modules.activation.Tanh": "tanh", "torch.nn.Tanh": "tanh",
                "torch.nn.modules.activation.GELU": "gelu", "torch.nn.modules.activation.ReLU": "relu",
                "torch.nn.modules.activation.Sigmoid": "sigmoid"}
@@ -35,7 +36,7 @@ ACTIVATIONS = {"torch.nn.modules.linear.Identity": "identity", "torch.nn.Identit
 class DenseLayer:
     weight: np.ndarray  # float32 [out, in]
     bias: np.ndarray | None  # float32 [out]
-    activation: str  # a value of ACTIVATIONS
+    activation: str  # a value of DENSE_ACTIVATIONS
 
 
 @dataclass(frozen=True)
@@ -58,23 +59,23 @@ def _module_type(module: dict) -> str:
 def _read_pooling(folder: Path) -> tuple[str, bool]:
     config_file = folder / CONFIG_NAME
     config = read_json(config_file)
-    on = [flag for flag in (*_POOLING_FLAGS, *_UNSUPPORTED_FLAGS) if config.get(flag)]
+    by_flag = {flag: name for name, flag in POOLING_FLAGS.items()}
+    on = [flag for flag in (*by_flag, *UNSUPPORTED_POOLING_FLAGS) if config.get(flag)]
     mode = config.get("pooling_mode")
     if mode and not on:  # newer sentence-transformers write a single "pooling_mode"
-        on = {"mean": ["pooling_mode_mean_tokens"], "cls": ["pooling_mode_cls_token"],
-              "lasttoken": ["pooling_mode_lasttoken"]}.get(mode, [f"pooling_mode {mode!r}"])
+        on = [POOLING_FLAGS.get(mode, f"pooling_mode {mode!r}")]
     if len(on) != 1:
         raise BitnetOnnxError(f"{config_file}: expected exactly one pooling mode, found {on or 'none'}")
-    if on[0] not in _POOLING_FLAGS:
+    if on[0] not in by_flag:
         raise BitnetOnnxError(f"{config_file}: {on[0]} is not supported; supported: {', '.join(POOLINGS)}")
-    return _POOLING_FLAGS[on[0]], bool(config.get("include_prompt", True))
+    return by_flag[on[0]], bool(config.get("include_prompt", True))
 
 
 def _read_dense(folder: Path) -> DenseLayer:
     config_file = folder / CONFIG_NAME
     config = read_json(config_file)
     act_name = config.get("activation_function", "torch.nn.modules.linear.Identity")
-    if act_name not in ACTIVATIONS:
+    if act_name not in DENSE_ACTIVATIONS:
         raise BitnetOnnxError(f"{config_file}: activation_function {act_name!r} is not supported")
     weights = folder / "model.safetensors"
     if not weights.is_file():
@@ -99,7 +100,7 @@ def _read_dense(folder: Path) -> DenseLayer:
     for name, t in (("linear.weight", weight), ("linear.bias", bias)):
         if t is not None and not np.all(np.isfinite(t)):
             raise BitnetOnnxError(f"{weights}: tensor {name} has non-finite values (NaN or Inf)")
-    return DenseLayer(weight, bias, ACTIVATIONS[act_name])
+    return DenseLayer(weight, bias, DENSE_ACTIVATIONS[act_name])
 
 
 def read_st_modules(path: str | Path, arch: ArchSpec, hidden: int | None = None) -> StModules:

@@ -1,7 +1,7 @@
 """Ternary weights, I2_S packing and the numpy reference of the I2STernaryMatMul op.
 
 One packer for every writer: the ONNX exporter stores ``pack_i2s(T)`` as the op's W input and
-the GGUF writer stores the same bytes followed by the f32 scale. Numerics follow DESIGN.md
+the GGUF writer stores the same bytes followed by the f32 scale. Numerics follow docs/architecture.md
 ("BitLinear numerics"); the C++ kernels are tested against ``i2s_matmul_reference``.
 """
 

@@ -1,4 +1,4 @@
-"""Ternary core: absmean ternarization, the I2_S packer (DESIGN.md byte layout) and its inverse."""
+"""Ternary core: absmean ternarization, the I2_S packer (docs/architecture.md, "I2_S byte layout") and its inverse."""
 
 import numpy as np
 import pytest
@@ -17,7 +17,7 @@ def test_pack_unpack_round_trip():
 
 
 def test_one_block_packs_to_the_design_bytes():
-    # DESIGN.md: codes -1 -> 00, 0 -> 01, +1 -> 10; byte p holds values p, p+32, p+64, p+96
+    # docs/architecture.md: codes -1 -> 00, 0 -> 01, +1 -> 10; byte p holds values p, p+32, p+64, p+96
     # in bits 7-6, 5-4, 3-2, 1-0.
     block = np.zeros(128, dtype=np.int8)
     block[0:32] = -1  # bits 7-6: 00

@@ -6,12 +6,12 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
 from bitnet_onnx.errors import BitnetOnnxError
+from bitnet_onnx.io import atomic_file
 
 from bitnet_onnx.runtime.embedder import MAX_BATCH_TOKENS, Embedder
 
@@ -116,14 +116,10 @@ def _parse_jsonl(text: str, label: str) -> list[dict]:
 
 
 def write_output(path: Path, records: list[dict], vectors: np.ndarray) -> None:
-    """Writes to a temp file next to ``path`` and renames it, so a failure leaves no partial file."""
+    """All or nothing (bitnet_onnx.io.atomic_file): a failure leaves no partial file."""
     suffix = path.suffix.lower()
-    folder = path.parent if str(path.parent) else Path(".")
-    if not folder.is_dir():
-        raise BitnetOnnxError(f"--output {path}: folder {folder} does not exist")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "wb" if suffix == ".npy" else "w", encoding=None if suffix == ".npy" else "utf-8") as f:
+    with atomic_file(path, what="--output") as tmp:
+        with open(tmp, "wb" if suffix == ".npy" else "w", encoding=None if suffix == ".npy" else "utf-8") as f:
             if suffix == ".npy":
                 np.save(f, vectors)
             elif suffix == ".jsonl":
@@ -131,18 +127,9 @@ def write_output(path: Path, records: list[dict], vectors: np.ndarray) -> None:
                     f.write(json.dumps({**record, "embedding": vec.tolist()}, ensure_ascii=False) + "\n")
             else:
                 _write_json(f, vectors)
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the file the usual mode
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _write_json(f, vectors: np.ndarray) -> None:
     json.dump(vectors.tolist(), f)
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask

@@ -1,7 +1,7 @@
 """Writing GGUF type 36 (I2_S): the tensor record's bytes.
 
 The record is the one packer's bytes (``pack_i2s``), the f32 scale, and zeros up to N*K/4 + 32
-bytes (DESIGN.md, "I2_S byte layout"). Registration with gguf-py and reading live in the core
+bytes (docs/architecture.md, "I2_S byte layout"). Registration with gguf-py and reading live in the core
 (``bitnet_onnx.gguf_file``), which the exporter's GGUF source shares.
 """
 

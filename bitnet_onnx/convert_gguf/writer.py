@@ -9,7 +9,6 @@ into place only when complete.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +17,7 @@ import numpy as np
 
 from bitnet_onnx.arch import HEAD_NORM, LINEAR, NORM, SLIDING, TensorSpec
 from bitnet_onnx.errors import BitnetOnnxError
+from bitnet_onnx.io import atomic_file
 from bitnet_onnx.ternary import BLOCK
 from bitnet_onnx.st_modules import read_st_modules
 from bitnet_onnx.weights import ModelFolder, open_model
@@ -140,26 +140,22 @@ def convert(model_dir: str | Path, outfile: str | Path | None = None, outtype: s
     log.info("%s: %s, %d layers%s -> %s %s, %d tensors", folder.path, folder.arch.name, folder.cfg.n_layers,
              " (BitNet)" if folder.is_bitnet else "", outfile, outtype, len(plan))
 
-    tmp = outfile.with_name(f".{outfile.name}.{os.getpid()}.tmp")
-    writer = gguf.GGUFWriter(tmp, folder.arch.name)
-    try:
-        add_metadata(writer, folder, outtype, st.pooling)
-        add_vocab(writer, folder.path, folder.arch, folder.cfg.vocab, pre_tokenizer)
-        for t in plan:
-            dtype = {"f32": np.float32, "f16": np.float16, "i2_s": np.int8}[t.storage]
-            writer.add_tensor_info(t.name, t.shape, np.dtype(dtype), t.nbytes,
-                                   raw_dtype=i2s if t.storage == "i2_s" else None)
-        writer.write_header_to_file()
-        writer.write_kv_data_to_file()
-        writer.write_ti_data_to_file()
-        for t in _progress(plan, progress):
-            writer.write_tensor_data(tensor_data(folder, t))
-        writer.close()
-        os.replace(tmp, outfile)
-    except BaseException:
-        writer.close()
-        tmp.unlink(missing_ok=True)
-        raise
+    with atomic_file(outfile, what="--outfile") as tmp:
+        writer = gguf.GGUFWriter(tmp, folder.arch.name)
+        try:
+            add_metadata(writer, folder, outtype, st.pooling)
+            add_vocab(writer, folder.path, folder.arch, folder.cfg.vocab, pre_tokenizer)
+            for t in plan:
+                dtype = {"f32": np.float32, "f16": np.float16, "i2_s": np.int8}[t.storage]
+                writer.add_tensor_info(t.name, t.shape, np.dtype(dtype), t.nbytes,
+                                       raw_dtype=i2s if t.storage == "i2_s" else None)
+            writer.write_header_to_file()
+            writer.write_kv_data_to_file()
+            writer.write_ti_data_to_file()
+            for t in _progress(plan, progress):
+                writer.write_tensor_data(tensor_data(folder, t))
+        finally:
+            writer.close()
     return outfile
 
 

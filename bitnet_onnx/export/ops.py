@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto
 
+from bitnet_onnx.arch import ACTIVATIONS
 from bitnet_onnx.export.builder import GraphBuilder
 
 
@@ -35,27 +36,28 @@ def rms_norm_as_op(b: GraphBuilder, x: str, weight: np.ndarray, eps: float, name
         return b.op("Mul", [y, b.initializer("weight", np.asarray(weight, dtype=np.float32))])
 
 
+# arch.ACTIVATIONS short name -> its nodes
+_ACTIVATION_NODES = {
+    "silu": lambda b, x: b.op("Mul", [x, b.op("Sigmoid", [x])], name="silu"),
+    "gelu_tanh": lambda b, x: b.op("Gelu", [x], approximate="tanh"),
+    "gelu": lambda b, x: b.op("Gelu", [x]),
+    "tanh": lambda b, x: b.op("Tanh", [x]),
+    "relu": lambda b, x: b.op("Relu", [x]),
+    "sigmoid": lambda b, x: b.op("Sigmoid", [x]),
+    "identity": lambda b, x: x,
+}
+assert set(_ACTIVATION_NODES) == set(ACTIVATIONS), "every activation of arch.ACTIVATIONS needs its nodes"
+
+
 def activation(b: GraphBuilder, x: str, kind: str) -> str:
-    """The MLP / Dense activations by short name."""
-    if kind == "silu":
-        return b.op("Mul", [x, b.op("Sigmoid", [x])], name="silu")
-    if kind == "gelu_tanh":
-        return b.op("Gelu", [x], approximate="tanh")
-    if kind == "gelu":
-        return b.op("Gelu", [x])
-    if kind == "tanh":
-        return b.op("Tanh", [x])
-    if kind == "relu":
-        return b.op("Relu", [x])
-    if kind == "sigmoid":
-        return b.op("Sigmoid", [x])
-    if kind == "identity":
-        return x
-    raise ValueError(f"unknown activation {kind!r}")
+    """The MLP / Dense activations by short name (arch.ACTIVATIONS)."""
+    if kind not in _ACTIVATION_NODES:
+        raise ValueError(f"unknown activation {kind!r}")
+    return _ACTIVATION_NODES[kind](b, x)
 
 
 def quantize_per_token(b: GraphBuilder, x: str, act_eps: float) -> tuple[str, str]:
-    """Per-token absmax int8 (DESIGN.md): ``a = 127 / max(max|x|, eps)``, ``q = clamp(rint(x*a))``.
+    """Per-token absmax int8 (docs/architecture.md, numerics): ``a = 127 / max(max|x|, eps)``, ``q = clamp(rint(x*a))``.
 
     Returns ``(q + 128 as uint8 [..., K], a float32 [..., 1])``: ORT's fast integer GEMMs take unsigned
     activations with a zero point (int8 x int8 MatMulInteger: 8-12x slower, bench_int8_projection.py). ONNX Round is

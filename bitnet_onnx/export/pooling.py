@@ -10,11 +10,10 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto
 
-from bitnet_onnx.st_modules import DenseLayer
+from bitnet_onnx.st_modules import L2_NORM_EPS, DenseLayer
 from bitnet_onnx.export.builder import GraphBuilder
 from bitnet_onnx.export.ops import activation
 
-NORM_EPS = 1e-12  # torch.nn.functional.normalize
 
 
 def _positions(b: GraphBuilder, mask: str) -> str:
@@ -69,4 +68,4 @@ def dense(b: GraphBuilder, x: str, layers: list[DenseLayer]) -> str:
 def l2_normalize(b: GraphBuilder, x: str) -> str:
     with b.scope("normalize"):
         norm = b.op("ReduceL2", [x, b.i64([-1])], keepdims=1)
-        return b.op("Div", [x, b.op("Max", [norm, b.const(NORM_EPS)])])
+        return b.op("Div", [x, b.op("Max", [norm, b.const(L2_NORM_EPS)])])

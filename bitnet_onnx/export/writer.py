@@ -1,4 +1,4 @@
-"""Writes an exported folder atomically: build in a temp folder next to OUT_DIR, rename at the end.
+"""Writes an exported folder atomically (bitnet_onnx.io.atomic_folder: a temp folder renamed at the end).
 
 Weights of more than 64 MiB go to one external data file next to model.onnx (a plain file, no
 symlinks: ORT rejects those since 1.24). ORT memory-maps that file and uses it in place, while an
@@ -9,14 +9,13 @@ protobuf could not hold more than 2 GB inline anyway.
 
 from __future__ import annotations
 
-import os
 import shutil
-import tempfile
 from pathlib import Path
 
 import onnx
 
 from bitnet_onnx.errors import BitnetOnnxError
+from bitnet_onnx.io import atomic_folder
 from bitnet_onnx.manifest import MODEL_NAME, Manifest
 
 EXTERNAL_DATA_NAME = MODEL_NAME + ".data"
@@ -52,35 +51,11 @@ def copy_tokenizer(source: Path, folder: Path) -> None:
             shutil.copy2(source / name, folder / name)
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
 def write_folder(out_dir: Path, model: onnx.ModelProto, manifest: Manifest, source: Path, weight_bytes: int,
                  overwrite: bool = False) -> Path:
-    out_dir = Path(out_dir)
-    if out_dir.exists() and not overwrite:
-        raise BitnetOnnxError(f"{out_dir}: already exists; pass --overwrite to replace it")
-    if out_dir.exists() and not out_dir.is_dir():
-        raise BitnetOnnxError(f"{out_dir}: exists and is not a folder")
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
-    try:
-        os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes it private; the result is an ordinary folder
+    with atomic_folder(out_dir, overwrite) as tmp:
         path = save_model(model, tmp, weight_bytes)
         check_model(path, manifest.needs_custom_ops)
         copy_tokenizer(source, tmp)
         manifest.write(tmp)
-        if out_dir.exists():  # --overwrite: swap, then drop the old folder
-            old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old-", dir=out_dir.parent))
-            out_dir.rename(old / "previous")
-            tmp.rename(out_dir)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            tmp.rename(out_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return out_dir
+    return Path(out_dir)

@@ -15,6 +15,7 @@ import numpy as np
 
 from bitnet_onnx.errors import BitnetOnnxError
 from bitnet_onnx.manifest import Manifest
+from bitnet_onnx.st_modules import L2_NORM_EPS
 
 from bitnet_onnx.runtime.session import SENTENCE_OUTPUT, TOKEN_OUTPUT, create_session
 from bitnet_onnx.runtime.tokenization import TOKENIZER_FILE, TextTokenizer, check_texts
@@ -203,5 +204,5 @@ def _positive_int(value, name: str) -> int:
 
 def _l2_normalize(x: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(x, axis=-1, keepdims=True)
-    return (x / np.maximum(norms, 1e-12)).astype(np.float32, copy=False)
+    return (x / np.maximum(norms, L2_NORM_EPS)).astype(np.float32, copy=False)
 

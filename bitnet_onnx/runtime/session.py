@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from packaging.version import Version
+
 from bitnet_onnx.errors import BitnetOnnxError
 from bitnet_onnx.manifest import Manifest
 
@@ -77,14 +79,7 @@ def _check_io(session, model_path: Path) -> None:
 
 
 def _check_ort_version(have: str, need: str, folder: Path) -> None:
-    def key(v: str) -> tuple[int, ...]:
-        parts = []
-        for p in v.split(".")[:3]:
-            digits = "".join(ch for ch in p if ch.isdigit())
-            parts.append(int(digits or 0))
-        return tuple(parts)
-
-    if key(have) < key(need):
+    if Version(have) < Version(need):
         raise BitnetOnnxError(f"{folder}: needs onnxruntime >= {need}, this is {have}")
 
 

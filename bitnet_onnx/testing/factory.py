@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from bitnet_onnx.arch import ARCHITECTURES, EMBEDDING, FULL, LINEAR, NORM_IN, SLIDING, ArchSpec, ModelConfig
+from bitnet_onnx.st_modules import POOLING_FLAGS, UNSUPPORTED_POOLING_FLAGS
 
 # Config keys of each named shape. "sliding_window_pattern": every n-th layer is full attention.
 SHAPES: dict[str, dict[str, dict]] = {
@@ -55,17 +56,11 @@ _CONFIG_BASE: dict[str, dict] = {
                "final_logit_softcapping": None, "attn_logit_softcapping": None, "initializer_range": 0.02},
 }
 _ROPE = {"qwen3": {FULL: 1_000_000.0}, "gemma3": {FULL: 1_000_000.0, SLIDING: 10_000.0}}
-_DEFAULT_POOLING = {"qwen3": "lasttoken", "gemma3": "mean"}
 _DEFAULT_PROMPTS = {  # in the style of Qwen3-Embedding and EmbeddingGemma
     "qwen3": {"query": "Instruct: Given a web search query, retrieve relevant passages\nQuery:", "document": ""},
     "gemma3": {"query": "task: search result | query: ", "document": "title: none | text: "},
 }
 _MAX_SEQ = {"tiny": 256}
-_POOLING_FLAGS = {"mean": "pooling_mode_mean_tokens", "cls": "pooling_mode_cls_token",
-                  "lasttoken": "pooling_mode_lasttoken"}
-_ALL_POOLING_FLAGS = ("pooling_mode_cls_token", "pooling_mode_mean_tokens", "pooling_mode_max_tokens",
-                      "pooling_mode_mean_sqrt_len_tokens", "pooling_mode_weightedmean_tokens",
-                      "pooling_mode_lasttoken")
 _SHARD_BYTES = 256 << 20  # weights per safetensors shard; bounds the factory's peak memory
 _CHUNK = 1 << 22  # values generated at a time
 
@@ -283,7 +278,7 @@ def _write_json(file: Path, data) -> None:
 def _write_st_files(path: Path, hidden: int, pooling: str, normalize: bool, dense: bool,
                     prompts: dict, max_seq: int, rng: np.random.Generator) -> None:
     modules = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"}]
-    flags = {flag: _POOLING_FLAGS[pooling] == flag for flag in _ALL_POOLING_FLAGS}
+    flags = {flag: POOLING_FLAGS[pooling] == flag for flag in (*POOLING_FLAGS.values(), *UNSUPPORTED_POOLING_FLAGS)}
     _write_json(path / "1_Pooling" / "config.json", {"word_embedding_dimension": hidden, **flags, "include_prompt": True})
     modules.append({"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"})
     if dense:  # like EmbeddingGemma: widen, then project to a width unlike hidden
@@ -351,9 +346,9 @@ def make_model(
         dims["sliding_window"] = sliding_window
     if dtype not in ("bfloat16", "float32"):
         raise ValueError(f"dtype must be 'bfloat16' or 'float32', got {dtype!r}")
-    pooling = pooling or _DEFAULT_POOLING[arch]
-    if pooling not in _POOLING_FLAGS:
-        raise ValueError(f"pooling must be one of {sorted(_POOLING_FLAGS)}, got {pooling!r}")
+    pooling = pooling or ARCHITECTURES[arch].default_pooling or "mean"  # Gemma3 has none; EmbeddingGemma's
+    if pooling not in POOLING_FLAGS:
+        raise ValueError(f"pooling must be one of {sorted(POOLING_FLAGS)}, got {pooling!r}")
 
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
