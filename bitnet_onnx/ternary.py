@@ -2,7 +2,7 @@
 
 One packer for every writer: the ONNX exporter stores ``pack_i2s(T)`` as the op's W input and
 the GGUF writer stores the same bytes followed by the f32 scale. Numerics follow docs/architecture.md
-("BitLinear numerics"); the C++ kernels are tested against ``i2s_matmul_reference``.
+("Numerics"); the C++ kernels are tested against ``i2s_matmul_reference``.
 """
 
 from __future__ import annotations
