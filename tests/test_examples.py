@@ -21,10 +21,8 @@ import onnxruntime as ort
 import pytest
 
 from bitnet_onnx import customops
-from bitnet_onnx.export.exporter import export
 from bitnet_onnx.manifest import Manifest
 from bitnet_onnx.runtime.tokenization import TextTokenizer
-from bitnet_onnx.testing.factory import make_model
 
 REPO = Path(__file__).resolve().parents[1]
 BUILD = REPO / "build" / "examples"
@@ -96,14 +94,12 @@ def programs() -> dict[str, Path]:
 
 
 @pytest.fixture(scope="module")
-def exported(tmp_path_factory):
+def exported(qwen3_bitnet, tiny_model, tiny_export):
     """Tiny i2s exports: Qwen3 (last-token pooling, right padding), Gemma3 (mean, sliding window, left padding)."""
-    root = tmp_path_factory.mktemp("hosts")
     return {
-        "qwen3": export(make_model(root / "qwen3", "qwen3", dtype="float32"), root / "qwen3-onnx"),
-        "gemma3": export(make_model(root / "gemma3", "gemma3", dtype="float32", padding_side="left"),
-                         root / "gemma3-onnx"),
-        "qwen3-int8": export(root / "qwen3", root / "qwen3-int8", weights="int8"),
+        "qwen3": tiny_export(qwen3_bitnet),
+        "gemma3": tiny_export(tiny_model("gemma3", padding_side="left")),
+        "qwen3-int8": tiny_export(qwen3_bitnet, "int8"),
     }
 
 
