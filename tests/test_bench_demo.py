@@ -10,6 +10,7 @@ import pytest
 
 from bitnet_onnx.bench import cache as bench_cache
 from bitnet_onnx.cli import main
+from bitnet_onnx.manifest import Manifest
 
 
 def test_bench_table_json_and_cache(gemma3_bitnet, tmp_path, capsys, monkeypatch):
@@ -20,10 +21,13 @@ def test_bench_table_json_and_cache(gemma3_bitnet, tmp_path, capsys, monkeypatch
     out, err = capsys.readouterr()
     assert err.count("exporting") == 3
     lines = out.splitlines()
-    assert lines[1].split()[:5] == ["batch", "seq", "variant", "ms/batch", "tokens/s"]
-    assert len(lines) == 3 + 4 * 3  # title, header, rule, one row per (batch, seq, variant)
-
     result = json.loads(report.read_text())
+    attention = {v: Manifest.read(Path(m["folder"])).attention for v, m in result["variants"].items()}
+    assert {v: m["attention"] for v, m in result["variants"].items()} == attention
+    assert lines[1].startswith("attention: ") and all(f"{a} (" in lines[1] for a in attention.values())
+    assert lines[2].split()[:5] == ["batch", "seq", "variant", "ms/batch", "tokens/s"]
+    assert len(lines) == 4 + 4 * 3  # title, attention, header, rule, one row per (batch, seq, variant)
+
     rows = result["rows"]
     assert {(r["batch"], r["seq"], r["variant"]) for r in rows} == {
         (b, s, v) for b in (1, 3) for s in (8, 24) for v in ("i2s", "int8", "f32")}

@@ -65,7 +65,16 @@ def test_table_columns_follow_the_variant_table_and_align():
         "load RSS MB", "peak RSS MB", "file MB", "load/file"]
     assert len({len(line) for line in lines[1:]}) == 1  # every row as wide as the header
     assert lines[3].split() == ["1", "16", "i2s", "0.80", "20000", "4.00", "3.00", "2.00", "3", "5", "2", "1.50"]
-    assert len(lines) == 3 + len(names) * len(configs)
+    assert len(lines) == 3 + len(names) * len(configs)  # no attention facts: no attention line
+
+
+def test_header_groups_the_attention_of_the_exports():
+    configs = [(1, 16)]
+    names = ["i2s", "int8", "f32", "nbits"]
+    result = _result({(v, c): [1.0] for v in names for c in configs}, names, configs)
+    for v, attention in zip(names, ["fused", "onnx", "onnx", "fused"]):
+        result["variants"][v]["attention"] = attention
+    assert report.header(result)[1] == "attention: fused (i2s, nbits), onnx (int8, f32)"
 
 
 def test_model_shapes_come_from_the_factory():

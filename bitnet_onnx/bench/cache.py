@@ -12,13 +12,13 @@ import hashlib
 import importlib.util
 import os
 import shutil
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 from bitnet_onnx import __version__
 from bitnet_onnx.bench.report import progress
 from bitnet_onnx.bench.variants import build_variant
+from bitnet_onnx.io import atomic_folder
 from bitnet_onnx.testing.factory import SHAPES
 
 EXPORT_CODE = ("bitnet_onnx", "bitnet_onnx.export", "bitnet_onnx.bench.variants")  # core, exporter, builders
@@ -99,12 +99,7 @@ def cached_export(model_dir: Path, variant: str, cache: Path, refresh: bool = Fa
 
 def build_atomically(folder: Path, build: Callable[[Path], object]) -> Path:
     """Runs ``build(tmp)`` (which creates ``tmp``) and renames tmp to ``folder``; nothing is left on failure."""
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
-    try:
-        shutil.rmtree(tmp)  # builders want to create the folder themselves
+    with atomic_folder(folder, overwrite=True, what="cache entry") as tmp:
+        tmp.rmdir()  # builders create their output folder themselves
         build(tmp)
-        os.replace(tmp, folder)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     return folder

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from bitnet_onnx import __version__
 from bitnet_onnx.bench.host import cpu_name
-from bitnet_onnx.bench.report import model_bytes, result_rows
+from bitnet_onnx.bench.report import export_facts, result_rows
 from bitnet_onnx.bench.timing import interleave
 from bitnet_onnx.bench.variants import VARIANTS
 from bitnet_onnx.bench.worker import Worker
@@ -35,7 +35,7 @@ def measure(folders: dict[str, Path], configs: list[tuple[int, int]], threads: i
     finally:
         for w in workers.values():
             w.kill()
-    variants = {v: {"file_bytes": model_bytes(f), "base_rss_bytes": workers[v].info["base_rss_bytes"],
+    variants = {v: {**export_facts(f), "base_rss_bytes": workers[v].info["base_rss_bytes"],
                     "load_rss_bytes": workers[v].info["load_rss_bytes"], "peak_rss_bytes": peaks[v],
                     "folder": str(f)} for v, f in folders.items()}
     return {"threads": threads, "reps": reps, "onnxruntime": ort.__version__, "bitnet_onnx": __version__,

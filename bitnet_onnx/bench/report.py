@@ -3,7 +3,8 @@
 A result is a dict (also written as JSON by ``bench --json``)::
 
     {"threads", "reps", "onnxruntime", "bitnet_onnx", "cpu",
-     "variants": {name: {"file_bytes", "base_rss_bytes", "load_rss_bytes", "peak_rss_bytes", "folder"}},
+     "variants": {name: {"file_bytes", "attention", "base_rss_bytes", "load_rss_bytes", "peak_rss_bytes",
+                         "folder"}},
      "rows": [{"variant", "batch", "seq", "ms_per_batch", "tokens_per_s", "ms_all", "x_<base>"...}],
      "model"}  # a label the caller sets
 """
@@ -11,12 +12,12 @@ A result is a dict (also written as JSON by ``bench --json``)::
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import sys
 from pathlib import Path
 
 from bitnet_onnx.bench.variants import ratio_bases
+from bitnet_onnx.io import atomic_file
 
 
 def result_rows(times: dict[tuple[str, tuple[int, int]], list[float]], variants: list[str],
@@ -51,18 +52,38 @@ def format_table(result: dict) -> str:
         lines.append(cells)
     widths = [max(len(h), *(len(c[i]) for c in lines)) for i, h in enumerate(head)]
     fmt = lambda cells: "  ".join(c.rjust(w) for c, w in zip(cells, widths))  # noqa: E731
-    return "\n".join([title(result), fmt(head), fmt(["-" * w for w in widths]), *(fmt(c) for c in lines)])
+    return "\n".join([*header(result), fmt(head), fmt(["-" * w for w in widths]), *(fmt(c) for c in lines)])
 
 
-def title(result: dict) -> str:
-    """The table's first line: what ran, where, how it was measured."""
-    parts = [f"model: {result.get('model', '?')}", f"threads {result['threads']}",
+def header(result: dict) -> list[str]:
+    """The lines above the columns: what ran, where, how it was measured, how each variant was exported."""
+    title = [f"model: {result.get('model', '?')}", f"threads {result['threads']}",
              f"median of {result['reps']} interleaved reps", f"onnxruntime {result['onnxruntime']}", result["cpu"]]
-    return " | ".join(parts)
+    lines = [" | ".join(title)]
+    attention = _grouped(result["variants"], "attention")
+    if attention:
+        lines.append(f"attention: {attention}")
+    return lines
+
+
+def _grouped(variants: dict[str, dict], fact: str) -> str:
+    """A per-variant fact as "value (variant, ...), ...", in variant order; "" when no variant has it."""
+    groups: dict[str, list[str]] = {}
+    for name, facts in variants.items():
+        if facts.get(fact) is not None:
+            groups.setdefault(str(facts[fact]), []).append(name)
+    return ", ".join(f"{value} ({', '.join(names)})" for value, names in groups.items())
 
 
 def _ms(ms: float) -> str:
     return f"{ms:.1f}" if ms >= 10 else f"{ms:.2f}" if ms >= 0.1 else f"{ms:.3f}"
+
+
+def export_facts(folder: Path) -> dict:
+    """What the table shows of an exported folder besides timings: its size and its manifest's choices."""
+    from bitnet_onnx.manifest import Manifest
+
+    return {"file_bytes": model_bytes(folder), "attention": Manifest.read(folder).attention}
 
 
 def model_bytes(folder: Path) -> int:
@@ -85,9 +106,8 @@ def model_bytes(folder: Path) -> int:
 
 
 def write_json(path: Path, data: dict) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    with atomic_file(path, "--json") as tmp:
+        tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
 
 
 def progress(message: str) -> None:

@@ -20,7 +20,8 @@ Columns: ms per batch and tokens/s are medians over --reps interleaved repetitio
 "x int8", "x ort-int8" are tokens/s ratios from the same run; RSS is the peak resident memory of the worker
 process that ran the variant (Python + onnxruntime + the session): "load" once the session is
 created, "peak" after all runs (adds the largest batch's activations); file is the size of the
-exported model (model.onnx and its external data).
+exported model (model.onnx and its external data). The line under the title names each export's
+attention core (export --attention).
 Exports are cached under --cache-dir (default: $XDG_CACHE_HOME/bitnet-onnx or ~/.cache/bitnet-onnx).
 """
 
