@@ -12,6 +12,7 @@ import sys
 
 from bitnet_onnx import __version__
 from bitnet_onnx.errors import BitnetOnnxError
+from bitnet_onnx.io import exit_cleanly_on_termination
 
 # verb -> (module, one-line help)
 VERBS: dict[str, tuple[str, str]] = {
@@ -47,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     module = importlib.import_module(VERBS[args.verb][0])
+    exit_cleanly_on_termination()  # SIGTERM/SIGHUP remove temp outputs like Ctrl-C
     try:
         return int(module.run(args) or 0)
     except (BitnetOnnxError, FileNotFoundError, NotADirectoryError, PermissionError) as e:

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from bitnet_onnx.errors import BitnetOnnxError
-from bitnet_onnx.io import atomic_file
+from bitnet_onnx.io import atomic_file, check_apart
 
 from bitnet_onnx.runtime.embedder import MAX_BATCH_TOKENS, Embedder
 
@@ -57,6 +57,8 @@ def run(args: argparse.Namespace) -> int:
     output = Path(args.output) if args.output else None
     if output is not None and output.suffix.lower() not in OUTPUT_SUFFIXES:
         raise BitnetOnnxError(f"--output {output}: unknown suffix; use one of {', '.join(OUTPUT_SUFFIXES)}")
+    if output is not None:
+        check_apart(output, [args.out_dir] + ([args.input] if args.input not in (None, "-") else []), "--output")
     records = read_input(args.input) if args.input else [{"text": t} for t in args.texts]
 
     embedder = Embedder(args.out_dir, threads=args.threads)

@@ -19,7 +19,10 @@ from bitnet_onnx.arch import HEAD_NORM, LINEAR, NORM, SLIDING, TensorSpec
 from bitnet_onnx.errors import BitnetOnnxError
 from bitnet_onnx.io import atomic_file
 from bitnet_onnx.ternary import BLOCK
-from bitnet_onnx.st_modules import read_st_modules
+from bitnet_onnx.gguf_file import (
+    DEFAULT_PROMPT_KEY, MAX_SEQ_LENGTH_KEY, NORMALIZE_KEY, POOLING_NAMES, PROMPT_NAMES_KEY, PROMPTS_KEY,
+)
+from bitnet_onnx.st_modules import StModules, read_st_modules
 from bitnet_onnx.weights import ModelFolder, open_model
 
 from bitnet_onnx.convert_gguf.i2s import I2S_FILE_TYPE, encode_i2s, i2s_nbytes, register_i2s
@@ -29,7 +32,7 @@ log = logging.getLogger(__name__)
 
 OUTTYPES = ("f32", "f16", "i2_s")
 FILE_TYPES = {"f32": 0, "f16": 1, "i2_s": I2S_FILE_TYPE}  # general.file_type (llama_ftype)
-POOLING_TYPES = {"mean": 1, "cls": 2, "lasttoken": 3}  # gguf.PoolingType MEAN, CLS, LAST
+POOLING_TYPES = {name: value for value, name in POOLING_NAMES.items()}  # gguf.PoolingType MEAN, CLS, LAST
 QUERY_PRE_ATTN_SCALAR = "{arch}.attention.query_pre_attn_scalar"  # written by the bitnet.cpp converter
 
 
@@ -113,6 +116,24 @@ def add_metadata(writer, folder: ModelFolder, outtype: str, pooling: str) -> Non
         writer.add_causal_attention(False)
 
 
+def is_gguf_file(path: Path) -> bool:
+    """A GGUF file (its magic): the only kind of existing --outfile convert-gguf replaces."""
+    with open(path, "rb") as f:
+        return f.read(4) == b"GGUF"
+
+
+def add_st_metadata(writer, st: StModules) -> None:
+    """What sentence-transformers adds that llama.cpp has no key for; `export MODEL.gguf` reads it back."""
+    writer.add_bool(NORMALIZE_KEY, st.normalize)
+    if st.prompts:
+        writer.add_array(PROMPT_NAMES_KEY, list(st.prompts))
+        writer.add_array(PROMPTS_KEY, list(st.prompts.values()))
+    if st.default_prompt_name:
+        writer.add_string(DEFAULT_PROMPT_KEY, st.default_prompt_name)
+    if st.max_seq_length:
+        writer.add_uint32(MAX_SEQ_LENGTH_KEY, st.max_seq_length)
+
+
 def convert(model_dir: str | Path, outfile: str | Path | None = None, outtype: str = "f16",
             arch: str | None = None, pre_tokenizer: str | None = None,
             progress: bool | None = None) -> Path:
@@ -127,6 +148,8 @@ def convert(model_dir: str | Path, outfile: str | Path | None = None, outtype: s
         raise BitnetOnnxError(f"--outfile {outfile} is a directory")
     if not outfile.parent.is_dir():
         raise BitnetOnnxError(f"--outfile {outfile}: folder {outfile.parent} does not exist")
+    if outfile.exists() and not is_gguf_file(outfile):  # before the slow part; atomic_file checks again
+        raise BitnetOnnxError(f"--outfile {outfile} exists and is not a GGUF file; not replacing it")
     if outtype == "i2_s" and not folder.is_bitnet:
         log.warning("%s has no BitNet per-projection norms; ternarizing its weights will not reproduce it",
                     folder.path)
@@ -140,10 +163,11 @@ def convert(model_dir: str | Path, outfile: str | Path | None = None, outtype: s
     log.info("%s: %s, %d layers%s -> %s %s, %d tensors", folder.path, folder.arch.name, folder.cfg.n_layers,
              " (BitNet)" if folder.is_bitnet else "", outfile, outtype, len(plan))
 
-    with atomic_file(outfile, what="--outfile") as tmp:
+    with atomic_file(outfile, what="--outfile", ours=is_gguf_file) as tmp:
         writer = gguf.GGUFWriter(tmp, folder.arch.name)
         try:
             add_metadata(writer, folder, outtype, st.pooling)
+            add_st_metadata(writer, st)
             add_vocab(writer, folder.path, folder.arch, folder.cfg.vocab, pre_tokenizer)
             for t in plan:
                 dtype = {"f32": np.float32, "f16": np.float16, "i2_s": np.int8}[t.storage]

@@ -15,8 +15,8 @@ from pathlib import Path
 import onnx
 
 from bitnet_onnx.errors import BitnetOnnxError
-from bitnet_onnx.io import atomic_folder
-from bitnet_onnx.manifest import MODEL_NAME, Manifest
+from bitnet_onnx.io import atomic_folder, check_apart, check_replaceable_folder
+from bitnet_onnx.manifest import MANIFEST_NAME, MODEL_NAME, Manifest
 
 EXTERNAL_DATA_NAME = MODEL_NAME + ".data"
 EXTERNAL_DATA_THRESHOLD = 64 << 20  # weight bytes above which they go to EXTERNAL_DATA_NAME
@@ -51,9 +51,20 @@ def copy_tokenizer(source: Path, folder: Path) -> None:
             shutil.copy2(source / name, folder / name)
 
 
+def is_export_folder(path: Path) -> bool:
+    """A folder this tool wrote (it has our manifest): the only kind --overwrite replaces."""
+    return (path / MANIFEST_NAME).is_file()
+
+
+def check_output(out_dir: str | Path, inputs: list[str | Path], overwrite: bool) -> None:
+    """The output-safety rule (bitnet_onnx.io) for an export folder; call before the slow part."""
+    check_apart(out_dir, inputs, what="-o/--output")
+    check_replaceable_folder(Path(out_dir), overwrite, ours=is_export_folder)
+
+
 def write_folder(out_dir: Path, model: onnx.ModelProto, manifest: Manifest, source: Path, weight_bytes: int,
                  overwrite: bool = False) -> Path:
-    with atomic_folder(out_dir, overwrite) as tmp:
+    with atomic_folder(out_dir, overwrite, ours=is_export_folder) as tmp:
         path = save_model(model, tmp, weight_bytes)
         check_model(path, manifest.needs_custom_ops)
         copy_tokenizer(source, tmp)
