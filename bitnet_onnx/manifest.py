@@ -18,6 +18,8 @@ from bitnet_onnx.st_modules import POOLINGS
 
 MANIFEST_NAME = "bitnet_onnx.json"
 MODEL_NAME = "model.onnx"
+TEXT_MODEL_NAME = "model_text.onnx"  # export --text-input: strings in
+TEXT_INPUT, PROMPT_INPUT = "text", "prompt"  # its inputs: string [N], string [1] (optional)
 FORMAT_VERSION = 1
 WEIGHT_VARIANTS = ("i2s", "f32", "f16", "int8", "nbits")
 
@@ -41,6 +43,10 @@ class Manifest:
     attention: str = "onnx"  # the exporter's attention strategy (export --attention)
     custom_ops: list[str] = field(default_factory=lambda: ["I2STernaryMatMul"])  # our library's ops in the graph
     needs_custom_ops: bool = True  # custom_ops is not empty: register the op library (hosts read this flag)
+    # export --text-input: the strings-in graph (text [N], prompt [1] -> ...), which needs onnxruntime-extensions'
+    # library registered; with text_requires_nfc it rejects a text Unicode NFC would change (normalize first)
+    text_model_file: str | None = None
+    text_requires_nfc: bool = False
     op_domain: str = OP_DOMAIN
     op_domain_version: int = OP_DOMAIN_VERSION
     min_onnxruntime: str = "1.21"

@@ -65,20 +65,35 @@ def library_ops() -> tuple[str, list[str]]:
     return domain, [n for n in names.split(",") if n]
 
 
-def session_options(threads: int | None = None):
+def session_options(threads: int | None = None, extensions: bool = False, op_library: bool = True):
     """A new ``onnxruntime.SessionOptions`` with the op library registered.
 
     ``threads`` sets ``intra_op_num_threads`` (the ops split their work on ORT's intra-op pool).
+    ``extensions`` also registers onnxruntime-extensions' library (the tokenizer of a strings-in
+    graph, the manifest's ``text_model_file``); ``op_library=False`` leaves ours out (ORT-native variants).
     """
     import onnxruntime as ort
 
     if threads is not None and (not isinstance(threads, int) or threads < 0):
         raise BitnetOnnxError(f"threads must be an integer >= 0 (0 = ORT default), got {threads!r}")
     so = ort.SessionOptions()
-    so.register_custom_ops_library(library_path())
+    if op_library:
+        so.register_custom_ops_library(library_path())
+    if extensions:
+        so.register_custom_ops_library(extensions_library_path())
     if threads is not None:
         so.intra_op_num_threads = threads
     return so
+
+
+def extensions_library_path() -> str:
+    """onnxruntime-extensions' custom op library, as its Python package ships it."""
+    try:
+        from onnxruntime_extensions import get_library_path
+    except ImportError:
+        raise BitnetOnnxError("onnxruntime-extensions is not installed (pip install onnxruntime-extensions); "
+                              "a strings-in graph (export --text-input) needs its tokenizer op") from None
+    return get_library_path()
 
 
 def register_onnx_schema() -> None:

@@ -35,13 +35,10 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from bitnet_onnx.errors import BitnetOnnxError
-from bitnet_onnx.manifest import Manifest
+from bitnet_onnx.manifest import PROMPT_INPUT, TEXT_INPUT, TEXT_MODEL_NAME, Manifest
 from bitnet_onnx.export.builder import GraphBuilder
 
 INT64 = TensorProto.INT64
-TEXT_MODEL_NAME = "model_text.onnx"
-TEXT_INPUT = "text"
-PROMPT_INPUT = "prompt"
 IDS, MASK = "input_ids", "attention_mask"
 MODEL_OUTPUTS = ("sentence_embedding", "token_embeddings")
 EXTENSIONS_DOMAIN = "ai.onnx.contrib"
