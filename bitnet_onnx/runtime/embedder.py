@@ -8,16 +8,17 @@ are in the graph; this class adds prompts, Matryoshka truncation (``dimensions``
 from __future__ import annotations
 
 import sys
+import unicodedata
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
 from bitnet_onnx.errors import BitnetOnnxError
-from bitnet_onnx.manifest import Manifest
+from bitnet_onnx.manifest import PROMPT_INPUT, TEXT_INPUT, Manifest
 from bitnet_onnx.st_modules import L2_NORM_EPS
 
-from bitnet_onnx.runtime.session import SENTENCE_OUTPUT, TOKEN_OUTPUT, create_session
+from bitnet_onnx.runtime.session import MASK_OUTPUT, SENTENCE_OUTPUT, TOKEN_OUTPUT, create_session
 from bitnet_onnx.runtime.tokenization import TOKENIZER_FILE, TextTokenizer, check_texts
 
 OUTPUT_VALUES = (SENTENCE_OUTPUT, TOKEN_OUTPUT)
@@ -36,8 +37,19 @@ class Embedder:
         self.folder = Path(out_dir)
         self.manifest = Manifest.read(self.folder)
         self.tokenizer = TextTokenizer(self.folder / TOKENIZER_FILE, self.manifest)
-        self.session = create_session(self.folder, self.manifest, threads=threads)
         self.threads = threads
+        # A strings-in export (--text-input): encode feeds texts to the graph's own tokenizer; the
+        # token-ids session (run_batch, for a server) is then created on first use.
+        self.text_session = (create_session(self.folder, self.manifest, threads=threads, text=True)
+                             if self.manifest.text_model_file else None)
+        self._session = None if self.text_session else create_session(self.folder, self.manifest, threads=threads)
+
+    @property
+    def session(self):
+        """The token-ids session (input_ids, attention_mask in)."""
+        if self._session is None:
+            self._session = create_session(self.folder, self.manifest, threads=self.threads)
+        return self._session
 
     @property
     def dimension(self) -> int:
@@ -77,8 +89,17 @@ class Embedder:
         max_batch_tokens = _positive_int(max_batch_tokens, "max_batch_tokens")
         if output_value not in OUTPUT_VALUES:
             raise BitnetOnnxError(f"output_value must be one of {', '.join(OUTPUT_VALUES)}, got {output_value!r}")
-        ids = self.tokenize(items, prompt_name=prompt_name, prompt=prompt)
-        batches = plan_batches([len(x) for x in ids], batch_size, max_batch_tokens)
+        if self.text_session is not None:
+            prefix = self._prompt(prompt_name, prompt)
+            texts = [prefix + t for t in check_texts(items)]
+            if self.manifest.text_requires_nfc:  # as tokenizer.json's normalizer; the graph rejects other texts
+                texts = [unicodedata.normalize("NFC", t) for t in texts]
+            bound = [min(len(t.encode("utf-8")) + 2, int(self.manifest.max_length)) for t in texts]  # >= tokens
+            batches = plan_batches(bound, batch_size, max_batch_tokens)
+            ids = texts
+        else:
+            ids = self.tokenize(items, prompt_name=prompt_name, prompt=prompt)
+            batches = plan_batches([len(x) for x in ids], batch_size, max_batch_tokens)
 
         if output_value == TOKEN_OUTPUT:
             tokens = self._run(ids, batches, TOKEN_OUTPUT, show_progress_bar)
@@ -146,7 +167,13 @@ class Embedder:
                    disable=not show_progress_bar, leave=False, delay=1.0)
         with bar:
             for chunk in batches:
-                if output == SENTENCE_OUTPUT:
+                if self.text_session is not None:  # ids holds the texts: the graph tokenizes
+                    feed = {TEXT_INPUT: np.array([ids[i] for i in chunk], dtype=object),
+                            PROMPT_INPUT: np.array([""], dtype=object)}  # the prompt is in the texts already
+                    values, mask = self.text_session.run([output, MASK_OUTPUT], feed)
+                    for row, i in enumerate(chunk):
+                        results[i] = values[row] if output == SENTENCE_OUTPUT else values[row][mask[row] == 1]
+                elif output == SENTENCE_OUTPUT:
                     values = self.run_batch([ids[i] for i in chunk])
                     for row, i in enumerate(chunk):
                         results[i] = values[row]

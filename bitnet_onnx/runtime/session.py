@@ -11,26 +11,37 @@ from pathlib import Path
 from packaging.version import Version
 
 from bitnet_onnx.errors import BitnetOnnxError
-from bitnet_onnx.manifest import Manifest
+from bitnet_onnx.manifest import TEXT_INPUT, Manifest
 
 INPUTS = ("input_ids", "attention_mask")
+TEXT_INPUTS = (TEXT_INPUT,)  # strings in; its prompt input has a default (an overridable initializer)
+MASK_OUTPUT = "attention_mask"  # an output of the strings-in graph
 SENTENCE_OUTPUT = "sentence_embedding"
 TOKEN_OUTPUT = "token_embeddings"
 
 
-def create_session(folder: str | Path, manifest: Manifest, threads: int | None = None):
-    """An ``onnxruntime.InferenceSession`` on the folder's model, CPU provider, ``threads`` intra-op threads."""
+def create_session(folder: str | Path, manifest: Manifest, threads: int | None = None, text: bool = False):
+    """An ``onnxruntime.InferenceSession`` on the folder's model, CPU provider, ``threads`` intra-op threads.
+
+    ``text``: the strings-in model (``text_model_file``, export --text-input) with onnxruntime-extensions
+    registered, instead of the token-ids model.
+    """
     import onnxruntime as ort
 
     folder = Path(folder)
-    model_path = folder / manifest.model_file
+    if text and not manifest.text_model_file:
+        raise BitnetOnnxError(f"{folder}: has no strings-in model (export it with --text-input)")
+    model_path = folder / (manifest.text_model_file if text else manifest.model_file)
     if not model_path.is_file():
         raise BitnetOnnxError(f"{model_path}: model file missing")
     if threads is not None and (not isinstance(threads, int) or threads < 1):
         raise BitnetOnnxError(f"threads must be a positive integer, got {threads!r}")
     _check_ort_version(ort.__version__, manifest.min_onnxruntime, folder)
 
-    options = _session_options(manifest, threads) if manifest.needs_custom_ops else ort.SessionOptions()
+    if manifest.needs_custom_ops or text:
+        options = _session_options(manifest, threads, text)
+    else:
+        options = ort.SessionOptions()
     if threads is not None:
         options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
@@ -39,16 +50,17 @@ def create_session(folder: str | Path, manifest: Manifest, threads: int | None =
         session = ort.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
     except Exception as e:
         raise BitnetOnnxError(_load_error(model_path, manifest, e)) from None
-    _check_io(session, model_path)
+    _check_io(session, model_path, TEXT_INPUTS if text else INPUTS)
     return session
 
 
-def _session_options(manifest: Manifest, threads: int | None):
-    """SessionOptions with the op library registered (bitnet_onnx.customops owns the how)."""
+def _session_options(manifest: Manifest, threads: int | None, text: bool = False):
+    """SessionOptions with the op library (and for ``text`` onnxruntime-extensions') registered
+    (bitnet_onnx.customops owns the how)."""
     from bitnet_onnx import customops
 
     try:
-        return customops.session_options(threads=threads)
+        return customops.session_options(threads=threads, extensions=text, op_library=manifest.needs_custom_ops)
     except BitnetOnnxError:
         raise
     except Exception as e:  # ORT's Fail on a file that is not a loadable library, OSError, ...
@@ -70,11 +82,11 @@ def _load_error(model_path: Path, manifest: Manifest, e: Exception) -> str:
     return f"{model_path}: onnxruntime could not load the model: {text}"
 
 
-def _check_io(session, model_path: Path) -> None:
+def _check_io(session, model_path: Path, expected: tuple[str, ...] = INPUTS) -> None:
     inputs = [i.name for i in session.get_inputs()]
     outputs = [o.name for o in session.get_outputs()]
-    if sorted(inputs) != sorted(INPUTS) or SENTENCE_OUTPUT not in outputs:
-        raise BitnetOnnxError(f"{model_path}: expected inputs {list(INPUTS)} and output {SENTENCE_OUTPUT!r}, "
+    if sorted(inputs) != sorted(expected) or SENTENCE_OUTPUT not in outputs:
+        raise BitnetOnnxError(f"{model_path}: expected inputs {list(expected)} and output {SENTENCE_OUTPUT!r}, "
                               f"found inputs {inputs} and outputs {outputs}")
 
 
