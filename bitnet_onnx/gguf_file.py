@@ -23,6 +23,14 @@ I2S_NAME = "I2_S"
 I2S_FILE_TYPE = 40  # general.file_type of an I2_S model (LLAMA_FTYPE_MOSTLY_I2_S)
 I2S_TAIL = 32  # bytes after the packed values; the first 4 hold the f32 scale
 I2S_SIZES = (4, 1)  # (values, bytes) per "block" as bitnet.cpp's gguf-py declares it
+# gguf.PoolingType value -> our pooling name (0 NONE and 4 RANK have none)
+POOLING_NAMES = {1: "mean", 2: "cls", 3: "lasttoken"}
+# Sentence-transformers facts llama.cpp has no key for: convert-gguf writes them, the GGUF source reads them.
+NORMALIZE_KEY = "bitnet_onnx.normalize"  # bool: L2-normalize the sentence embedding
+PROMPT_NAMES_KEY = "bitnet_onnx.prompt_names"  # [str], parallel to PROMPTS_KEY
+PROMPTS_KEY = "bitnet_onnx.prompts"  # [str]
+DEFAULT_PROMPT_KEY = "bitnet_onnx.default_prompt_name"  # str
+MAX_SEQ_LENGTH_KEY = "bitnet_onnx.max_seq_length"  # uint32
 
 
 def register_i2s():
