@@ -245,22 +245,32 @@ class ModelConfig:
 
     @classmethod
     def from_dict(cls, config: dict, arch: ArchSpec, source: str = "config.json") -> "ModelConfig":
-        def need(key: str):
-            if key not in config:
-                raise ConfigError(f"{source}: missing {key!r}")
-            return config[key]
+        """The normalized config; one clear ConfigError naming ``source`` and the key for any value
+        that is missing, of the wrong type or out of range, before any work is done."""
+        if not isinstance(config, dict):
+            raise ConfigError(f"{source}: expected a JSON object, got {type(config).__name__}")
 
-        hidden = int(need("hidden_size"))
-        n_heads = int(need("num_attention_heads"))
-        n_layers = int(need("num_hidden_layers"))
-        head_dim = int(config.get("head_dim") or hidden // n_heads)
+        def count(key: str, default: int | None = None) -> int:
+            return _positive(config, key, source, int, default)
+
+        hidden = count("hidden_size")
+        n_heads = count("num_attention_heads")
+        n_layers = count("num_hidden_layers")
+        head_dim = count("head_dim") if config.get("head_dim") is not None else hidden // n_heads
+        if head_dim < 1:
+            raise ConfigError(f"{source}: hidden_size {hidden} < num_attention_heads {n_heads} and no 'head_dim'")
+        n_kv_heads = count("num_key_value_heads", n_heads)
+        if n_heads % n_kv_heads:
+            raise ConfigError(f"{source}: num_key_value_heads {n_kv_heads} does not divide num_attention_heads {n_heads}")
         rope_theta, rope_local = _rope_bases(config, arch, source)
         layer_types = _layer_types(config, arch, n_layers, source)
-        sliding = config.get("sliding_window") if SLIDING in layer_types else None
-        if SLIDING in layer_types and not sliding:
-            raise ConfigError(f"{source}: sliding_attention layers need a positive 'sliding_window'")
+        sliding = None
+        if SLIDING in layer_types:
+            if config.get("sliding_window") is None:
+                raise ConfigError(f"{source}: sliding_attention layers need a positive 'sliding_window'")
+            sliding = count("sliding_window")
         if arch.query_scale_key:
-            query_scale = float(config.get(arch.query_scale_key) or head_dim) ** -0.5
+            query_scale = _positive(config, arch.query_scale_key, source, float, float(head_dim)) ** -0.5
         else:
             query_scale = head_dim ** -0.5
         causal = bool(config.get("is_causal", True)) and not bool(config.get("use_bidirectional_attention", False))
@@ -272,27 +282,40 @@ class ModelConfig:
             arch=arch,
             hidden=hidden,
             n_heads=n_heads,
-            n_kv_heads=int(config.get("num_key_value_heads") or n_heads),
+            n_kv_heads=n_kv_heads,
             head_dim=head_dim,
-            ffn=int(need("intermediate_size")),
+            ffn=count("intermediate_size"),
             n_layers=n_layers,
-            vocab=int(need("vocab_size")),
-            rms_eps=float(config.get("rms_norm_eps", 1e-6)),
+            vocab=count("vocab_size"),
+            rms_eps=_positive(config, "rms_norm_eps", source, float, 1e-6),
             rope_theta=rope_theta,
             rope_local_theta=rope_local,
             layer_types=layer_types,
-            sliding_window=int(sliding) if sliding else None,
+            sliding_window=sliding,
             causal=causal,
             query_scale=query_scale,
-            max_positions=int(config.get("max_position_embeddings", 32768)),
+            max_positions=count("max_position_embeddings", 32768),
         )
+
+
+def _positive(config: dict, key: str, source: str, kind: type, default=None):
+    """config[key] (or ``default`` when absent) as a finite number > 0 of ``kind`` (int or float)."""
+    value = config.get(key, default)
+    if value is None:
+        raise ConfigError(f"{source}: missing {key!r}")
+    ok_type = (isinstance(value, int) or (kind is int and isinstance(value, float) and value.is_integer())) \
+        if kind is int else isinstance(value, (int, float))
+    if isinstance(value, bool) or not ok_type or not math.isfinite(value) or value <= 0:
+        want = "a positive integer" if kind is int else "a positive finite number"
+        raise ConfigError(f"{source}: {key!r} must be {want}, got {value!r}")
+    return kind(value)
 
 
 def _rope_params_theta(params: dict, source: str, what: str) -> float:
     rope_type = params.get("rope_type", params.get("type", "default"))
     if rope_type != "default":
         raise ConfigError(f"{source}: rope_type {rope_type!r} for {what} is not supported (only 'default')")
-    return float(params["rope_theta"])
+    return _positive(params, "rope_theta", source, float)
 
 
 def _rope_bases(config: dict, arch: ArchSpec, source: str) -> tuple[float, float]:
@@ -304,12 +327,13 @@ def _rope_bases(config: dict, arch: ArchSpec, source: str) -> tuple[float, float
             local = _rope_params_theta(params.get(SLIDING) or params[FULL], source, SLIDING)
             return full, local
         theta = _rope_params_theta(params, source, "rope_parameters")
-        return theta, float(config.get("rope_local_base_freq", theta))
+        return theta, _positive(config, "rope_local_base_freq", source, float, theta)
     scaling = config.get("rope_scaling")
     if scaling:
-        _rope_params_theta({**scaling, "rope_theta": 0.0}, source, "rope_scaling")
-    theta = float(config.get("rope_theta", arch.default_rope_theta))
-    return theta, float(config.get("rope_local_base_freq", LOCAL_ROPE_THETA if arch.sliding_window else theta))
+        _rope_params_theta({**scaling, "rope_theta": 1.0}, source, "rope_scaling")  # checks the type only
+    theta = _positive(config, "rope_theta", source, float, arch.default_rope_theta)
+    return theta, _positive(config, "rope_local_base_freq", source, float,
+                            LOCAL_ROPE_THETA if arch.sliding_window else theta)
 
 
 def _layer_types(config: dict, arch: ArchSpec, n_layers: int, source: str) -> tuple[str, ...]:
