@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from dataclasses import fields
 from pathlib import Path
 
 from bitnet_onnx.errors import BitnetOnnxError
@@ -29,30 +30,34 @@ API_KEY_ENV = "BITNET_ONNX_API_KEY"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from bitnet_onnx.runtime.embedder import MAX_BATCH_TOKENS
+    from bitnet_onnx.runtime.server.config import ServerConfig  # no fastapi: --help works without the extra
 
+    d = {f.name: f.default for f in fields(ServerConfig)}
     p.epilog = EPILOG
     p.add_argument("out_dir", metavar="EXPORT_DIR", help="a folder written by 'bitnet-onnx export'")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; 0.0.0.0 for all)")
     p.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 picks a free one)")
     p.add_argument("--threads", type=int, metavar="N", help="ONNX Runtime intra-op threads (default: all cores)")
     p.add_argument("--model-name", metavar="NAME", help="model id in /v1/models and responses (default: the folder's name)")
-    p.add_argument("--max-batch-tokens", type=int, default=MAX_BATCH_TOKENS, metavar="N",
-                   help=f"padded tokens per session run (texts x longest; default {MAX_BATCH_TOKENS})")
-    p.add_argument("--max-batch-size", type=int, default=32, metavar="N", help="texts per session run (default 32)")
-    p.add_argument("--max-wait-ms", type=float, default=5.0, metavar="MS",
-                   help="how long an idle server waits to fill a batch (default 5)")
-    p.add_argument("--max-queue-tokens", type=int, default=65536, metavar="N",
-                   help="queued tokens over which requests get 429 (default 65536)")
-    p.add_argument("--max-inputs", type=int, default=2048, metavar="N", help="inputs per request (default 2048)")
-    p.add_argument("--max-body-bytes", type=int, default=8 << 20, metavar="N",
-                   help="request body limit, 413 over it (default 8 MiB)")
+    p.add_argument("--max-batch-tokens", type=int, default=d["max_batch_tokens"], metavar="N",
+                   help=f"padded tokens per session run (texts x longest; default {d['max_batch_tokens']})")
+    p.add_argument("--max-batch-size", type=int, default=d["max_batch_size"], metavar="N",
+                   help=f"texts per session run (default {d['max_batch_size']})")
+    p.add_argument("--max-wait-ms", type=float, default=d["max_wait_ms"], metavar="MS",
+                   help=f"how long an idle server waits to fill a batch (default {d['max_wait_ms']:g})")
+    p.add_argument("--max-queue-tokens", type=int, default=d["max_queue_tokens"], metavar="N",
+                   help=f"queued tokens over which requests get 429 (default {d['max_queue_tokens']})")
+    p.add_argument("--max-inputs", type=int, default=d["max_inputs"], metavar="N",
+                   help=f"inputs per request (default {d['max_inputs']})")
+    p.add_argument("--max-body-bytes", type=int, default=d["max_body_bytes"], metavar="N",
+                   help=f"request body limit, 413 over it (default {d['max_body_bytes']})")
     p.add_argument("--auto-truncate", action="store_true",
                    help="truncate texts over the export's max_length instead of answering 400 "
                         "(TEI's /embed 'truncate' field overrides it per request)")
     p.add_argument("--api-key", metavar="KEY", help=f"require 'Authorization: Bearer KEY' (or set {API_KEY_ENV})")
-    p.add_argument("--graceful-timeout", type=float, default=30.0, metavar="S",
-                   help="on SIGTERM, seconds in-flight requests may take before they are cut (default 30)")
+    p.add_argument("--graceful-timeout", type=float, default=d["graceful_timeout_s"], metavar="S",
+                   help=f"on SIGTERM, seconds in-flight requests may take before they are cut "
+                        f"(default {d['graceful_timeout_s']:g})")
     p.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"),
                    help="uvicorn's log level (default info)")
     p.add_argument("--access-log", action="store_true", help="log every request")

@@ -5,14 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bitnet_onnx.errors import BitnetOnnxError
+from bitnet_onnx.runtime.embedder import MAX_BATCH_TOKENS
 
 
 @dataclass(frozen=True)
 class ServerConfig:
     model_name: str  # the id /v1/models lists and responses report
-    max_batch_tokens: int = 16384  # padded tokens per session run (texts x longest text)
-    max_batch_size: int = 32  # texts per session run, as Embedder.encode's batch_size
-    max_wait_ms: float = 5.0  # how long an idle worker waits for more texts to fill a batch
+    max_batch_tokens: int = MAX_BATCH_TOKENS  # padded tokens per session run (texts x longest text)
+    max_batch_size: int = 32  # texts per session run (Embedder.encode's default batch_size)
+    max_wait_ms: float = 2.0  # how long an idle worker waits for more texts to fill a batch
     max_queue_tokens: int = 65536  # queued tokens over which new requests get 429 (back-pressure)
     max_inputs: int = 2048  # inputs per request (OpenAI's limit)
     max_body_bytes: int = 8 << 20  # request bodies over this get 413

@@ -14,10 +14,19 @@ from bitnet_onnx.errors import BitnetOnnxError
 
 def listen(host: str, port: int) -> socket.socket:
     """A listening socket on host:port (port 0: a free port), or a one-line error naming the address."""
+    sock = None
     try:
-        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
-        sock = socket.create_server((host, port), family=family, backlog=2048)
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                                             proto=socket.IPPROTO_TCP)[0]
+        # proto IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on accepted sockets that say they are
+        # TCP; without it a response's header and body writes wait ~40 ms for a delayed ACK.
+        sock = socket.socket(family, kind, proto)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(2048)
     except (OSError, UnicodeError) as e:
+        if sock is not None:
+            sock.close()
         reason = getattr(e, "strerror", None) or str(e)
         raise BitnetOnnxError(f"cannot listen on {host}:{port} ({reason})") from None
     return sock

@@ -1,0 +1,178 @@
+"""Load test of ``bitnet-onnx serve`` against ``Embedder.encode`` on the same texts with the same threads.
+
+    python benchmarks/bench_serve.py [--shape qwen3-0.6b | --export DIR] [--threads 1]
+                                     [--clients 1,8,32,128] [--reps 3] [--json out.json]
+
+The server runs as ``bitnet-onnx serve`` in a subprocess; this process is the load: N concurrent
+clients (asyncio tasks sharing an httpx connection pool of N), each sending its requests one after the
+other (a closed loop), one text per request, base64 answers (what the ``openai`` client asks for).
+Workloads: "query" (a one-line question, ~16 tokens) and "128-token" texts; every text is unique.
+Per cell: throughput (texts/s over the cell's wall time), client-side p50 / p99 latency, and the
+throughput of ``Embedder.encode(texts, batch_size=32)`` on the cell's texts in this process (the
+server idle meanwhile), and their ratio. Repetitions are interleaved (server, encode, encode, server,
+...); the medians are printed. At one client the server cannot batch while ``encode`` batches all
+texts, so the ratio is low there by construction; the goal (>= 0.9x) is for high concurrency.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import json
+import os
+import re
+import select
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+
+from bitnet_onnx import Embedder
+from bitnet_onnx.bench.cache import cache_dir, cached_export, shape_model
+from bitnet_onnx.bench.host import cpu_name
+from bitnet_onnx.bench.timing import interleave
+
+WORDS = ("ternary weights spiders legs capital France quick brown fox lazy dog cosine vector search query "
+         "document passage weather sunny breeze west noon embedding model runtime operator matmul").split()
+WORKLOADS = {"query": 16, "128-token": 128}  # tokens per text (the query's is approximate)
+# Requests per cell: at least this many, and at least 2 per client, so every client is busy all along.
+MIN_REQUESTS = {"query": 32, "128-token": 16}
+
+
+def make_texts(embedder: Embedder, tokens: int, n: int, seed: int) -> list[str]:
+    """``n`` unique texts of about ``tokens`` tokens (exactly, up to one word, for the long ones)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        words = [f"#{seed}-{i}"]
+        while len(embedder.tokenize([" ".join(words)])[0]) < tokens:
+            words.append(str(rng.choice(WORDS)))
+        out.append(" ".join(words) + ("?" if tokens <= 16 else "."))
+    return out
+
+
+def start_server(folder: Path, threads: int) -> tuple[subprocess.Popen, str]:
+    cmd = [sys.executable, "-m", "bitnet_onnx", "serve", str(folder), "--port", "0", "--threads", str(threads),
+           "--log-level", "warning", "--model-name", "bench"]
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL)
+    line, deadline = b"", time.monotonic() + 300
+    while b"\n" not in line:
+        ready, _, _ = select.select([proc.stderr], [], [], max(0.0, deadline - time.monotonic()))
+        if not ready or proc.poll() is not None:
+            proc.kill()
+            sys.exit(f"bench_serve: the server did not start: {line.decode(errors='replace')}")
+        line += os.read(proc.stderr.fileno(), 4096)
+    return proc, re.search(rb"http://[\d.]+:\d+", line).group().decode()
+
+
+async def _load(url: str, per_client: list[list[str]]) -> tuple[float, list[float]]:
+    """Each client sends its texts one request at a time; (wall seconds, latencies)."""
+    latencies: list[float] = []
+    limits = httpx.Limits(max_connections=len(per_client), max_keepalive_connections=len(per_client))
+    async with httpx.AsyncClient(base_url=url, timeout=None, limits=limits) as client:
+        async def one_client(texts):
+            for text in texts:
+                start = time.perf_counter()
+                r = await client.post("/v1/embeddings", json={"model": "bench", "input": [text],
+                                                              "encoding_format": "base64"})
+                latencies.append(time.perf_counter() - start)
+                if r.status_code != 200:
+                    raise RuntimeError(f"HTTP {r.status_code}: {r.text[:200]}")
+
+        start = time.perf_counter()
+        await asyncio.gather(*(one_client(t) for t in per_client))
+        return time.perf_counter() - start, latencies
+
+
+def measure_server(url: str, texts: list[str], clients: int) -> dict:
+    per_client = [texts[i::clients] for i in range(clients)]
+    wall, latencies = asyncio.run(_load(url, per_client))
+    ms = np.array(latencies) * 1000
+    return {"texts_per_s": len(texts) / wall, "p50_ms": float(np.percentile(ms, 50)),
+            "p99_ms": float(np.percentile(ms, 99))}
+
+
+def measure_encode(embedder: Embedder, texts: list[str]) -> dict:
+    start = time.perf_counter()
+    embedder.encode(texts, batch_size=32)
+    return {"texts_per_s": len(texts) / (time.perf_counter() - start)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    where = ap.add_mutually_exclusive_group()
+    where.add_argument("--shape", default="qwen3-0.6b", help="random-weight model of this shape (bench cache)")
+    where.add_argument("--export", type=Path, help="an exported folder to serve instead")
+    ap.add_argument("--threads", type=int, default=1, help="ORT intra-op threads of the server and of encode")
+    ap.add_argument("--clients", default="1,8,32,128", help="concurrent clients, comma-separated")
+    ap.add_argument("--workloads", default=",".join(WORKLOADS), help=f"of {', '.join(WORKLOADS)}")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--cache", help="bench cache folder (default ~/.cache/bitnet-onnx)")
+    ap.add_argument("--json", type=Path, help="also write the results here")
+    args = ap.parse_args()
+    clients = [int(c) for c in args.clients.split(",")]
+    workloads = [w for w in args.workloads.split(",") if w]
+
+    if args.export:
+        folder = args.export
+    else:
+        cache = cache_dir(args.cache)
+        folder = cached_export(shape_model(args.shape, cache), "i2s", cache)
+    embedder = Embedder(folder, threads=args.threads)
+    cells = [(w, c) for w in workloads for c in clients]
+    texts = {}
+    for w, c in cells:
+        n = max(MIN_REQUESTS[w], 2 * c)
+        texts[(w, c)] = make_texts(embedder, WORKLOADS[w], n, seed=10 + len(texts))
+    print(f"bench_serve: {folder} on {cpu_name()}, threads {args.threads}, {args.reps} reps", file=sys.stderr)
+
+    proc, url = start_server(folder, args.threads)
+    try:
+        asyncio.run(_load(url, [make_texts(embedder, 16, 4, seed=1)]))  # warm-up
+        embedder.encode(make_texts(embedder, 16, 4, seed=2))
+
+        def measure(name, cell):
+            w, c = cell
+            result = measure_server(url, texts[cell], c) if name == "serve" else measure_encode(embedder, texts[cell])
+            print(f"  {name:6s} {w:9s} {c:4d} clients: {result['texts_per_s']:8.2f} texts/s", file=sys.stderr)
+            return result
+
+        results = interleave(["serve", "encode"], cells, args.reps, measure,
+                             log=lambda m: print(m, file=sys.stderr))
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(60)
+    if code != 0:
+        print(f"bench_serve: the server exited with {code}", file=sys.stderr)
+
+    rows = []
+    for w, c in cells:
+        serve = results[("serve", (w, c))]
+        encode = results[("encode", (w, c))]
+        row = {"workload": w, "clients": c, "requests": len(texts[(w, c)])}
+        for key in ("texts_per_s", "p50_ms", "p99_ms"):
+            row[key] = statistics.median(r[key] for r in serve)
+        row["encode_texts_per_s"] = statistics.median(r["texts_per_s"] for r in encode)
+        row["ratio"] = row["texts_per_s"] / row["encode_texts_per_s"]
+        rows.append(row)
+
+    print(f"\n{cpu_name()}, threads {args.threads}, {datetime.date.today()}, median of {args.reps} interleaved reps\n")
+    print("| workload | clients | requests | serve texts/s | p50 ms | p99 ms | encode texts/s | serve / encode |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['workload']} | {r['clients']} | {r['requests']} | {r['texts_per_s']:.2f} | {r['p50_ms']:.0f} | "
+              f"{r['p99_ms']:.0f} | {r['encode_texts_per_s']:.2f} | {r['ratio']:.2f}x |")
+    if args.json:
+        args.json.write_text(json.dumps({"cpu": cpu_name(), "threads": args.threads, "reps": args.reps,
+                                         "export": str(folder), "rows": rows}, indent=2) + "\n")
+    return 0 if code == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
