@@ -20,6 +20,8 @@ from bitnet_onnx.manifest import Manifest
 from bitnet_onnx.runtime.session import first_line
 
 TOKENIZER_FILE = "tokenizer.json"
+CHARS_PER_TOKEN_GUESS = 8  # first prefix tried for a long text, in characters per max_length token
+TOKEN_SLACK = 16  # tokens past max_length that a prefix must reach, so the cut cannot touch kept ones
 
 log = logging.getLogger("bitnet_onnx")
 
@@ -61,8 +63,29 @@ class TextTokenizer:
         ``truncate=False``: a text longer than ``max_length`` raises instead (naming it).
         """
         texts = check_texts(texts)
-        encodings = self._tok.encode_batch(texts, add_special_tokens=True)
-        return [self._apply_rules(e.ids, truncate, f"texts[{i}]") for i, e in enumerate(encodings)]
+        long = {i for i, text in enumerate(texts) if len(text) > self._first_cut}
+        encodings = self._tok.encode_batch([t if i not in long else "" for i, t in enumerate(texts)],
+                                           add_special_tokens=True)
+        ids = [e.ids for e in encodings]
+        for i in long:
+            ids[i] = self._encode_long(texts[i])
+        return [self._apply_rules(x, truncate, f"texts[{i}]") for i, x in enumerate(ids)]
+
+    @property
+    def _first_cut(self) -> int:
+        return CHARS_PER_TOKEN_GUESS * (self.max_length + TOKEN_SLACK)
+
+    def _encode_long(self, text: str) -> list[int]:
+        """A long text's ids, tokenizing only a prefix that grows until it yields TOKEN_SLACK tokens more
+        than max_length: memory follows max_length, not the text's size (a 5 MB line is not tokenized
+        whole), and the kept tokens are those of the whole text, since a cut changes only the tokens
+        next to it."""
+        cut = self._first_cut
+        while True:
+            ids = self._tok.encode(text[:cut], add_special_tokens=True).ids
+            if cut >= len(text) or len(ids) > self.max_length + TOKEN_SLACK:
+                return ids
+            cut *= 2
 
     def prepare_ids(self, ids: Sequence[Sequence[int]], truncate: bool = True) -> list[list[int]]:
         """Token ids a caller tokenized itself, checked against the vocabulary, with the same EOS and
@@ -101,8 +124,7 @@ class TextTokenizer:
         room = self.max_length - (1 if eos is not None else 0)
         if len(ids) > room:
             if not truncate:
-                raise TooLongError(f"{name} has {len(ids) + (eos is not None)} tokens, more than max_length "
-                                   f"{self.max_length}")
+                raise TooLongError(f"{name} has more than max_length {self.max_length} tokens")
             if not self._warned:
                 log.warning("bitnet-onnx: texts longer than %d tokens are truncated (max_length in %s)",
                             self.max_length, "bitnet_onnx.json")
