@@ -164,6 +164,22 @@ def _gemma_tokenizer():
 
 
 _TOKENIZERS = {"qwen3": _qwen_tokenizer, "gemma3": _gemma_tokenizer}
+# config.json token ids, by token text (the same rule for a given tokenizer folder as for the trained ones).
+_CONFIG_TOKEN_IDS = {"qwen3": {"bos_token_id": "<|endoftext|>", "eos_token_id": "<|endoftext|>"},
+                     "gemma3": {"pad_token_id": "<pad>", "eos_token_id": "<eos>", "bos_token_id": "<bos>"}}
+
+
+def _folder_tokenizer(folder: Path, arch: str):
+    """tokenizer.json + tokenizer_config.json of an existing folder (e.g. a real tokenizer)."""
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(Path(folder) / "tokenizer.json"))
+    config = json.loads((Path(folder) / "tokenizer_config.json").read_text(encoding="utf-8"))
+    ids = {key: tok.token_to_id(text) for key, text in _CONFIG_TOKEN_IDS[arch].items()}
+    missing = [text for key, text in _CONFIG_TOKEN_IDS[arch].items() if ids[key] is None]
+    if missing:
+        raise ValueError(f"{folder}/tokenizer.json: no token {missing[0]!r}, which {arch} needs")
+    return tok, config, ids
 
 
 def _config(arch: ArchSpec, dims: dict, style: str, dtype: str, bidirectional: bool, token_ids: dict) -> dict:
@@ -324,12 +340,15 @@ def make_model(
     config_style: str = "v5",
     dtype: str = "bfloat16",
     padding_side: str | None = None,
+    tokenizer: str | Path | None = None,
 ) -> Path:
     """Write a HF model folder at ``path`` (created, must be empty or absent) and return it.
 
     ``shape`` names an entry of SHAPES[arch] or is a dict of config keys laid over "tiny".
     ``pooling`` defaults to lasttoken (Qwen3) / mean (Gemma3). ``bitnet`` adds the seven
     per-projection norms per layer. ``dense`` adds two sentence-transformers Dense layers.
+    ``tokenizer``: a folder whose tokenizer.json + tokenizer_config.json are used instead of the
+    trained one; vocab_size grows to cover its ids.
     """
     if arch not in ARCHITECTURES:
         raise ValueError(f"arch must be one of {sorted(ARCHITECTURES)}, got {arch!r}")
@@ -355,12 +374,17 @@ def make_model(
     if any(path.iterdir()):
         raise ValueError(f"{path} is not empty")
     try:
-        tok, tok_config, token_ids = _TOKENIZERS[arch]()
+        tok, tok_config, token_ids = _folder_tokenizer(tokenizer, arch) if tokenizer else _TOKENIZERS[arch]()
+        if tokenizer:
+            dims["vocab_size"] = max(dims["vocab_size"], tok.get_vocab_size())
         max_seq = _MAX_SEQ.get(shape if isinstance(shape, str) else "tiny", dims["max_position_embeddings"])
         tok_config["model_max_length"] = max_seq
         if padding_side is not None:
             tok_config["padding_side"] = padding_side
-        tok.save(str(path / "tokenizer.json"))
+        if tokenizer:  # the file as given, not a re-serialization
+            shutil.copyfile(Path(tokenizer) / "tokenizer.json", path / "tokenizer.json")
+        else:
+            tok.save(str(path / "tokenizer.json"))
         _write_json(path / "tokenizer_config.json", tok_config)
 
         config = _config(spec, dims, config_style, dtype, bidirectional, token_ids)

