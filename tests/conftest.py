@@ -1,7 +1,8 @@
 """Shared test fixtures: tiny factory models and their exports, each built once per session.
 
 ``tiny_model(arch, ...)`` and ``tiny_export(model, ...)`` return folders that many modules share:
-they are read-only. A test that edits a model or an export works on ``private_copy(folder)``.
+they are read-only (checked when the session ends). A test that edits a model or an export works
+on ``private_copy(folder)``.
 """
 
 from __future__ import annotations
@@ -13,37 +14,47 @@ from pathlib import Path
 
 import pytest
 
-from bitnet_onnx.export.exporter import export
-from bitnet_onnx.manifest import Manifest
-from bitnet_onnx.testing import make_model
-
-# make_model's keyword defaults: an option passed with its default value names the same model.
-_FACTORY_DEFAULTS = {name: p.default for name, p in inspect.signature(make_model).parameters.items()
-                     if p.default is not inspect.Parameter.empty}
-
 
 def _key(options: dict) -> str:
-    return json.dumps(options, sort_keys=True)
+    return json.dumps(options, sort_keys=True, default=str)  # str: Path values
+
+
+def _state(folder: Path) -> dict[str, tuple[int, int]]:
+    return {str(f.relative_to(folder)): (f.stat().st_size, f.stat().st_mtime_ns)
+            for f in sorted(folder.rglob("*")) if f.is_file()}
+
+
+def _check_unchanged(folders: dict[Path, dict]) -> None:
+    changed = [str(folder) for folder, state in folders.items() if _state(folder) != state]
+    assert not changed, f"shared test folders were modified (use private_copy): {changed}"
 
 
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory):
     """tiny_model(arch, bitnet=True, dtype="float32", **make_model_options) -> a model folder (read-only).
 
-    float32 weights unless asked, so references compare exactly; each distinct model is built once.
+    float32 weights unless asked, so references compare exactly; each distinct model is built once
+    (an option given with make_model's default value names the same model).
     """
+    from bitnet_onnx.testing import make_model
+
+    defaults = {name: p.default for name, p in inspect.signature(make_model).parameters.items()
+                if p.default is not inspect.Parameter.empty}
     root = tmp_path_factory.mktemp("tiny-models")
     built: dict[str, Path] = {}
 
     def get(arch: str, bitnet: bool = True, *, dtype: str = "float32", **options) -> Path:
         given = {"arch": arch, "bitnet": bitnet, "dtype": dtype, **options}
-        key = _key({k: v for k, v in given.items() if k not in _FACTORY_DEFAULTS or _FACTORY_DEFAULTS[k] != v})
+        key = _key({k: v for k, v in given.items() if k not in defaults or defaults[k] != v})
         if key not in built:
             kind = "bitnet" if bitnet else "std"
             built[key] = make_model(root / f"{arch}-{kind}-{len(built)}", arch, bitnet, dtype=dtype, **options)
+            states[built[key]] = _state(built[key])
         return built[key]
 
-    return get
+    states: dict[Path, dict] = {}
+    yield get
+    _check_unchanged(states)
 
 
 @pytest.fixture(scope="session")
@@ -68,6 +79,9 @@ def tiny_export(tmp_path_factory):
     Each distinct export is made once; weights=None (the exporter's default) also answers for the
     variant it chose.
     """
+    from bitnet_onnx.export.exporter import export
+    from bitnet_onnx.manifest import Manifest
+
     root = tmp_path_factory.mktemp("tiny-exports")
     done: dict[str, Path] = {}
 
@@ -77,12 +91,15 @@ def tiny_export(tmp_path_factory):
             out = export(model_dir, root / f"{Path(model_dir).name}-{weights or 'default'}-{len(done)}",
                          weights=weights, **options)
             done[key] = out
+            states[out] = _state(out)
             if weights is None:
                 chosen = _key({"model": str(model_dir), "weights": Manifest.read(out).weights, **options})
                 done.setdefault(chosen, out)
         return done[key]
 
-    return get
+    states: dict[Path, dict] = {}
+    yield get
+    _check_unchanged(states)
 
 
 @pytest.fixture
