@@ -25,9 +25,9 @@ from packaging.version import Version
 
 from bitnet_onnx.arch import LINEAR, PROJECTIONS
 from bitnet_onnx.errors import BitnetOnnxError
-from bitnet_onnx.st_modules import L2_NORM_EPS, StModules, read_st_modules
+from bitnet_onnx.st_modules import L2_NORM_EPS, StModules
 from bitnet_onnx.ternary import ACT_EPS, ternarize
-from bitnet_onnx.weights import ModelFolder, open_model
+from bitnet_onnx.weights import ModelFolder, open_source
 
 ACTIVATION_MODES = ("int8", "float")
 
@@ -74,13 +74,14 @@ def _bitlinear_class():
 
 class Reference:
     def __init__(self, model_dir: str | Path, arch: str | None = None, activations: str = "int8",
-                 ternarize: bool = False, f16_embeddings: bool = True):
+                 ternarize: bool = False, f16_embeddings: bool = True, pooling: str | None = None):
+        """``model_dir``: a HF folder, or a GGUF file (transformers' own GGUF loader, needs accelerate)."""
         if activations not in ACTIVATION_MODES:
             raise BitnetOnnxError(f"activations must be one of {ACTIVATION_MODES}, got {activations!r}")
         torch, transformers = _torch()
         self.f16_embeddings = f16_embeddings
-        self.folder: ModelFolder = open_model(model_dir, arch)
-        self.st: StModules = read_st_modules(self.folder.path, self.folder.arch, self.folder.cfg.hidden)
+        self.folder: ModelFolder = open_source(model_dir, arch)
+        self.st: StModules = self.folder.st_modules(pooling)
         if not self.folder.cfg.causal and Version(transformers.__version__) < Version("4.57"):
             # older transformers ignore use_bidirectional_attention and silently run causal (ST #3513)
             raise BitnetOnnxError(f"{self.folder.path}: bidirectional attention needs transformers >= 4.57, "
@@ -90,7 +91,15 @@ class Reference:
         transformers.logging.set_verbosity_error()  # BitNet norms are "unexpected" keys to HF; we load them below
         transformers.logging.disable_progress_bar()
         try:
-            self.model = cls.from_pretrained(str(self.folder.path), dtype=torch.float32, attn_implementation="eager")
+            path = self.folder.path
+            where = {"pretrained_model_name_or_path": str(path)}
+            if path.is_file():  # a GGUF file: dequantized by transformers (with gguf-py)
+                where = {"pretrained_model_name_or_path": str(path.parent), "gguf_file": path.name}
+            self.model = cls.from_pretrained(**where, dtype=torch.float32, attn_implementation="eager")
+        except (ValueError, ImportError, OSError) as e:
+            if not path.is_file():
+                raise
+            raise BitnetOnnxError(f"{path}: transformers cannot load this GGUF ({str(e).splitlines()[0]})") from None
         finally:
             transformers.logging.set_verbosity(verbosity)
             transformers.logging.enable_progress_bar()

@@ -1,5 +1,8 @@
 """HF model folder -> weights: the one loader used by the exporter, the GGUF converter and the reference.
 
+A GGUF file is the other source format (``gguf_source.GgufModel``, same interface: arch, cfg,
+is_bitnet, tensor, ternary_codes, st_modules, tokenizer_dir); ``open_source`` picks by file.
+
 ``open_model(path)`` reads config.json (architecture, ModelConfig) and indexes the safetensors
 file(s), single or sharded. Tensors are read one at a time from a memory map and returned as
 float32, checked against the shape config.json implies and for finiteness, so a 0.6B model is
@@ -18,6 +21,7 @@ import numpy as np
 
 from bitnet_onnx.arch import NORM_IN, ArchSpec, ModelConfig, TensorSpec, detect_arch
 from bitnet_onnx.errors import BitnetOnnxError
+from bitnet_onnx.gguf_file import is_gguf
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
@@ -181,6 +185,29 @@ class ModelFolder:
             raise BitnetOnnxError(f"{where} has non-finite values (NaN or Inf)")
         return data
 
+    def ternary_codes(self, role: str, layer: int | None = None) -> None:
+        """A folder holds latent weights, never ready I2_S codes (GgufModel may)."""
+        self._spec(role, layer)
+        return None
+
+    def st_modules(self, pooling: str | None = None):
+        """The sentence-transformers modules; ``pooling`` (--pooling) fills in for a missing Pooling module."""
+        from dataclasses import replace
+
+        from bitnet_onnx.st_modules import read_st_modules  # st_modules imports this module
+
+        st = read_st_modules(self.path, self.arch, self.cfg.hidden)
+        if pooling is None or pooling == st.pooling:
+            return st
+        if st.pooling_from_config:
+            raise BitnetOnnxError(f"{self.path}: --pooling {pooling} contradicts its 1_Pooling module ({st.pooling})")
+        return replace(st, pooling=pooling)
+
+    @property
+    def tokenizer_dir(self) -> Path:
+        """Where tokenizer.json and its companions are: the folder itself."""
+        return self.path
+
     def raw_tensor_names(self) -> list[str]:
         return sorted(self._entries)
 
@@ -202,3 +229,12 @@ class ModelFolder:
 def open_model(path: str | Path, arch: str | None = None) -> ModelFolder:
     """Open a HF model folder; ``arch`` (``--arch``) must agree with config.json's model_type."""
     return ModelFolder(Path(path), arch)
+
+
+def open_source(path: str | Path, arch: str | None = None):
+    """A HF model folder or a GGUF file (by suffix or magic): a ModelFolder or a GgufModel."""
+    if not Path(path).is_dir() and is_gguf(path):
+        from bitnet_onnx.gguf_source import GgufModel  # gguf_source imports st_modules, which imports this module
+
+        return GgufModel(path, arch)
+    return open_model(path, arch)

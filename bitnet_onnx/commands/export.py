@@ -1,4 +1,4 @@
-"""``bitnet-onnx export``: HF model folder -> ONNX folder (model.onnx, tokenizer, bitnet_onnx.json)."""
+"""``bitnet-onnx export``: HF model folder or GGUF file -> ONNX folder (model.onnx, tokenizer, bitnet_onnx.json)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,14 @@ import logging
 from bitnet_onnx.arch import ARCHITECTURES
 from bitnet_onnx.export import attention
 from bitnet_onnx.manifest import WEIGHT_VARIANTS
+from bitnet_onnx.st_modules import POOLINGS
 
 EPILOG = """examples:
   bitnet-onnx export ./bitnet-qwen3-embedding -o ./qwen3-onnx
   bitnet-onnx export --arch gemma3 ./bitnet-gemma3 -o ./gemma3-int8 --weights int8
   bitnet-onnx export ./Qwen3-Embedding-0.6B -o ./qwen3-tern --ternarize   # standard model, speed stand-in
+  bitnet-onnx export ./bitnet-qwen3-i2_s.gguf -o ./qwen3-onnx               # GGUF: I2_S codes carried as they are
+  bitnet-onnx export ./gemma-3-270m-q4_k_m.gguf -o ./gemma3-f32 --pooling mean   # llama.cpp quants dequantized
 
 weights: i2s (default for BitNet; I2STernaryMatMul, needs the op library), f32/f16 (plain MatMul;
 for BitNet models the fake-quant reference s_w*T with the per-projection norm, float activations),
@@ -22,15 +25,17 @@ nbits (ORT-native MatMulNBits holding the exact ternary values, --nbits 2 or 4).
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.epilog = EPILOG
-    p.add_argument("model_dir", metavar="MODEL_DIR", help="HF model folder (config.json, model.safetensors, tokenizer)")
+    p.add_argument("model_dir", metavar="MODEL_DIR", help="HF model folder (config.json, model.safetensors, tokenizer) or a GGUF file")
     p.add_argument("-o", "--output", required=True, metavar="OUT_DIR", help="folder to create")
-    p.add_argument("--arch", choices=sorted(ARCHITECTURES), help="assert the architecture config.json names")
+    p.add_argument("--arch", choices=sorted(ARCHITECTURES), help="assert the architecture config.json (or the GGUF) names")
     p.add_argument("--weights", choices=WEIGHT_VARIANTS, help="projection weights (default: i2s for BitNet, f32 otherwise)")
     p.add_argument("--nbits", type=int, choices=(2, 4), default=4, help="bits for --weights nbits (default 4)")
     p.add_argument("--ternarize", action="store_true",
                    help="standard model: absmean-ternarize the projections (unit norms) as a speed stand-in")
     p.add_argument("--attention", choices=list(attention.STRATEGIES),
                    help="attention core: onnx = stock ONNX ops (default unless the variant names another)")
+    p.add_argument("--pooling", choices=POOLINGS,
+                   help="pooling for a model that names none (no 1_Pooling module, no GGUF pooling_type)")
     p.add_argument("--overwrite", action="store_true", help="replace OUT_DIR if it exists")
 
 
@@ -39,6 +44,7 @@ def run(args: argparse.Namespace) -> int:
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     out = export(args.model_dir, args.output, arch=args.arch, weights=args.weights, bits=args.nbits,
-                 ternarize=args.ternarize, overwrite=args.overwrite, attention_name=args.attention)
+                 ternarize=args.ternarize, overwrite=args.overwrite, attention_name=args.attention,
+                 pooling=args.pooling)
     print(out)
     return 0

@@ -31,7 +31,7 @@ EPILOG = """examples:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.epilog = EPILOG
     p.add_argument("out_dir", metavar="OUT_DIR", help="folder written by 'bitnet-onnx export'")
-    p.add_argument("model_dir", metavar="MODEL_DIR", help="the HF model folder it was exported from")
+    p.add_argument("model_dir", metavar="MODEL_DIR", help="the HF model folder or GGUF file it was exported from")
     p.add_argument("--texts", nargs="+", metavar="TEXT", help="texts to compare (default: five built-in samples)")
     p.add_argument("--threshold", type=float, default=0.999, help="minimum cosine per text (default 0.999)")
     p.add_argument("--threads", type=int, default=None, help="ONNX Runtime intra-op threads")
@@ -51,7 +51,7 @@ def compare(out_dir, model_dir, texts, threads: int | None = None) -> list[dict]
 
     manifest = Manifest.read(out_dir)
     reference = Reference(model_dir, activations=reference_activations(manifest.weights),
-                          ternarize=manifest.ternarized)
+                          ternarize=manifest.ternarized, pooling=manifest.pooling)
     if reference.folder.arch.name != manifest.arch:
         raise BitnetOnnxError(f"{model_dir}: is {reference.folder.arch.name}, but {out_dir} holds a {manifest.arch} export")
     ids, mask = TextTokenizer.from_folder(out_dir).encode(texts)

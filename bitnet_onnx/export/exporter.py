@@ -12,8 +12,8 @@ import onnx
 from bitnet_onnx import customops
 from bitnet_onnx.errors import BitnetOnnxError
 from bitnet_onnx.manifest import WEIGHT_VARIANTS, Manifest
-from bitnet_onnx.st_modules import StModules, read_st_modules
-from bitnet_onnx.weights import ModelFolder, open_model
+from bitnet_onnx.st_modules import StModules
+from bitnet_onnx.weights import ModelFolder, open_source
 from bitnet_onnx.export import attention
 from bitnet_onnx.export.graph import build_model
 from bitnet_onnx.export.writer import write_folder
@@ -48,14 +48,14 @@ def tokenizer_facts(folder: ModelFolder) -> dict:
     """pad id, padding side and the EOS id of the arch's append rule, from the tokenizer files."""
     from tokenizers import Tokenizer
 
-    tok_file = folder.path / "tokenizer.json"
+    tok_file = folder.tokenizer_dir / "tokenizer.json"
     if not tok_file.is_file():
         raise BitnetOnnxError(f"{folder.path}: tokenizer.json is missing (the exported folder needs it)")
     try:
         tok = Tokenizer.from_file(str(tok_file))
     except Exception as e:
         raise BitnetOnnxError(f"{tok_file}: not a valid tokenizer.json ({str(e).splitlines()[0]})") from None
-    cfg_file = folder.path / "tokenizer_config.json"
+    cfg_file = folder.tokenizer_dir / "tokenizer_config.json"
     tcfg = json.loads(cfg_file.read_text(encoding="utf-8")) if cfg_file.is_file() else {}
     eos_id = None
     if folder.arch.append_eos:
@@ -99,22 +99,26 @@ def custom_ops_used(model: onnx.ModelProto) -> list[str]:
 
 
 def export(model_dir: str | Path, out_dir: str | Path, arch: str | None = None, weights: str | None = None,
-           bits: int = 4, ternarize: bool = False, overwrite: bool = False, attention_name: str | None = None) -> Path:
-    """Export ``model_dir`` to ``out_dir``; returns the folder. Raises BitnetOnnxError on bad input."""
+           bits: int = 4, ternarize: bool = False, overwrite: bool = False, attention_name: str | None = None,
+           pooling: str | None = None) -> Path:
+    """Export ``model_dir`` (a HF folder or a GGUF file) to ``out_dir``; returns the folder.
+
+    ``pooling`` fills in for a source that names none. Raises BitnetOnnxError on bad input.
+    """
     if bits not in NBITS_CHOICES:
         raise BitnetOnnxError(f"--nbits {bits} is not supported; choose 2 or 4")
     out_dir = Path(out_dir)
     if out_dir.exists() and not overwrite:  # fail before the slow part
         raise BitnetOnnxError(f"{out_dir}: already exists; pass --overwrite to replace it")
     start = time.perf_counter()
-    folder = open_model(model_dir, arch)
+    folder = open_source(model_dir, arch)
     variant = choose_variant(folder, weights, ternarize)
     attention_name = attention.choose(attention_name, variant)
-    st = read_st_modules(folder.path, folder.arch, folder.cfg.hidden)
+    st = folder.st_modules(pooling)
     tf = tokenizer_facts(folder)  # before the slow part: a bad tokenizer fails fast
     model, weight_bytes = build_model(folder, st, variant, bits, ternarize, attention_name)
     manifest = make_manifest(folder, st, tf, variant, bits, ternarize, attention_name, custom_ops_used(model))
-    write_folder(out_dir, model, manifest, folder.path, weight_bytes, overwrite=overwrite)
+    write_folder(out_dir, model, manifest, folder.tokenizer_dir, weight_bytes, overwrite=overwrite)
     log.info("exported %s (%s, %s, attention %s) to %s in %.1f s", folder.path, folder.arch.name, variant,
              attention_name, out_dir,
              time.perf_counter() - start)

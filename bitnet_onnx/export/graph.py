@@ -39,7 +39,8 @@ def layer_source(folder: ModelFolder, variant: str, bits: int, attention_name: s
             norm_in = np.ones(weight.shape[1], np.float32)
         else:
             norm_in = None
-        return LinearWeights(weight, norm_in, folder.is_bitnet or ternarize, cfg.rms_eps, folder.hf_name(p.weight, i))
+        return LinearWeights(weight, norm_in, folder.is_bitnet or ternarize, cfg.rms_eps, folder.hf_name(p.weight, i),
+                             codes=folder.ternary_codes(p.weight, i))
 
     return LayerSource(norm, linear, projector(variant, bits), attention.STRATEGIES[attention_name])
 

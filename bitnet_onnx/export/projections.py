@@ -32,7 +32,7 @@ from onnx import TensorProto
 from bitnet_onnx.customops import DOMAIN as OP_DOMAIN
 from bitnet_onnx.customops.i2s_matmul import NAME as OP_NAME
 from bitnet_onnx.errors import BitnetOnnxError
-from bitnet_onnx.ternary import ACT_EPS, pack_i2s, ternarize
+from bitnet_onnx.ternary import ACT_EPS, pack_i2s, ternarize, unpack_i2s
 from bitnet_onnx.export.builder import MS_DOMAIN, GraphBuilder
 from bitnet_onnx.export.ops import quantize_per_token, rms_norm, rms_norm_as_op
 
@@ -47,9 +47,20 @@ class LinearWeights:
     ternary: bool  # BitNet numerics (trained BitNet, or --ternarize)
     eps: float  # epsilon of norm_in
     name: str = "projection"  # the checkpoint's tensor name, for errors
+    codes: tuple[np.ndarray, float] | None = None  # ready I2_S (packed [N, K/4], s_w) of a GGUF: used as is
 
     def ternarized(self) -> tuple[np.ndarray, float]:
+        if self.codes is not None:
+            packed, s_w = self.codes
+            return unpack_i2s(packed, self.weight.shape[1]), s_w
         return ternarize(self.weight)
+
+    def packed(self) -> tuple[np.ndarray, float]:
+        """(I2_S bytes [N, K/4], s_w): the source's own bytes when it has them, no re-quantization."""
+        if self.codes is not None:
+            return self.codes
+        t, s_w = self.ternarized()
+        return pack_i2s(t), s_w
 
     def need_blocks(self, variant: str) -> None:
         """Packed ternary layouts (I2_S, MatMulNBits) cut rows into 128-value blocks."""
@@ -67,8 +78,8 @@ def i2s(b: GraphBuilder, x: str, lw: LinearWeights, bits: int) -> str:
     if not lw.ternary:
         raise BitnetOnnxError("--weights i2s needs a BitNet model (or --ternarize for a standard model)")
     lw.need_blocks("i2s")
-    t, s_w = lw.ternarized()
-    inputs = [x, b.initializer("W", pack_i2s(t)), b.initializer("scale", np.array([s_w], np.float32))]
+    packed, s_w = lw.packed()
+    inputs = [x, b.initializer("W", packed), b.initializer("scale", np.array([s_w], np.float32))]
     if lw.norm_in is not None:
         inputs.append(b.initializer("norm_weight", lw.norm_in.astype(np.float32)))
     return b.op(OP_NAME, inputs, domain=OP_DOMAIN, epsilon=float(lw.eps), name="matmul")
