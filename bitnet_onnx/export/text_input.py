@@ -44,6 +44,8 @@ MODEL_OUTPUTS = ("sentence_embedding", "token_embeddings")
 EXTENSIONS_DOMAIN = "ai.onnx.contrib"
 TOKENIZER_OP = "HfJsonTokenizer"
 NORMALIZERS_IN_GRAPH = {"Replace"}  # applied by the extensions' tokenizer (checked by the probe corpus)
+UTF8_GUARD_NAME = "/text_input/utf8_guard: a text is not valid UTF-8"
+UTF8_PATTERN = r"(?s)[\x{0}-\x{D7FF}\x{E000}-\x{10FFFF}]*"  # Unicode scalar values only
 PATTERN_CHARS = 12000  # per RegexFullMatch pattern of the NFC guard
 NFC_GUARD_NAME = ("/text_input/nfc_guard: a text is not in Unicode NFC (tokenizer.json normalizes to NFC, "
                   "the in-graph tokenizer does not); normalize texts to NFC before feeding them")
@@ -289,15 +291,16 @@ def preprocess_model(folder: Path, manifest: Manifest, opset: int, ir_version: i
     b.initializers.append(numpy_helper.from_array(np.array([_default_prompt(manifest)], dtype=object), PROMPT_INPUT))
     with b.scope("text_input"):
         full = b.op("StringConcat", [prompt, text], name="prompt_and_text")
+        # RE2 decodes UTF-8; bytes that are not UTF-8 (truncated, overlong, surrogates, > U+10FFFF)
+        # match no class of scalar values.
+        valid = b.op("RegexFullMatch", [full], pattern=UTF8_PATTERN, name="utf8_valid")
+        full = _guard(b, full, b.op("Not", [valid]), UTF8_GUARD_NAME)
         if nfc:
             unstable = None
             for pattern in nfc_unstable_patterns():
                 found = b.op("RegexFullMatch", [full], pattern=pattern, name="nfc_unstable")
                 unstable = found if unstable is None else b.op("Or", [unstable, found])
-            count = b.op("ReduceSum", [b.op("Cast", [unstable], to=INT64), b.i64([0])], keepdims=1)
-            shape = b.op("Add", [b.op("Shape", [full]), count])
-            full = b.op("Reshape", [full, shape])  # fails (naming the reason) when a text is not NFC
-            b.nodes[-1].name = NFC_GUARD_NAME
+            full = _guard(b, full, unstable, NFC_GUARD_NAME)
         raw, raw_mask = b.op(TOKENIZER_OP, [full], outputs=2, domain=EXTENSIONS_DOMAIN, name="tokenizer")
         b.nodes[-1].attribute.extend(node.attribute)
         ids, mask = _Rules(b, raw, raw_mask, manifest, op_frame, frame).build()
@@ -307,6 +310,15 @@ def preprocess_model(folder: Path, manifest: Manifest, opset: int, ir_version: i
     model.ir_version = ir_version
     _prefix_constants(model, "/text_input")
     return model, nfc
+
+
+def _guard(b: GraphBuilder, texts: str, bad: str, name: str) -> str:
+    """``texts`` unchanged, or an ORT error naming ``name`` when any ``bad`` [N] is true: a Reshape to
+    N + (number of bad texts) elements, the only way to fail a run with a message in plain ONNX."""
+    count = b.op("ReduceSum", [b.op("Cast", [bad], to=INT64), b.i64([0])], keepdims=1)
+    out = b.op("Reshape", [texts, b.op("Add", [b.op("Shape", [texts]), count])])
+    b.nodes[-1].name = name
+    return out
 
 
 def _prefix_constants(model: onnx.ModelProto, prefix: str) -> None:

@@ -1,7 +1,13 @@
-/* Embeds token ids with an exported bitnet-onnx model through the ONNX Runtime C API.
+/* Embeds token ids, or texts, with an exported bitnet-onnx model through the ONNX Runtime C API.
  *
  *   embed_c [--threads N] [--pad-side left|right] [--pad-id ID] LIBRARY MODEL IDS_FILE
  *   embed_c [options] --no-op-library MODEL IDS_FILE     (ORT-native exports: --weights f32/f16/int8/nbits)
+ *   embed_c [--threads N] --text EXT_LIBRARY [--prompt P] (LIBRARY | --no-op-library) TEXT_MODEL TEXTS_FILE
+ *
+ * Strings in (--text): TEXT_MODEL is model_text.onnx of an export made with --text-input, which
+ * tokenizes in the graph with onnxruntime-extensions' ops: EXT_LIBRARY is that library, registered
+ * like ours. TEXTS_FILE holds one UTF-8 text per line (only "\n" ends a line; an empty line is an
+ * empty text; no lines is an empty batch); --prompt feeds the graph's optional prompt input.
  *
  * LIBRARY   the op library, libbitnet_onnx_ops.so (registered with RegisterCustomOpsLibrary_V2)
  * MODEL     model.onnx of a folder written by `bitnet-onnx export`
@@ -115,14 +121,51 @@ static long parse_int(const char* flag, const char* value, long lo, long hi) {
   return v;
 }
 
+/* Every line of a file as one text (the "\n" removed, every other byte kept as it is). */
+static char** read_texts(const char* path, size_t* count) {
+  FILE* f = strcmp(path, "-") == 0 ? stdin : fopen(path, "r");
+  if (f == NULL) die("%s: cannot open (%s)", path, strerror(errno));
+  char** texts = NULL;
+  char* line = NULL;
+  size_t cap = 0, n = 0;
+  ssize_t len;
+  while ((len = getline(&line, &cap, f)) != -1) {
+    if (len > 0 && line[len - 1] == '\n') line[--len] = '\0';
+    if (memchr(line, '\0', (size_t)len) != NULL) die("%s: line %zu: contains a NUL byte", path, n + 1);
+    texts = xrealloc(texts, (n + 1) * sizeof *texts);
+    texts[n] = xrealloc(NULL, (size_t)len + 1);
+    memcpy(texts[n++], line, (size_t)len + 1);
+  }
+  if (ferror(f)) die("%s: read error", path);
+  free(line);
+  if (f != stdin) fclose(f);
+  *count = n;
+  return texts;
+}
+
+/* A string tensor [count] holding copies of the texts (ORT owns them). */
+static OrtValue* string_tensor(const char* const* texts, size_t count, const char* name) {
+  OrtAllocator* allocator;
+  check(api->GetAllocatorWithDefaultOptions(&allocator), "GetAllocatorWithDefaultOptions");
+  const int64_t shape[1] = {(int64_t)count};
+  OrtValue* value = NULL;
+  check(api->CreateTensorAsOrtValue(allocator, shape, 1, ONNX_TENSOR_ELEMENT_DATA_TYPE_STRING, &value), name);
+  if (count > 0) check(api->FillStringTensor(value, texts, count), name);
+  return value;
+}
+
 static void usage(void) {
   die("usage: embed_c [--threads N] [--pad-side left|right] [--pad-id ID] (LIBRARY | --no-op-library) MODEL "
-      "IDS_FILE");
+      "IDS_FILE, or embed_c [--threads N] --text EXT_LIBRARY [--prompt P] (LIBRARY | --no-op-library) "
+      "TEXT_MODEL TEXTS_FILE");
 }
+
+static void print_embeddings(OrtValue* output, size_t batch, const char* model);
 
 int main(int argc, char** argv) {
   long threads = 0, pad_id = 0; /* 0 threads: ORT's default */
   int left = 0, use_library = 1;
+  const char *extensions = NULL, *prompt = NULL; /* --text, --prompt */
   const char* positional[3];
   int npos = 0;
   for (int i = 1; i < argc; i++) {
@@ -135,15 +178,26 @@ int main(int argc, char** argv) {
         die("--pad-side must be 'left' or 'right'");
       left = strcmp(next, "left") == 0;
       i++;
+    } else if (strcmp(a, "--text") == 0) {
+      if (next == NULL) die("--text needs the onnxruntime-extensions library");
+      extensions = argv[++i];
+    } else if (strcmp(a, "--prompt") == 0) {
+      if (next == NULL) die("--prompt needs a value");
+      prompt = argv[++i];
     } else if (strcmp(a, "--no-op-library") == 0) use_library = 0;
     else if (a[0] == '-' && a[1] == '-') usage();
     else if (npos < 3) positional[npos++] = a;
     else usage();
   }
   if (npos != 2 + use_library) usage();
+  if (prompt != NULL && extensions == NULL) die("--prompt needs --text (a strings-in model)");
   const char* library = use_library ? positional[0] : NULL;
   const char* model = positional[use_library];
-  Texts texts = read_ids(positional[use_library + 1]);
+  Texts texts = {NULL, NULL, 0};
+  char** strings = NULL;
+  size_t nstrings = 0;
+  if (extensions) strings = read_texts(positional[use_library + 1], &nstrings);
+  else texts = read_ids(positional[use_library + 1]);
 
   /* The headers' API version must exist in the loaded runtime (a newer runtime serves older ones). */
   api = OrtGetApiBase()->GetApi(ORT_API_VERSION);
@@ -159,8 +213,30 @@ int main(int argc, char** argv) {
   if (threads > 0) check(api->SetIntraOpNumThreads(options, (int)threads), "SetIntraOpNumThreads");
   /* ORT loads the library, calls its RegisterCustomOps and unloads it with the options. */
   if (library) check(api->RegisterCustomOpsLibrary_V2(options, library), "RegisterCustomOpsLibrary_V2 (op library)");
+  if (extensions)
+    check(api->RegisterCustomOpsLibrary_V2(options, extensions), "RegisterCustomOpsLibrary_V2 (extensions library)");
   OrtSession* session;
   check(api->CreateSession(env, model, options, &session), "CreateSession (model)");
+
+  if (extensions) { /* strings in: the graph tokenizes, truncates, pads and builds the mask */
+    OrtValue* inputs[2] = {string_tensor((const char* const*)strings, nstrings, "text tensor"), NULL};
+    const char* input_names[2] = {"text", "prompt"};
+    if (prompt) inputs[1] = string_tensor(&prompt, 1, "prompt tensor");
+    const char* output_names[1] = {"sentence_embedding"};
+    OrtValue* output = NULL;
+    check(api->Run(session, NULL, input_names, (const OrtValue* const*)inputs, prompt ? 2 : 1, output_names, 1,
+                   &output), "Run");
+    print_embeddings(output, nstrings, model);
+    api->ReleaseValue(output);
+    for (int k = 0; k < 2; k++)
+      if (inputs[k]) api->ReleaseValue(inputs[k]);
+    for (size_t r = 0; r < nstrings; r++) free(strings[r]);
+    free(strings);
+    api->ReleaseSession(session);
+    api->ReleaseSessionOptions(options);
+    api->ReleaseEnv(env);
+    return 0;
+  }
 
   /* input_ids and attention_mask, int64 [batch, width], padded to the longest text. */
   size_t batch = texts.rows, width = 0;
@@ -192,7 +268,25 @@ int main(int argc, char** argv) {
   check(api->Run(session, NULL, input_names, (const OrtValue* const*)inputs, 2, output_names, 1, &output),
         "Run");
 
-  /* The output must be float32 [batch, dimension] before we read it. */
+  print_embeddings(output, batch, model);
+
+  api->ReleaseValue(output);
+  api->ReleaseValue(inputs[0]);
+  api->ReleaseValue(inputs[1]);
+  api->ReleaseMemoryInfo(cpu);
+  api->ReleaseSession(session);
+  api->ReleaseSessionOptions(options);
+  api->ReleaseEnv(env);
+  free(ids);
+  free(mask);
+  for (size_t r = 0; r < batch; r++) free(texts.ids[r]);
+  free(texts.ids);
+  free(texts.lengths);
+  return 0;
+}
+
+/* Prints sentence_embedding, which must be float32 [batch, dimension], one line per text. */
+static void print_embeddings(OrtValue* output, size_t batch, const char* model) {
   OrtTensorTypeAndShapeInfo* info;
   check(api->GetTensorTypeAndShape(output, &info), "GetTensorTypeAndShape (sentence_embedding)");
   ONNXTensorElementDataType type;
@@ -212,18 +306,4 @@ int main(int argc, char** argv) {
     putchar('\n');
   }
   if (fflush(stdout) != 0) die("writing the embeddings failed (%s)", strerror(errno));
-
-  api->ReleaseValue(output);
-  api->ReleaseValue(inputs[0]);
-  api->ReleaseValue(inputs[1]);
-  api->ReleaseMemoryInfo(cpu);
-  api->ReleaseSession(session);
-  api->ReleaseSessionOptions(options);
-  api->ReleaseEnv(env);
-  free(ids);
-  free(mask);
-  for (size_t r = 0; r < batch; r++) free(texts.ids[r]);
-  free(texts.ids);
-  free(texts.lengths);
-  return 0;
 }

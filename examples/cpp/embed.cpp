@@ -1,12 +1,16 @@
-// Embeds token ids with an exported bitnet-onnx model through the ONNX Runtime C++ API.
+// Embeds token ids, or texts, with an exported bitnet-onnx model through the ONNX Runtime C++ API.
 //
 //   embed_cpp [--threads N] [--pad-side left|right] [--pad-id ID] LIBRARY MODEL IDS_FILE
 //   embed_cpp [options] --no-op-library MODEL IDS_FILE     (ORT-native exports: --weights f32/f16/int8/nbits)
+//   embed_cpp [--threads N] --text EXT_LIBRARY [--prompt P] (LIBRARY | --no-op-library) TEXT_MODEL TEXTS_FILE
 //
 // Same arguments and output as examples/c/embed.c: LIBRARY is libbitnet_onnx_ops.so (registered
 // with Ort::SessionOptions::RegisterCustomOpsLibrary), MODEL an exported model.onnx, IDS_FILE one
 // text per line of token ids separated by spaces or commas ("-" reads stdin). Prints one line per
 // text: its sentence_embedding. Errors (Ort::Exception included) print one line and exit 1.
+// Strings in (--text), as in embed.c: TEXT_MODEL is an export's model_text.onnx (--text-input),
+// EXT_LIBRARY onnxruntime-extensions' library, TEXTS_FILE one UTF-8 text per line ("\n" ends a
+// line, an empty line is an empty text); --prompt feeds the graph's optional prompt input.
 #define ORT_API_MANUAL_INIT  // check the runtime's API version ourselves instead of at static init
 #include "onnxruntime_cxx_api.h"
 
@@ -33,6 +37,8 @@ struct Args {
   int64_t pad_id = 0;
   bool left = false, use_library = true;  // use_library false: --no-op-library
   std::string library, model, ids_file;
+  std::string extensions, prompt;  // --text: strings in; --prompt (has_prompt)
+  bool has_prompt = false;
 };
 
 long long parse_int(const std::string& flag, const char* value, long long lo, long long hi) {
@@ -53,7 +59,8 @@ long long parse_int(const std::string& flag, const char* value, long long lo, lo
 Args parse_args(int argc, char** argv) {
   const std::string usage =
       "usage: embed_cpp [--threads N] [--pad-side left|right] [--pad-id ID] (LIBRARY | --no-op-library) MODEL "
-      "IDS_FILE";
+      "IDS_FILE, or embed_cpp [--threads N] --text EXT_LIBRARY [--prompt P] (LIBRARY | --no-op-library) "
+      "TEXT_MODEL TEXTS_FILE";
   Args args;
   std::vector<std::string> positional;
   for (int i = 1; i < argc; i++) {
@@ -70,6 +77,11 @@ Args parse_args(int argc, char** argv) {
       if (side != "left" && side != "right") throw Error("--pad-side must be 'left' or 'right'");
       args.left = side == "left";
       i++;
+    } else if (a == "--text" || a == "--prompt") {
+      if (next == nullptr) throw Error(a + " needs a value");
+      (a == "--text" ? args.extensions : args.prompt) = next;
+      args.has_prompt = args.has_prompt || a == "--prompt";
+      i++;
     } else if (a == "--no-op-library") {
       args.use_library = false;
     } else if (a.rfind("--", 0) == 0) {
@@ -83,6 +95,7 @@ Args parse_args(int argc, char** argv) {
   if (args.use_library) args.library = positional[0];
   args.model = positional[first];
   args.ids_file = positional[first + 1];
+  if (args.has_prompt && args.extensions.empty()) throw Error("--prompt needs --text (a strings-in model)");
   return args;
 }
 
@@ -123,22 +136,85 @@ std::vector<std::vector<int64_t>> read_ids(const std::string& path) {
   return texts;
 }
 
-std::vector<std::vector<float>> embed(const Args& args, const std::vector<std::vector<int64_t>>& texts) {
-  Ort::Env env(ORT_LOGGING_LEVEL_FATAL, "embed_cpp");  // errors come back as exceptions, printed once
+// Every line of a file as one text: the "\n" removed, every other byte kept.
+std::vector<std::string> read_texts(const std::string& path) {
+  std::ifstream file;
+  if (path != "-") {
+    file.open(path, std::ios::binary);
+    if (!file) throw Error(path + ": cannot open");
+  }
+  std::istream& in = path == "-" ? std::cin : file;
+  std::vector<std::string> texts;
+  for (std::string line; std::getline(in, line);) {
+    if (line.find('\0') != std::string::npos)
+      throw Error(path + ": line " + std::to_string(texts.size() + 1) + ": contains a NUL byte");
+    texts.push_back(line);
+  }
+  if (in.bad()) throw Error(path + ": read error");
+  return texts;
+}
+
+// The session with our op library and, for --text, onnxruntime-extensions' registered.
+std::unique_ptr<Ort::Session> open_session(const Ort::Env& env, const Args& args) {
   Ort::SessionOptions options;
   if (args.threads > 0) options.SetIntraOpNumThreads(args.threads);
-  // ORT loads the library, calls its RegisterCustomOps and unloads it with the options.
+  // ORT loads each library, calls its RegisterCustomOps and unloads it with the options.
   try {
     if (args.use_library) options.RegisterCustomOpsLibrary(args.library.c_str());
   } catch (const Ort::Exception& e) {
     throw Error("op library " + args.library + ": RegisterCustomOpsLibrary failed: " + e.what());
   }
-  std::unique_ptr<Ort::Session> session;
   try {
-    session = std::make_unique<Ort::Session>(env, args.model.c_str(), options);
+    if (!args.extensions.empty()) options.RegisterCustomOpsLibrary(args.extensions.c_str());
+  } catch (const Ort::Exception& e) {
+    throw Error("extensions library " + args.extensions + ": RegisterCustomOpsLibrary failed: " + e.what());
+  }
+  try {
+    return std::make_unique<Ort::Session>(env, args.model.c_str(), options);
   } catch (const Ort::Exception& e) {
     throw Error("model " + args.model + ": session creation failed: " + e.what());
   }
+}
+
+// sentence_embedding, which must be float32 [batch, dimension], as one row per text.
+std::vector<std::vector<float>> rows_of(const Ort::Value& output, size_t batch, const std::string& model) {
+  auto info = output.GetTensorTypeAndShapeInfo();
+  auto dims = info.GetShape();
+  if (info.GetElementType() != ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT || dims.size() != 2 ||
+      dims[0] != static_cast<int64_t>(batch))
+    throw Error(model + ": sentence_embedding is not float32 [" + std::to_string(batch) + ", dimension]");
+  const float* values = output.GetTensorData<float>();
+  std::vector<std::vector<float>> rows(batch);
+  for (size_t r = 0; r < batch; r++) rows[r].assign(values + r * dims[1], values + (r + 1) * dims[1]);
+  return rows;
+}
+
+// Strings in: the graph tokenizes, truncates, pads and builds the mask.
+std::vector<std::vector<float>> embed_texts(const Args& args, const std::vector<std::string>& texts) {
+  Ort::Env env(ORT_LOGGING_LEVEL_FATAL, "embed_cpp");
+  auto session = open_session(env, args);
+  Ort::AllocatorWithDefaultOptions allocator;
+  std::vector<const char*> ptrs;
+  for (const auto& t : texts) ptrs.push_back(t.c_str());
+  const int64_t shape[1] = {static_cast<int64_t>(texts.size())};
+  std::vector<Ort::Value> inputs;
+  inputs.push_back(Ort::Value::CreateTensor(allocator, shape, 1, ONNX_TENSOR_ELEMENT_DATA_TYPE_STRING));
+  if (!ptrs.empty()) inputs.back().FillStringTensor(ptrs.data(), ptrs.size());
+  const char* input_names[2] = {"text", "prompt"};
+  if (args.has_prompt) {
+    const int64_t one[1] = {1};
+    const char* prompt = args.prompt.c_str();
+    inputs.push_back(Ort::Value::CreateTensor(allocator, one, 1, ONNX_TENSOR_ELEMENT_DATA_TYPE_STRING));
+    inputs.back().FillStringTensor(&prompt, 1);
+  }
+  const char* output_names[1] = {"sentence_embedding"};
+  auto outputs = session->Run(Ort::RunOptions{nullptr}, input_names, inputs.data(), inputs.size(), output_names, 1);
+  return rows_of(outputs[0], texts.size(), args.model);
+}
+
+std::vector<std::vector<float>> embed(const Args& args, const std::vector<std::vector<int64_t>>& texts) {
+  Ort::Env env(ORT_LOGGING_LEVEL_FATAL, "embed_cpp");  // errors come back as exceptions, printed once
+  auto session = open_session(env, args);
 
   // input_ids and attention_mask, int64 [batch, width], padded to the longest text.
   size_t batch = texts.size(), width = 0;
@@ -158,17 +234,7 @@ std::vector<std::vector<float>> embed(const Args& args, const std::vector<std::v
   const char* input_names[2] = {"input_ids", "attention_mask"};
   const char* output_names[1] = {"sentence_embedding"};
   auto outputs = session->Run(Ort::RunOptions{nullptr}, input_names, inputs, 2, output_names, 1);
-
-  // The output must be float32 [batch, dimension] before we read it.
-  auto info = outputs[0].GetTensorTypeAndShapeInfo();
-  auto dims = info.GetShape();
-  if (info.GetElementType() != ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT || dims.size() != 2 ||
-      dims[0] != static_cast<int64_t>(batch))
-    throw Error(args.model + ": sentence_embedding is not float32 [" + std::to_string(batch) + ", dimension]");
-  const float* values = outputs[0].GetTensorData<float>();
-  std::vector<std::vector<float>> rows(batch);
-  for (size_t r = 0; r < batch; r++) rows[r].assign(values + r * dims[1], values + (r + 1) * dims[1]);
-  return rows;
+  return rows_of(outputs[0], batch, args.model);
 }
 
 }  // namespace
@@ -176,7 +242,9 @@ std::vector<std::vector<float>> embed(const Args& args, const std::vector<std::v
 int main(int argc, char** argv) {
   try {
     Args args = parse_args(argc, argv);
-    auto texts = read_ids(args.ids_file);
+    bool strings_in = !args.extensions.empty();
+    auto texts = strings_in ? std::vector<std::vector<int64_t>>{} : read_ids(args.ids_file);
+    auto strings = strings_in ? read_texts(args.ids_file) : std::vector<std::string>{};
     // The headers' API version must exist in the loaded runtime (a newer runtime serves older ones).
     const OrtApi* api = OrtGetApiBase()->GetApi(ORT_API_VERSION);
     if (api == nullptr)
@@ -184,7 +252,7 @@ int main(int argc, char** argv) {
                   " does not provide API version " + std::to_string(ORT_API_VERSION) +
                   " (these headers need onnxruntime >= 1." + std::to_string(ORT_API_VERSION) + ")");
     Ort::InitApi(api);
-    for (const auto& row : embed(args, texts)) {
+    for (const auto& row : strings_in ? embed_texts(args, strings) : embed(args, texts)) {
       for (size_t c = 0; c < row.size(); c++) std::printf(c ? " %.9g" : "%.9g", row[c]);
       std::putchar('\n');
     }
