@@ -87,13 +87,24 @@ def session_options(threads: int | None = None, extensions: bool = False, op_lib
 
 
 def extensions_library_path() -> str:
-    """onnxruntime-extensions' custom op library, as its Python package ships it."""
-    try:
-        from onnxruntime_extensions import get_library_path
-    except ImportError:
-        raise BitnetOnnxError("onnxruntime-extensions is not installed (pip install onnxruntime-extensions); "
-                              "a strings-in graph (export --text-input) needs its tokenizer op") from None
-    return get_library_path()
+    """onnxruntime-extensions' custom op library, as its Python package ships it (its
+    ``_extensions_pydll`` module, what ``get_library_path()`` returns), found without importing the
+    package: its ``__init__`` imports transformers and torch when they are installed."""
+    import glob
+    import importlib.machinery
+    import importlib.util
+
+    spec = importlib.util.find_spec("onnxruntime_extensions")
+    if spec is None or not spec.submodule_search_locations:
+        raise BitnetOnnxError("onnxruntime-extensions is not installed (pip install 'bitnet-onnx[text]'); "
+                              "a strings-in graph (export --text-input) needs its tokenizer op")
+    for folder in spec.submodule_search_locations:
+        for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+            found = glob.glob(os.path.join(folder, "_extensions_pydll" + suffix))
+            if found:
+                return found[0]
+    raise BitnetOnnxError(f"onnxruntime-extensions in {', '.join(spec.submodule_search_locations)} has no "
+                          "_extensions_pydll library; reinstall it")
 
 
 def register_onnx_schema() -> None:

@@ -26,6 +26,7 @@ library's. Hosts normalize to NFC first (one library call in every language); ``
 from __future__ import annotations
 
 import json
+import os
 import unicodedata
 from functools import lru_cache
 from pathlib import Path
@@ -34,6 +35,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from bitnet_onnx import customops
 from bitnet_onnx.errors import BitnetOnnxError
 from bitnet_onnx.manifest import PROMPT_INPUT, TEXT_INPUT, TEXT_MODEL_NAME, Manifest
 from bitnet_onnx.export.builder import GraphBuilder
@@ -46,6 +48,7 @@ TOKENIZER_OP = "HfJsonTokenizer"
 NORMALIZERS_IN_GRAPH = {"Replace"}  # applied by the extensions' tokenizer (checked by the probe corpus)
 UTF8_GUARD_NAME = "/text_input/utf8_guard: a text is not valid UTF-8"
 UTF8_PATTERN = r"(?s)[\x{0}-\x{D7FF}\x{E000}-\x{10FFFF}]*"  # Unicode scalar values only
+PROTOBUF_ENV = "PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION"
 PATTERN_CHARS = 12000  # per RegexFullMatch pattern of the NFC guard
 NFC_GUARD_NAME = ("/text_input/nfc_guard: a text is not in Unicode NFC (tokenizer.json normalizes to NFC, "
                   "the in-graph tokenizer does not); normalize texts to NFC before feeding them")
@@ -56,7 +59,8 @@ PROBE_TEXTS = [
     "def f(x):\n    return x ** 2  # square", "https://example.com/a?b=1&c=%20", "3.14159 1,000,000 2025-06-01",
     "café naïve Ærø façade", "日本語のテキスト", "中文文本，标点。", "한국어 텍스트", "مرحبا بالعالم", "שלום עולם",
     "Привет, мир", "👩\u200d💻 🇫🇷 🏳️\u200d🌈", "zero\u200bwidth\u200cjoin\u200d", "<|endoftext|> <bos> <eos> <pad>",
-    "\u00a0nbsp\u2003em\u3000ideographic", "ǅ ﬁ ① ²", "tab\tend\t",
+    "\u00a0nbsp\u2003em\u3000ideographic", "ǅ ﬁ ① ²", "tab\tend\t", "} else { return -1; }",
+    "y" * 150 + " long words", "a\u0000nul",
 ]
 
 
@@ -152,7 +156,7 @@ def needs_nfc_guard(tokenizer_json: dict, source: Path) -> bool:
 # -- the pre-processing graph -------------------------------------------------------------------
 def tokenizer_node(folder: Path) -> onnx.NodeProto:
     """onnxruntime-extensions' HfJsonTokenizer node for the folder's tokenizer files, from its own API."""
-    from onnxruntime_extensions import gen_processing_models
+    gen_processing_models = _extensions_api()
 
     vocab = (folder / "tokenizer.json").read_text(encoding="utf-8")
     cfg_file = folder / "tokenizer_config.json"
@@ -160,6 +164,22 @@ def tokenizer_node(folder: Path) -> onnx.NodeProto:
     pre, _ = gen_processing_models(TOKENIZER_OP, pre_kwargs={"tokenizer_vocab": vocab, "tokenizer_config": config})
     (node,) = [n for n in pre.graph.node if n.op_type == TOKENIZER_OP]
     return node
+
+
+def _extensions_api():
+    """``gen_processing_models``; the import sets PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python for the
+    process (and its children), which would make every later onnx load in a subprocess slow: undone."""
+    saved = os.environ.get(PROTOBUF_ENV)
+    try:
+        from onnxruntime_extensions import gen_processing_models
+    except ImportError:
+        raise BitnetOnnxError("--text-input needs onnxruntime-extensions (pip install 'bitnet-onnx[text]')") from None
+    finally:
+        if saved is None:
+            os.environ.pop(PROTOBUF_ENV, None)
+        else:
+            os.environ[PROTOBUF_ENV] = saved
+    return gen_processing_models
 
 
 def _frame(with_specials: list[int], plain: list[int]) -> tuple[list[int], list[int]] | None:
@@ -257,7 +277,6 @@ def _default_prompt(manifest: Manifest) -> str:
 def preprocess_model(folder: Path, manifest: Manifest, opset: int, ir_version: int) -> tuple[onnx.ModelProto, bool]:
     """The strings -> (input_ids, attention_mask) model and whether it has the NFC guard."""
     import onnxruntime as ort
-    from onnxruntime_extensions import get_library_path
     from tokenizers import Tokenizer
 
     tok_file = folder / "tokenizer.json"
@@ -272,8 +291,7 @@ def preprocess_model(folder: Path, manifest: Manifest, opset: int, ir_version: i
     probe = "a"
     plain = tok.encode(probe, add_special_tokens=False).ids
     frame = _frame(tok.encode(probe, add_special_tokens=True).ids, plain)
-    so = ort.SessionOptions()
-    so.register_custom_ops_library(get_library_path())
+    so = customops.session_options(extensions=True, op_library=False)
     so.log_severity_level = 3
     op_session = ort.InferenceSession(_op_only_model(node, opset, ir_version).SerializeToString(), so,
                                       providers=["CPUExecutionProvider"])
