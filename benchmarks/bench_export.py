@@ -56,7 +56,8 @@ def build_in_child(model: Path, out: Path, variant: str) -> dict:
 def main() -> None:
     shapes = model_shapes()
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--shape", nargs="+", default=["qwen3-0.6b", "gemma3-270m"], choices=list(shapes))
+    real = [name for name, (_, shape) in shapes.items() if shape != "tiny"]
+    p.add_argument("--shape", nargs="+", default=real, choices=list(shapes))
     p.add_argument("--weights", nargs="+", default=["i2s", "int8", "nbits", "f16"], choices=list(VARIANTS))
     p.add_argument("--reps", type=int, default=1)
     args = p.parse_args()

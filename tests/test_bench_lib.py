@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from bitnet_onnx.bench import cache, host, report, timing, variants
-from bitnet_onnx.bench.worker import Worker
+from bitnet_onnx.bench.worker import RUNNERS, Worker
 from bitnet_onnx.errors import BitnetOnnxError
 from bitnet_onnx.manifest import WEIGHT_VARIANTS
 from bitnet_onnx.testing import SHAPES
@@ -140,6 +140,7 @@ def test_build_atomically_leaves_nothing_when_the_build_fails(tmp_path):
 def test_variant_table():
     assert set(WEIGHT_VARIANTS) <= set(variants.VARIANTS)  # every exporter variant can be benched
     assert set(variants.DEFAULT_VARIANTS) <= set(variants.VARIANTS)
+    assert {v.runner for v in variants.VARIANTS.values()} <= set(RUNNERS)
     assert variants.ratio_bases() == ["f32", "int8", "ort-int8"]
     assert variants.parse_variants(" i2s,f32,i2s,") == ["i2s", "f32"]
     with pytest.raises(BitnetOnnxError, match="--variants 'i2s,fp8': choose from i2s, f32"):

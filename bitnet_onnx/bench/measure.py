@@ -12,10 +12,10 @@ from pathlib import Path
 
 from bitnet_onnx import __version__
 from bitnet_onnx.bench.host import cpu_name
-from bitnet_onnx.bench.report import export_facts, result_rows
+from bitnet_onnx.bench.report import result_rows
 from bitnet_onnx.bench.timing import interleave
 from bitnet_onnx.bench.variants import VARIANTS
-from bitnet_onnx.bench.worker import Worker
+from bitnet_onnx.bench.worker import RUNNERS, Worker
 
 WARMUP_MAX_TOKENS = 4096  # bigger cells skip the warm-up run: seconds of compute dwarf first-run costs
 
@@ -35,7 +35,7 @@ def measure(folders: dict[str, Path], configs: list[tuple[int, int]], threads: i
     finally:
         for w in workers.values():
             w.kill()
-    variants = {v: {**export_facts(f), "base_rss_bytes": workers[v].info["base_rss_bytes"],
+    variants = {v: {**RUNNERS[VARIANTS[v].runner].facts(f), "base_rss_bytes": workers[v].info["base_rss_bytes"],
                     "load_rss_bytes": workers[v].info["load_rss_bytes"], "peak_rss_bytes": peaks[v],
                     "folder": str(f)} for v, f in folders.items()}
     return {"threads": threads, "reps": reps, "onnxruntime": ort.__version__, "bitnet_onnx": __version__,

@@ -80,7 +80,8 @@ def _ms(ms: float) -> str:
 
 
 def export_facts(folder: Path) -> dict:
-    """What the table shows of an exported folder besides timings: its size and its manifest's choices."""
+    """What the table shows of an exported folder besides timings: its size and its manifest's choices
+    (each fact named in ``header`` gets a header line)."""
     from bitnet_onnx.manifest import Manifest
 
     return {"file_bytes": model_bytes(folder), "attention": Manifest.read(folder).attention}

@@ -15,9 +15,11 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from bitnet_onnx.bench.host import peak_rss_bytes
+from bitnet_onnx.bench.report import export_facts
 from bitnet_onnx.errors import BitnetOnnxError
 
 # Repeated to each asked length: real token ids (the manifest's max_length does not bound a bench).
@@ -31,7 +33,15 @@ Job = Callable[[], object]
 Loader = Callable[[Path, int], Callable[[int, int], Job]]
 
 
-def _onnx_runner() -> Loader:
+@dataclass(frozen=True)
+class Runner:
+    """How the bench runs one kind of built folder (``Variant.runner`` names one)."""
+
+    loader: Callable[[], Loader]  # in the worker process
+    facts: Callable[[Path], dict]  # in the parent: the folder's "file_bytes" and header facts (report.header)
+
+
+def _onnx_loader() -> Loader:
     """An exported folder in an onnxruntime session, fed input_ids and attention_mask."""
     import numpy as np
     import onnxruntime  # noqa: F401
@@ -55,7 +65,7 @@ def _onnx_runner() -> Loader:
     return load
 
 
-RUNNERS: dict[str, Callable[[], Loader]] = {"onnx": _onnx_runner}  # Variant.runner -> loader factory
+RUNNERS: dict[str, Runner] = {"onnx": Runner(_onnx_loader, export_facts)}
 
 
 class Worker:
@@ -107,7 +117,7 @@ def serve(folder: Path, threads: int, runner: str) -> None:
         out.flush()
 
     try:
-        load = RUNNERS[runner]()
+        load = RUNNERS[runner].loader()
         base = peak_rss_bytes()
         job = load(folder, threads)
     except BitnetOnnxError as e:
