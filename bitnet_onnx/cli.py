@@ -21,6 +21,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "verify": ("bitnet_onnx.commands.verify", "compare an exported folder with the PyTorch reference"),
     "embed": ("bitnet_onnx.commands.embed", "embed texts with an exported folder"),
     "serve": ("bitnet_onnx.commands.serve", "serve an exported folder over HTTP (OpenAI / TEI embeddings API)"),
+    "embed-dataset": ("bitnet_onnx.commands.embed_dataset", "embed a Parquet/JSONL corpus with Ray Data, resumably"),
     "bench": ("bitnet_onnx.commands.bench", "benchmark the i2s export against ORT baselines"),
     "convert-gguf": ("bitnet_onnx.commands.convert_gguf", "convert a HF model folder to GGUF (f32, f16, i2_s)"),
     "inspect": ("bitnet_onnx.commands.inspect", "print a GGUF file's metadata and tensor table"),
