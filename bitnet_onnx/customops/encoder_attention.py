@@ -1,0 +1,91 @@
+"""EncoderAttention's ONNX schema (for onnx's checker and shape inference). Contract: docs/attention.md."""
+
+from __future__ import annotations
+
+NAME = "EncoderAttention"
+
+_DOC = (
+    "Fused scaled-dot-product attention for encoders: out[b, i, head n] = sum_j softmax_j(scale * "
+    "q[b, i, n] . k[b, j, n / (num_heads / kv_num_heads)]) v[b, j, ...] over the keys j with "
+    "attention_mask[b, j] != 0 and i - window_left <= j <= i + window_right (j <= i when causal). "
+    "Padded queries and queries with no allowed key give zeros. See docs/attention.md."
+)
+
+_INPUTS = ("Q", "K", "V", "attention_mask")
+
+
+def _infer(ctx) -> None:
+    """out: float32 with Q's shape; checks ranks and, where known, [B, S] and the head widths."""
+    import onnx
+
+    fail = onnx.shape_inference.InferenceError
+    attrs = {name: ctx.get_attribute(name) for name in ("num_heads", "kv_num_heads")}
+    if attrs["num_heads"] is None or attrs["kv_num_heads"] is None:
+        raise fail(f"{NAME}: attributes 'num_heads' and 'kv_num_heads' are required")
+    num_heads, kv_heads = attrs["num_heads"].i, attrs["kv_num_heads"].i
+    if num_heads <= 0 or kv_heads <= 0 or num_heads % kv_heads:
+        raise fail(f"{NAME}: num_heads ({num_heads}) must be a positive multiple of kv_num_heads ({kv_heads})")
+
+    out = onnx.TypeProto()
+    out.tensor_type.elem_type = onnx.TensorProto.FLOAT
+    types = [ctx.get_input_type(i) for i in range(4)]
+    shapes = [t.tensor_type.shape.dim if t is not None and t.tensor_type.HasField("shape") else None for t in types]
+    for name, dims, rank in zip(_INPUTS, shapes, (3, 3, 3, 2)):
+        if dims is not None and len(dims) != rank:
+            raise fail(f"{NAME}: input '{name}' must have rank {rank}, got {len(dims)}")
+    q = shapes[0]
+    if q is not None:
+        for name, dims in zip(_INPUTS[1:], shapes[1:]):
+            for axis in (0, 1):
+                if dims is not None and _known(q[axis]) and _known(dims[axis]) and q[axis].dim_value != dims[axis].dim_value:
+                    raise fail(f"{NAME}: input '{name}' axis {axis} is {dims[axis].dim_value}, Q's is {q[axis].dim_value}")
+        if _known(q[2]):
+            if q[2].dim_value % num_heads:
+                raise fail(f"{NAME}: Q's last dimension {q[2].dim_value} is not a multiple of num_heads {num_heads}")
+            kv_width = q[2].dim_value // num_heads * kv_heads
+            for name, dims in zip(("K", "V"), shapes[1:3]):
+                if dims is not None and _known(dims[2]) and dims[2].dim_value != kv_width:
+                    raise fail(f"{NAME}: input '{name}' last dimension {dims[2].dim_value} != kv_num_heads x head_dim "
+                               f"= {kv_width}")
+        for d in q:
+            out.tensor_type.shape.dim.add().CopyFrom(d)
+    ctx.set_output_type(0, out)
+
+
+def _known(dim) -> bool:
+    return dim.HasField("dim_value")
+
+
+def schema(domain: str, version: int):
+    from onnx import helper
+    from onnx.defs import OpSchema
+
+    param = OpSchema.FormalParameter
+    attr = OpSchema.Attribute
+    ints = OpSchema.AttrType.INT
+    schema = OpSchema(
+        NAME,
+        domain,
+        version,
+        _DOC,
+        inputs=[
+            param("Q", "T", "queries [B, S, num_heads * D] (after rotary; not yet scaled)"),
+            param("K", "T", "keys [B, S, kv_num_heads * D] (after rotary)"),
+            param("V", "T", "values [B, S, kv_num_heads * D]"),
+            param("attention_mask", "M", "[B, S], nonzero = a real token"),
+        ],
+        outputs=[param("output", "T", "context [B, S, num_heads * D], heads merged as o_proj reads them")],
+        type_constraints=[("T", ["tensor(float)"], "float32"), ("M", ["tensor(int64)"], "int64 mask")],
+        attributes=[
+            attr("num_heads", ints, "query heads", required=True),
+            attr("kv_num_heads", ints, "key/value heads (divides num_heads)", required=True),
+            attr("scale", OpSchema.AttrType.FLOAT, "multiplies q before q.k (absent: D^-0.5)", required=False),
+            attr("causal", helper.make_attribute("causal", 0), "1: query i sees keys j <= i"),
+            attr("window_left", ints, "query i sees keys j >= i - window_left (absent: unbounded)", required=False),
+            attr("window_right", ints, "query i sees keys j <= i + window_right (absent: unbounded)",
+                 required=False),
+        ],
+    )
+    if hasattr(schema, "set_type_and_shape_inference_function"):  # onnx >= 1.16
+        schema.set_type_and_shape_inference_function(_infer)
+    return schema
