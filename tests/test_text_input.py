@@ -1,0 +1,335 @@
+"""Strings in, embeddings out (export --text-input): the tokenizer and the manifest's rules in the graph.
+
+- ids: the strings-in graph's input_ids / attention_mask equal TextTokenizer's (the ``tokenizers``
+  library plus the manifest's EOS, truncation and padding rules) on a varied corpus of >= 300 texts,
+  with the REAL Qwen3 tokenizer (bitnet_onnx.testing.real_tokenizers) and the factory's tokenizers;
+  the real Gemma3 tokenizer is refused by the export (onnxruntime-extensions' SentencePiece-BPE path
+  gives other ids), with the differences pinned down here;
+- NFC: the graph's guard rejects exactly the texts NFC changes (fuzzed against unicodedata);
+- embeddings: the strings-in graph equals Embedder.encode on the token-ids model (<= 1e-5) for both
+  archs, i2s and int8, single texts and mixed-length batches, with and without a prompt;
+- the export: manifest fields, shared external data, the CLI flag, refusals; bad input.
+The C and C++ hosts are in tests/test_examples_text.py.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import unicodedata
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+
+from bitnet_onnx import customops
+from bitnet_onnx.cli import main as cli_main
+from bitnet_onnx.errors import BitnetOnnxError
+from bitnet_onnx.export import text_input, writer
+from bitnet_onnx.export.exporter import export
+from bitnet_onnx.manifest import TEXT_MODEL_NAME, Manifest
+from bitnet_onnx.runtime.embedder import Embedder
+from bitnet_onnx.runtime.session import create_session
+from bitnet_onnx.runtime.tokenization import TextTokenizer
+from bitnet_onnx.testing.real_tokenizers import VARIED_CORPUS, make_real_tokenizer_model, real_tokenizer_dir
+
+ATOL = 1e-5
+
+
+# -- the corpus ---------------------------------------------------------------------------------
+def varied_corpus(seed: int = 0) -> list[str]:
+    """>= 300 texts: every category of the issue, several generated variants of each."""
+    rng = random.Random(seed)
+    words = ["the", "model", "embeds", "ternary", "weights", "fast", "ONNX", "Runtime", "text", "query", "a", "I"]
+    pools = {
+        "cjk": "敏捷的棕色狐狸跳过了懒狗今日はいい天気ですねカタカナ漢字東京中文",
+        "korean": "빠른갈색여우가게으른개를뛰어넘는다한국어텍스트",
+        "arabic": "مرحبا بالعالم كيف حالك اللغة العربية",
+        "accents": "éèêëàâäôöûüçñÉÀÇåøæœßğış",
+        "emoji": ["👨\u200d👩\u200d👧", "👍🏽", "🇫🇷", "🇯🇵", "🏳\ufe0f\u200d🌈", "😶\u200d🌫\ufe0f", "🚀", "✓", "🙂"],
+        "zero_width": ["\u200b", "\u200c", "\u200d", "\ufeff", "\u2060"],
+    }
+    out = list(VARIED_CORPUS)
+    for i in range(30):
+        n = rng.randint(1, 12)
+        sentence = " ".join(rng.choice(words) for _ in range(n))
+        out += [
+            sentence + rng.choice([".", "!", "?", ""]),                                          # ASCII
+            rng.choice(words) + " " * rng.randint(2, 40) + rng.choice(words) + " " * rng.randint(0, 5),  # runs
+            "\t" * rng.randint(1, 6) + sentence + "\t" * rng.randint(0, 3),                     # tabs
+            sentence.replace(" ", "\r\n", rng.randint(1, 3)) + "\r\n" * rng.randint(0, 2),      # CRLF
+            f"def f{i}(x):\n{' ' * rng.choice([2, 4, 8])}return x * {rng.randint(0, 999)}  # {sentence}\n",  # code
+            f"https://example.com/{rng.choice(words)}/{i}?q={sentence.replace(' ', '+')}&n={rng.randint(0, 99)}",
+            " ".join(str(rng.randint(-10**9, 10**9)) for _ in range(rng.randint(1, 6))) + f" {rng.random():.6f}",
+            "".join(rng.choice(pools["cjk"]) for _ in range(rng.randint(1, 30))),
+            "".join(rng.choice(pools["korean"]) for _ in range(rng.randint(1, 20))),
+            " ".join(rng.sample(pools["arabic"].split(), 3)),
+            "".join(rng.choice(pools["accents"]) for _ in range(rng.randint(1, 12))) + " " + sentence,
+            unicodedata.normalize("NFD", "".join(rng.choice(pools["accents"]) for _ in range(rng.randint(1, 8)))),
+            "".join(rng.choice(pools["emoji"]) for _ in range(rng.randint(1, 6))) + " " + sentence,
+            rng.choice(pools["zero_width"]).join(sentence.split(" ")),
+        ]
+    out += ["", " ", "\n", "word " * 900, "ab" * 2000]
+    return out
+
+
+CORPUS = varied_corpus()
+
+
+def _manifest(tokenizer_dir: Path, arch: str, max_length: int, side: str) -> Manifest:
+    """The manifest an export would write for a model carrying this tokenizer (its ids rules only)."""
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(tokenizer_dir / "tokenizer.json"))
+    cfg = json.loads((tokenizer_dir / "tokenizer_config.json").read_text(encoding="utf-8"))
+    pad = cfg.get("pad_token")
+    pad = pad.get("content") if isinstance(pad, dict) else pad
+    eos = tok.token_to_id("<|endoftext|>") if arch == "qwen3" else None
+    return Manifest(arch=arch, weights="i2s", pooling="lasttoken", normalize=True, dimension=8, hidden_size=8,
+                    max_length=max_length, padding_side=side, pad_token_id=tok.token_to_id(pad) if pad else 0,
+                    append_eos_token_id=eos)
+
+
+def _session(model: onnx.ModelProto, op_library: bool = False) -> ort.InferenceSession:
+    so = customops.session_options(threads=1, extensions=True, op_library=op_library)
+    so.log_severity_level = 3
+    return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+
+
+def _strings(texts) -> np.ndarray:
+    return np.array(list(texts), dtype=object).reshape(-1)
+
+
+def _graph_ids_match(pre: onnx.ModelProto, tokenizer: TextTokenizer, texts: list[str], batch: int = 16) -> None:
+    session = _session(pre)
+    for start in range(0, len(texts), batch):
+        chunk = texts[start:start + batch]
+        ids, mask = session.run(["input_ids", "attention_mask"], {"text": _strings(chunk)})
+        want_ids, want_mask = tokenizer.encode(chunk)
+        for row, text in enumerate(chunk):  # row by row: the failing text in the message
+            assert ids[row].tolist() == want_ids[row].tolist() and mask[row].tolist() == want_mask[row].tolist(), \
+                (text[:80], ids[row].tolist()[:40], want_ids[row].tolist()[:40])
+        assert ids.shape == want_ids.shape, chunk
+
+
+def test_corpus_is_varied():
+    assert len(CORPUS) >= 300
+    assert any(unicodedata.normalize("NFC", t) != t for t in CORPUS)  # NFD accents
+    assert any(len(t) > 3000 for t in CORPUS) and "" in CORPUS
+
+
+@pytest.mark.parametrize("max_length, side", [(512, "right"), (48, "left")])
+def test_real_qwen3_ids_equal_tokenizers(max_length, side):
+    """The real Qwen3 tokenizer: >= 300 texts (NFC-normalized, as tokenizer.json does), in mixed-length
+    batches, with truncation (48: most texts; 512: the long ones) and either padding side."""
+    folder = real_tokenizer_dir("qwen3")
+    manifest = _manifest(folder, "qwen3", max_length, side)
+    pre, nfc = text_input.preprocess_model(folder, manifest, 21, 10)
+    assert nfc
+    texts = [unicodedata.normalize("NFC", t) for t in CORPUS]
+    _graph_ids_match(pre, TextTokenizer(folder / "tokenizer.json", manifest), texts)
+
+
+@pytest.mark.parametrize("arch", ["qwen3", "gemma3"])
+def test_factory_ids_equal_tokenizers(tiny_model, arch):
+    """The factory's tokenizers: Gemma3's adds <eos> through its post-processor, which the extensions'
+    op leaves out; the graph adds it from tokenizer.json's special-token frame."""
+    folder = tiny_model(arch)
+    manifest = _manifest(folder, arch, 64, "left" if arch == "gemma3" else "right")
+    pre, nfc = text_input.preprocess_model(folder, manifest, 21, 10)
+    assert nfc == (arch == "qwen3")
+    texts = [unicodedata.normalize("NFC", t) for t in CORPUS]
+    _graph_ids_match(pre, TextTokenizer(folder / "tokenizer.json", manifest), texts)
+
+
+def test_real_gemma3_is_refused_with_the_differences():
+    """onnxruntime-extensions' SentencePiece-BPE path cuts words after 100 bytes and drops a last word
+    of one character; the export refuses rather than give other ids."""
+    folder = real_tokenizer_dir("gemma3")
+    manifest = _manifest(folder, "gemma3", 512, "left")
+    with pytest.raises(BitnetOnnxError, match="tokenizers library .* cannot run in the graph"):
+        text_input.preprocess_model(folder, manifest, 21, 10)
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    session = _session(text_input._op_only_model(text_input.tokenizer_node(folder), 21, 10))
+
+    def op_ids(text):
+        ids, mask = session.run(None, {"text": _strings([text])})
+        return ids[0][mask[0] == 1].tolist()
+
+    for text in ("x ²", "x ² y", "} else { return -1; }", "x" * 3000):  # a last one-character word; > 100 bytes
+        assert op_ids(text) != tok.encode(text).ids, text
+    for text in ("Hello world", "x ² yz", "x" * 90):
+        assert op_ids(text) == tok.encode(text).ids, text
+
+
+# -- NFC ----------------------------------------------------------------------------------------
+def test_nfc_guard_finds_exactly_the_texts_nfc_changes():
+    """Random strings over every character NFC can touch (marks, precomposed letters, singletons,
+    jamo) plus plain letters: the guard's patterns match a text iff unicodedata's NFC changes it."""
+    pool = [chr(cp) for cp in range(0x110000) if not 0xD800 <= cp <= 0xDFFF and (
+        unicodedata.combining(chr(cp)) or unicodedata.decomposition(chr(cp)) or
+        unicodedata.normalize("NFC", chr(cp)) != chr(cp))]
+    pool += list("aeouncsAEOU") * 30 + [chr(cp) for cp in (*range(0x1100, 0x1113), *range(0x1161, 0x1176),
+                                                           *range(0x11A8, 0x11C3))] + ["가", "각"] * 20
+    rng = random.Random(1)
+    texts = ["".join(rng.choice(pool) for _ in range(rng.randint(1, 6))) for _ in range(40000)]
+    texts += [unicodedata.normalize("NFC", t) for t in texts[:20000]]
+    nodes, inputs = [], []
+    for i, pattern in enumerate(text_input.nfc_unstable_patterns()):
+        nodes.append(onnx.helper.make_node("RegexFullMatch", ["t"], [f"m{i}"], pattern=pattern))
+        inputs.append(f"m{i}")
+    graph = onnx.helper.make_graph(nodes, "g", [onnx.helper.make_tensor_value_info("t", onnx.TensorProto.STRING, ["N"])],
+                                   [onnx.helper.make_tensor_value_info(n, onnx.TensorProto.BOOL, ["N"]) for n in inputs])
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 21)])
+    model.ir_version = 10
+    flags = np.any(ort.InferenceSession(model.SerializeToString()).run(None, {"t": _strings(texts)}), axis=0)
+    expected = np.array([unicodedata.normalize("NFC", t) != t for t in texts])
+    assert 0.1 < expected.mean() < 0.9
+    wrong = [t for t, f, e in zip(texts, flags, expected) if f != e]
+    assert not wrong, [[hex(ord(c)) for c in t] for t in wrong[:5]]
+
+
+# -- exports ------------------------------------------------------------------------------------
+def _models(tiny_model, arch):
+    return tiny_model(arch, padding_side="left") if arch == "gemma3" else tiny_model(arch)
+
+
+@pytest.fixture(scope="module")
+def real_qwen3(tmp_path_factory):
+    """A tiny BitNet Qwen3 carrying the real tokenizer, exported with --text-input."""
+    root = tmp_path_factory.mktemp("real-qwen3")
+    return export(make_real_tokenizer_model(root / "model", "qwen3", dtype="float32"), root / "onnx", text_input=True)
+
+
+def _text_session(folder: Path):
+    return create_session(folder, Manifest.read(folder), threads=1, text=True)
+
+
+def _reference(folder: Path, texts, **kwargs) -> np.ndarray:
+    """Embedder.encode on the folder's token-ids model (the Python tokenizer path)."""
+    embedder = Embedder(folder, threads=1)
+    embedder.text_session = None  # the ids path, as for an export without --text-input
+    return embedder.encode(list(texts), normalize=False, **kwargs)
+
+
+MIXED = ["What is BitNet?", "Ternary weights make matrix products cheap: additions, no multiplications. " * 4,
+         "", "café 東京 🙂", "a"]
+
+
+@pytest.mark.parametrize("weights", ["i2s", "int8"])
+@pytest.mark.parametrize("arch", ["qwen3", "gemma3"])
+def test_strings_in_equals_embedder(tiny_model, tiny_export, arch, weights):
+    """Single texts and a mixed-length batch, without a prompt (the manifest's default) and with one."""
+    folder = tiny_export(_models(tiny_model, arch), weights=weights, text_input=True)
+    manifest = Manifest.read(folder)
+    assert manifest.text_model_file == TEXT_MODEL_NAME and manifest.needs_custom_ops == (weights == "i2s")
+    session = _text_session(folder)
+    for texts in ([MIXED[0]], [MIXED[1]], MIXED):
+        got = session.run(["sentence_embedding"], {"text": _strings(texts)})[0]
+        np.testing.assert_allclose(got, _reference(folder, texts), rtol=0, atol=ATOL)
+        prompt = "Instruct: find the passage\nQuery: "
+        got = session.run(["sentence_embedding"], {"text": _strings(texts), "prompt": _strings([prompt])})[0]
+        np.testing.assert_allclose(got, _reference(folder, texts, prompt=prompt), rtol=0, atol=ATOL)
+    named = next(iter(manifest.prompts))
+    got = session.run(["sentence_embedding"], {"text": _strings(MIXED), "prompt": _strings([manifest.prompts[named]])})[0]
+    np.testing.assert_allclose(got, _reference(folder, MIXED, prompt_name=named), rtol=0, atol=ATOL)
+
+
+def test_real_qwen3_strings_in_equals_embedder(real_qwen3):
+    texts = [unicodedata.normalize("NFC", t) for t in CORPUS[:48]]
+    got = _text_session(real_qwen3).run(["sentence_embedding"], {"text": _strings(texts)})[0]
+    np.testing.assert_allclose(got, _reference(real_qwen3, texts), rtol=0, atol=ATOL)
+
+
+def test_default_prompt_is_the_graph_default(tiny_model):
+    """The prompt input defaults to the manifest's default prompt (default_prompt_name), else ""."""
+    model = tiny_model("qwen3")
+    manifest = _manifest(model, "qwen3", 64, "right")
+    manifest.prompts = {"query": "Query: ", "document": ""}
+    for name, want in ((None, b""), ("query", b"Query: ")):
+        manifest.default_prompt_name = name
+        pre, _ = text_input.preprocess_model(model, manifest, 21, 10)
+        prompt = next(t for t in pre.graph.initializer if t.name == "prompt")
+        assert onnx.numpy_helper.to_array(prompt).tolist() == [want]
+        ids = _session(pre).run(["input_ids"], {"text": _strings(["x"])})[0][0].tolist()
+        assert ids == TextTokenizer(model / "tokenizer.json", manifest).tokenize([want.decode() + "x"])[0]
+
+
+def test_embedder_feeds_texts_to_the_graph(tiny_model, tiny_export):
+    """Same API: encode through the in-graph tokenizer (NFC first), token embeddings, run_batch."""
+    folder = tiny_export(tiny_model("qwen3"), text_input=True)
+    embedder = Embedder(folder, threads=1)
+    assert embedder.text_session is not None and embedder._session is None
+    texts = MIXED + [unicodedata.normalize("NFD", "résumé naïve")]
+    np.testing.assert_allclose(embedder.encode(texts), _reference(folder, texts), rtol=0, atol=ATOL)
+    got = embedder.encode(texts, output_value="token_embeddings")
+    ref = Embedder(folder, threads=1)
+    ref.text_session = None
+    for a, b in zip(got, ref.encode(texts, output_value="token_embeddings")):
+        np.testing.assert_allclose(a, b, rtol=0, atol=ATOL)
+    assert embedder.run_batch(embedder.tokenize(["abc", "a longer text"])).shape == (2, embedder.dimension)
+
+
+def test_nfd_text_is_a_clear_error(tiny_model, tiny_export):
+    folder = tiny_export(tiny_model("qwen3"), text_input=True)
+    assert Manifest.read(folder).text_requires_nfc
+    with pytest.raises(Exception, match="nfc_guard: a text is not in Unicode NFC"):
+        _text_session(folder).run(None, {"text": _strings(["ok", "cafe\u0301"])})
+
+
+def test_bad_batches_are_defined(tiny_model, tiny_export):
+    """An empty batch gives [0, dim]; one empty string is one text (the EOS, or BOS...)."""
+    for arch in ("qwen3", "gemma3"):
+        folder = tiny_export(_models(tiny_model, arch), text_input=True)
+        session = _text_session(folder)
+        out = session.run(["sentence_embedding", "input_ids"], {"text": _strings([])})
+        assert out[0].shape == (0, Manifest.read(folder).dimension) and out[1].shape[0] == 0
+        got = session.run(["sentence_embedding"], {"text": _strings([""])})[0]
+        np.testing.assert_allclose(got, _reference(folder, [""]), rtol=0, atol=ATOL)
+        assert np.isfinite(got).all()
+
+
+def test_int8_text_model_needs_only_the_extensions(tiny_model, tiny_export):
+    folder = tiny_export(tiny_model("qwen3"), weights="int8", text_input=True)
+    options = customops.session_options(threads=1, extensions=True, op_library=False)
+    session = ort.InferenceSession(str(folder / TEXT_MODEL_NAME), options, providers=["CPUExecutionProvider"])
+    got = session.run(["sentence_embedding"], {"text": _strings(MIXED)})[0]
+    np.testing.assert_allclose(got, _reference(folder, MIXED), rtol=0, atol=ATOL)
+    with pytest.raises(Exception, match="HfJsonTokenizer"):  # without the extensions: a clear ORT error
+        ort.InferenceSession(str(folder / TEXT_MODEL_NAME), providers=["CPUExecutionProvider"])
+
+
+def test_external_data_is_shared(tiny_model, tmp_path, monkeypatch):
+    """Weights in model.onnx.data: model_text.onnx points at the same file instead of a copy."""
+    monkeypatch.setattr(writer, "EXTERNAL_DATA_THRESHOLD", 0)
+    folder = export(tiny_model("qwen3"), tmp_path / "out", text_input=True)
+    data = folder / writer.EXTERNAL_DATA_NAME
+    assert data.is_file()
+    text_model = onnx.load(str(folder / TEXT_MODEL_NAME), load_external_data=False)
+    external = [t for t in text_model.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL]
+    assert external and {e.value for t in external for e in t.external_data if e.key == "location"} == {data.name}
+    assert (folder / TEXT_MODEL_NAME).stat().st_size < data.stat().st_size / 4
+    got = _text_session(folder).run(["sentence_embedding"], {"text": _strings(MIXED)})[0]
+    np.testing.assert_allclose(got, _reference(folder, MIXED), rtol=0, atol=ATOL)
+
+
+def test_cli_flag(tiny_model, tmp_path, capsys):
+    out = tmp_path / "cli"
+    assert cli_main(["export", str(tiny_model("gemma3")), "-o", str(out), "--text-input"]) == 0
+    manifest = Manifest.read(out)
+    assert manifest.text_model_file == TEXT_MODEL_NAME and not manifest.text_requires_nfc
+    assert (out / "model.onnx").is_file() and (out / TEXT_MODEL_NAME).is_file()
+
+
+def test_unsupported_normalizer_is_refused(tiny_model, private_copy, tmp_path):
+    model = private_copy(tiny_model("qwen3"))
+    data = json.loads((model / "tokenizer.json").read_text(encoding="utf-8"))
+    data["normalizer"] = {"type": "Sequence", "normalizers": [{"type": "NFC"}, {"type": "Lowercase"}]}
+    (model / "tokenizer.json").write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(BitnetOnnxError, match="normalizer 'Lowercase' is not applied"):
+        export(model, tmp_path / "out", text_input=True)
+    assert not (tmp_path / "out").exists()
