@@ -413,3 +413,10 @@ def save_text_model(folder: Path, pre: onnx.ModelProto, model: onnx.ModelProto) 
     path = folder / TEXT_MODEL_NAME
     onnx.save_model(compose(pre, model), str(path))
     return path
+
+
+def text_input_for(tokenizer_dir: Path, manifest: Manifest, model: onnx.ModelProto) -> onnx.ModelProto:
+    """The exporter's step: the pre-processing graph for ``model``, and the manifest's text fields set."""
+    pre, nfc = preprocess_model(Path(tokenizer_dir), manifest, opset_of(model), model.ir_version)
+    manifest.text_model_file, manifest.text_requires_nfc = TEXT_MODEL_NAME, nfc
+    return pre
