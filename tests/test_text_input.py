@@ -250,13 +250,13 @@ def test_default_prompt_is_the_graph_default(tiny_model):
     model = tiny_model("qwen3")
     manifest = _manifest(model, "qwen3", 64, "right")
     manifest.prompts = {"query": "Query: ", "document": ""}
-    for name, want in ((None, b""), ("query", b"Query: ")):
+    for name, want in ((None, ""), ("query", "Query: ")):
         manifest.default_prompt_name = name
         pre, _ = text_input.preprocess_model(model, manifest, 21, 10)
         prompt = next(t for t in pre.graph.initializer if t.name == "prompt")
-        assert onnx.numpy_helper.to_array(prompt).tolist() == [want]
+        assert [v.decode() if isinstance(v, bytes) else v for v in onnx.numpy_helper.to_array(prompt).tolist()] == [want]
         ids = _session(pre).run(["input_ids"], {"text": _strings(["x"])})[0][0].tolist()
-        assert ids == TextTokenizer(model / "tokenizer.json", manifest).tokenize([want.decode() + "x"])[0]
+        assert ids == TextTokenizer(model / "tokenizer.json", manifest).tokenize([want + "x"])[0]
 
 
 def test_embedder_feeds_texts_to_the_graph(tiny_model, tiny_export):
@@ -312,7 +312,8 @@ def test_external_data_is_shared(tiny_model, tmp_path, monkeypatch):
     text_model = onnx.load(str(folder / TEXT_MODEL_NAME), load_external_data=False)
     external = [t for t in text_model.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL]
     assert external and {e.value for t in external for e in t.external_data if e.key == "location"} == {data.name}
-    assert (folder / TEXT_MODEL_NAME).stat().st_size < data.stat().st_size / 4
+    inline = sum(len(t.raw_data) for t in text_model.graph.initializer)
+    assert inline < data.stat().st_size / 10  # small constants only: the weights stay in the shared file
     got = _text_session(folder).run(["sentence_embedding"], {"text": _strings(MIXED)})[0]
     np.testing.assert_allclose(got, _reference(folder, MIXED), rtol=0, atol=ATOL)
 
