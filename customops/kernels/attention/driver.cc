@@ -98,7 +98,10 @@ bool run_job(const TileOps& ops, const Plan& plan, int64_t index) {
   std::fill(sc.m.begin(), sc.m.begin() + rows, kNegInf);
   std::fill(sc.l.begin(), sc.l.begin() + rows, 0.0f);
 
-  for (int64_t j0 = lo; j0 <= hi; j0 += kTileK) {
+  // Key tiles on a grid anchored at the first real token: a row's sums then never depend on the
+  // padding before it or on which rows share its job (tiles it may not see change nothing).
+  const int64_t grid = plan.first[b];
+  for (int64_t j0 = grid + (lo - grid) / kTileK * kTileK; j0 <= hi; j0 += kTileK) {
     const int64_t nk = std::min<int64_t>(kTileK, hi + 1 - j0);
     const float* k = p.k + (b * s_len + j0) * ld_kv + h * d;
     for (int64_t jj = 0; jj < nk; ++jj)

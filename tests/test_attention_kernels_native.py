@@ -1,0 +1,57 @@
+"""The EncoderAttention kernels (customops/kernels/attention) without ONNX Runtime, against the float64
+reference in customops/tests/attention_kernel_test.cc: every tile-op path this CPU has, built plain
+(Release) and with AddressSanitizer + UBSan. Builds: build/kernel-tests/attention-*."""
+
+from __future__ import annotations
+
+import os
+import platform
+
+from cpu_isas import cpu_flags
+from test_kernels_native import SANITIZE, _build, _run
+
+ON_X86 = platform.machine() in ("x86_64", "AMD64")
+
+
+def _paths() -> list[str]:
+    """scalar plus every SIMD attention path whose ISA this CPU has (/proc/cpuinfo)."""
+    flags = cpu_flags()
+    paths = ["scalar"]
+    if ON_X86 and {"avx2", "fma"} <= flags:
+        paths.append("avx2")
+    if ON_X86 and {"avx512f", "fma"} <= flags:
+        paths.append("avx512")
+    return paths
+
+
+def _check(res, paths: list[str]) -> None:
+    out = res.stdout + res.stderr
+    lines = res.stdout.strip().splitlines()
+    assert res.returncode == 0 and lines and lines[-1].endswith(" 0 failed"), out[-6000:]
+    assert int(lines[-1].split()[0]) >= 100 * len(paths), out[-6000:]
+    for path in paths:
+        assert f"path {path}: ok" in res.stdout, out[-6000:]
+
+
+def test_native():
+    exe = _build("attention-native", target="attention_kernel_test") / "attention_kernel_test"
+    paths = _paths()
+    _check(_run([str(exe), "--paths", ",".join(paths)]), paths)
+
+
+def test_sanitizers():
+    exe = _build("attention-sanitize", f"-DCMAKE_CXX_FLAGS={SANITIZE}", f"-DCMAKE_EXE_LINKER_FLAGS={SANITIZE}",
+                 target="attention_kernel_test") / "attention_kernel_test"
+    paths = _paths()
+    env = dict(os.environ, ASAN_OPTIONS="abort_on_error=0:detect_leaks=1",
+               UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1")
+    res = _run([str(exe), "--paths", ",".join(paths)], env=env)
+    _check(res, paths)
+    assert "runtime error" not in res.stderr and "AddressSanitizer" not in res.stderr, res.stderr[-6000:]
+
+
+def test_harness_refuses_unknown_path():
+    """attention_kernel_test never passes by skipping: an unknown path fails."""
+    exe = _build("attention-native", target="attention_kernel_test") / "attention_kernel_test"
+    res = _run([str(exe), "--paths", "scalar,nonesuch"])
+    assert res.returncode != 0 and "FAIL unknown path nonesuch" in res.stdout, res.stdout
