@@ -1,11 +1,12 @@
 """Load test of ``bitnet-onnx serve`` against ``Embedder.encode`` on the same texts with the same threads.
 
     python benchmarks/bench_serve.py [--shape qwen3-0.6b | --export DIR] [--threads 1]
-                                     [--clients 1,8,32,128] [--reps 3] [--json out.json]
+                                     [--clients 1,8,32,128] [--per-client 2] [--min-requests 16]
+                                     [--reps 3] [--json out.json]
 
 The server runs as ``bitnet-onnx serve`` in a subprocess; this process is the load: N concurrent
 clients (asyncio tasks sharing an httpx connection pool of N), each sending its requests one after the
-other (a closed loop), one text per request, base64 answers (what the ``openai`` client asks for).
+other (a closed loop; a cell holds max(--min-requests, --per-client x N) requests), one text per request, base64 answers (what the ``openai`` client asks for).
 Workloads: "query" (a one-line question, ~16 tokens) and "128-token" texts; every text is unique.
 Per cell: throughput (texts/s over the cell's wall time), client-side p50 / p99 latency, and the
 throughput of ``Embedder.encode(texts, batch_size=32)`` on the cell's texts in this process (the
@@ -41,8 +42,6 @@ from bitnet_onnx.bench.timing import interleave
 WORDS = ("ternary weights spiders legs capital France quick brown fox lazy dog cosine vector search query "
          "document passage weather sunny breeze west noon embedding model runtime operator matmul").split()
 WORKLOADS = {"query": 16, "128-token": 128}  # tokens per text (the query's is approximate)
-# Requests per cell: at least this many, and at least 2 per client, so every client is busy all along.
-MIN_REQUESTS = {"query": 32, "128-token": 16}
 
 
 def make_texts(embedder: Embedder, tokens: int, n: int, seed: int) -> list[str]:
@@ -112,6 +111,8 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=1, help="ORT intra-op threads of the server and of encode")
     ap.add_argument("--clients", default="1,8,32,128", help="concurrent clients, comma-separated")
     ap.add_argument("--workloads", default=",".join(WORKLOADS), help=f"of {', '.join(WORKLOADS)}")
+    ap.add_argument("--per-client", type=int, default=2, help="requests per client in a cell (default 2)")
+    ap.add_argument("--min-requests", type=int, default=16, help="requests per cell at least (default 16)")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--cache", help="bench cache folder (default ~/.cache/bitnet-onnx)")
     ap.add_argument("--json", type=Path, help="also write the results here")
@@ -128,7 +129,7 @@ def main() -> int:
     cells = [(w, c) for w in workloads for c in clients]
     texts = {}
     for w, c in cells:
-        n = max(MIN_REQUESTS[w], 2 * c)
+        n = max(args.min_requests, args.per_client * c)
         texts[(w, c)] = make_texts(embedder, WORKLOADS[w], n, seed=10 + len(texts))
     print(f"bench_serve: {folder} on {cpu_name()}, threads {args.threads}, {args.reps} reps", file=sys.stderr)
 

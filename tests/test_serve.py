@@ -172,6 +172,22 @@ def test_tei_embed(server, embedder):
     np.testing.assert_allclose(embed(inputs=[long], truncate=True), embedder.encode([long]), rtol=0, atol=ATOL)
 
 
+def test_big_requests_are_tokenized_and_serialized_off_the_event_loop(server, client, embedder, monkeypatch):
+    from bitnet_onnx.runtime.server import app as app_module
+
+    monkeypatch.setattr(app_module, "_INLINE_TOKENIZE_CHARS", 0)  # every request counts as big
+    monkeypatch.setattr(app_module, "_INLINE_JSON_VALUES", 0)
+    want = embedder.encode(TEXTS)
+    got = client.embeddings.create(model="m", input=TEXTS, encoding_format="float")
+    np.testing.assert_allclose([d.embedding for d in got.data], want, rtol=0, atol=ATOL)
+    got = client.embeddings.create(model="m", input=embedder.tokenize(TEXTS))  # ids, base64
+    np.testing.assert_allclose([d.embedding for d in got.data], want, rtol=0, atol=ATOL)
+    r = httpx.post(server.url + "/embed", json={"inputs": TEXTS})
+    np.testing.assert_allclose(r.json(), want, rtol=0, atol=ATOL)
+    r = httpx.post(server.url + "/embed", json={"inputs": ["x", LONG]})
+    assert r.status_code == 400 and "inputs[1] has" in r.json()["error"]
+
+
 def test_models_and_health(server, client):
     models = client.models.list()
     assert [m.id for m in models.data] == ["tiny-qwen3"] and models.data[0].owned_by == "bitnet-onnx"

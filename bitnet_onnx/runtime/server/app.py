@@ -14,6 +14,7 @@ import logging
 import re
 import time
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any, Literal
 
 import numpy as np
@@ -39,6 +40,7 @@ ROUTES = ("/v1/embeddings", "/v1/models", "/embed", "/health", "/metrics")
 OPEN_ROUTES = ("/health", "/metrics")  # no API key: probes and scrapers
 _ITEM_NAME = re.compile(r"^(texts|ids)\[")  # the tokenizer's names for a request's items
 _INLINE_TOKENIZE_CHARS = 8192  # bigger requests are tokenized on a worker thread, off the event loop
+_INLINE_JSON_VALUES = 1 << 16  # bigger answers are serialized on a worker thread
 
 
 class EmbeddingsRequest(BaseModel):
@@ -72,7 +74,7 @@ class Service:
         self.created = int(time.time())
         self._key_digest = _digest(config.api_key) if config.api_key is not None else None
 
-    def check_key(self, request: Request) -> None:
+    async def check_key(self, request: Request) -> None:  # async: FastAPI would run a sync one on a thread
         if self._key_digest is None:
             return
         scheme, _, token = request.headers.get("authorization", "").partition(" ")
@@ -90,10 +92,10 @@ class Service:
                         prompt_name: str | None = None, field: str = "input") -> list[list[int]]:
         """Token ids by the export's rules; any bad item is a 400 naming it."""
         if texts is not None:
-            work = lambda: self.embedder.tokenize(texts, prompt_name=prompt_name, truncate=truncate)  # noqa: E731
+            work = partial(self.embedder.tokenize, texts, prompt_name=prompt_name, truncate=truncate)
             size = sum(len(t) for t in texts)
         else:
-            work = lambda: self.embedder.tokenizer.prepare_ids(ids, truncate=truncate)  # noqa: E731
+            work = partial(self.embedder.tokenizer.prepare_ids, ids, truncate=truncate)
             size = sum(len(x) for x in ids)
         try:
             return work() if size <= _INLINE_TOKENIZE_CHARS else await run_in_threadpool(work)
@@ -139,13 +141,7 @@ def create_app(embedder: Embedder, config: ServerConfig) -> FastAPI:
         token_ids = await service.token_ids(texts, ids, truncate=config.auto_truncate)
         out = embedder.finish(await service.embed(token_ids), dimensions=body.dimensions)
         tokens = sum(len(x) for x in token_ids)
-        if body.encoding_format == "base64":
-            vectors = [base64.b64encode(row.astype("<f4").tobytes()).decode("ascii") for row in out]
-        else:
-            vectors = out.tolist()
-        data = [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)]
-        return _json({"object": "list", "data": data, "model": config.model_name,
-                      "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
+        return await _respond(_openai_body, out, body.encoding_format or "float", tokens, config.model_name)
 
     @app.get("/v1/models", dependencies=[auth])
     async def openai_models():
@@ -162,7 +158,7 @@ def create_app(embedder: Embedder, config: ServerConfig) -> FastAPI:
         token_ids = await service.token_ids(texts, None, truncate=truncate, prompt_name=body.prompt_name,
                                             field="inputs")
         rows = await service.embed(token_ids)
-        return _json(embedder.finish(rows, dimensions=body.dimensions, normalize=body.normalize).tolist())
+        return await _respond(_tei_body, embedder.finish(rows, dimensions=body.dimensions, normalize=body.normalize))
 
     @app.get("/health")
     async def health():
@@ -213,6 +209,26 @@ def _validation_error(e: RequestValidationError) -> ApiError:
     if not loc:
         return ApiError(400, "the request body must be a JSON object")
     return ApiError(400, f"{'.'.join(loc)}: {first.get('msg', 'invalid value')}", field)
+
+
+def _openai_body(out: np.ndarray, encoding_format: str, tokens: int, model: str) -> bytes:
+    if encoding_format == "base64":
+        vectors = [base64.b64encode(row.astype("<f4").tobytes()).decode("ascii") for row in out]
+    else:
+        vectors = out.tolist()
+    data = [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)]
+    body = {"object": "list", "data": data, "model": model, "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
+def _tei_body(out: np.ndarray) -> bytes:
+    return json.dumps(out.tolist(), separators=(",", ":")).encode()
+
+
+async def _respond(make_body, out: np.ndarray, *args) -> Response:
+    """A JSON response of ``make_body(out, *args)``; large ones are serialized off the event loop."""
+    body = make_body(out, *args) if out.size <= _INLINE_JSON_VALUES else await run_in_threadpool(make_body, out, *args)
+    return Response(body, media_type="application/json")
 
 
 def _json(value) -> Response:
