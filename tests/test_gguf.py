@@ -22,7 +22,7 @@ from bitnet_onnx.ternary import ternarize
 from bitnet_onnx.weights import open_model
 
 F32, F16 = 0, 1  # GGMLQuantizationType ids
-UNUSED, CONTROL, BYTE, NORMAL = 5, 3, 6, 1  # gguf.TokenType
+UNUSED, CONTROL, BYTE, NORMAL, USER_DEFINED = 5, 3, 6, 1, 4  # gguf.TokenType
 # The seed's mapping tables, written out independently of arch.py.
 COMMON = ["attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "attn_q_norm", "attn_k_norm",
           "attn_q_norm_in", "attn_k_norm_in", "attn_v_norm_in", "attn_output_norm_in",
@@ -116,7 +116,7 @@ def test_round_trip(tmp_path, models, arch, outtype):
             n, k = w.shape
             tail = reader.data[t.data_offset + n * k // 4: t.data_offset + n * k // 4 + 32]
             assert tail[4:].tolist() == [0] * 28 and tail[:4].view("<f4")[0] == np.float32(ref_scale)
-        elif outtype == "f32":
+        elif outtype == "f32" or w.ndim == 1:  # 1-D tensors stay F32 in every outtype, as llama.cpp's converter
             assert int(t.tensor_type) == F32
             assert np.asarray(t.data).reshape(w.shape).tobytes() == w.astype(np.float32).tobytes(), name
         else:
@@ -186,7 +186,7 @@ def test_vocabularies(tmp_path, models):
         assert tokens[n:] == [f"[PAD{i}]" for i in range(n, 512)] and set(types[n:]) == {UNUSED}
         model = json.loads((models[arch] / "tokenizer.json").read_text())["model"]
         if arch == "qwen3":
-            assert types[tok.token_to_id("<|im_end|>")] == CONTROL and types[tok.token_to_id("<think>")] == CONTROL
+            assert types[tok.token_to_id("<|im_end|>")] == CONTROL and types[tok.token_to_id("<think>")] == USER_DEFINED
             assert len(_field(reader, "tokenizer.ggml.merges")) == len(model["merges"])
         else:
             scores = _field(reader, "tokenizer.ggml.scores")

@@ -14,6 +14,7 @@ import pytest
 
 from bitnet_onnx.testing.real_tokenizers import (
     QWEN3_ADDED,
+    REAL_TOKENIZER_SHAPES,
     VARIED_CORPUS,
     gemma3_gguf,
     make_real_tokenizer_model,
@@ -21,6 +22,9 @@ from bitnet_onnx.testing.real_tokenizers import (
 )
 
 tokenizers = pytest.importorskip("tokenizers")
+
+# sha256 of the UTF-8 bytes of llama.cpp's check text (convert_hf_to_gguf.py, get_vocab_base_pre)
+CHECK_TEXT_SHA256 = "a36179c1e2b1cfcfbfad1dc779addad2ffc778201e4cf0d538bddeafa2c526da"
 
 
 def _load(arch):
@@ -163,3 +167,107 @@ def test_make_real_tokenizer_model(tmp_path, arch):
         assert config["bos_token_id"] == config["eos_token_id"] == 151643
     else:
         assert (config["pad_token_id"], config["eos_token_id"], config["bos_token_id"]) == (0, 1, 2)
+
+
+# --- convert-gguf, export and embed on models carrying them ----------------------------------------
+
+@pytest.fixture(scope="module")
+def real_models(tiny_model):
+    """Tiny BitNet models (bfloat16) with the real tokenizers (read-only: edit a private_copy)."""
+    return {arch: tiny_model(arch, dtype="bfloat16", tokenizer=str(real_tokenizer_dir(arch)),
+                             shape=REAL_TOKENIZER_SHAPES[arch]) for arch in ("qwen3", "gemma3")}
+
+
+def test_check_text_is_llama_cpps():
+    from hashlib import sha256
+
+    from bitnet_onnx.convert_gguf.tokenizer import CHECK_TEXT
+
+    # sha256 of llama.cpp's chktxt (convert_hf_to_gguf.py), UTF-8: any edit of the text changes it.
+    assert sha256(CHECK_TEXT.encode()).hexdigest() == CHECK_TEXT_SHA256
+
+
+def test_real_qwen_check_hashes_are_llama_cpps(qwen):
+    from tokenizers import processors
+
+    from bitnet_onnx.convert_gguf.tokenizer import KNOWN_PRE_TOKENIZERS, check_hash
+
+    plain = check_hash(qwen)  # Qwen2/Qwen3's tokenizer.json: llama.cpp's Qwen1.5-7B entry
+    assert plain == "e636dc30a262dcc0d8c323492e32ae2b70728f4df7dfe9737d9f920a282b8aea"
+    # Qwen3-Embedding's tokenizer.json appends <|endoftext|>: llama.cpp's Qwen3-Embedding-0.6B entry
+    qwen_embedding = _load("qwen3")
+    qwen_embedding.post_processor = processors.TemplateProcessing(
+        single="$A <|endoftext|>", pair="$A <|endoftext|> $B <|endoftext|>", special_tokens=[("<|endoftext|>", 151643)])
+    appended = check_hash(qwen_embedding)
+    assert appended == "d4540891389ea895b53b399da6ac824becc30f2fba0e9ddbb98f92e55ca0e97c"
+    assert KNOWN_PRE_TOKENIZERS[plain] == KNOWN_PRE_TOKENIZERS[appended] == "qwen2"
+
+
+@pytest.mark.parametrize("arch, pre, model", [("qwen3", "qwen2", "gpt2"), ("gemma3", "default", "llama")])
+def test_convert_gguf_writes_llama_cpps_pre_tokenizer(tmp_path, real_models, arch, pre, model):
+    from bitnet_onnx import cli
+    from bitnet_onnx.convert_gguf.inspect import open_gguf
+
+    out = tmp_path / f"{arch}.gguf"
+    assert cli.main(["convert-gguf", str(real_models[arch]), "--outtype", "f16", "--outfile", str(out)]) == 0
+    reader = open_gguf(out)
+    field = lambda key: reader.fields[key].contents()  # noqa: E731
+    assert field("tokenizer.ggml.pre") == pre and field("tokenizer.ggml.model") == model
+    tok = tokenizers.Tokenizer.from_file(str(real_models[arch] / "tokenizer.json"))
+    tokens = field("tokenizer.ggml.tokens")
+    assert len(tokens) == tok.get_vocab_size()
+    if arch == "qwen3":
+        assert tokens[:151669] == [tok.id_to_token(i) for i in range(151669)]
+        assert len(field("tokenizer.ggml.merges")) == 151643 - 256
+    else:  # llama.cpp's own file of this vocabulary: the same tokens and types
+        import gguf
+
+        source = gguf.GGUFReader(gemma3_gguf())
+        assert tokens == source.get_field("tokenizer.ggml.tokens").contents()
+        assert field("tokenizer.ggml.token_type") == source.get_field("tokenizer.ggml.token_type").contents()
+
+
+def test_qwen3_embedding_tokenizer_converts(tmp_path, real_models, private_copy):
+    from bitnet_onnx.convert_gguf.inspect import open_gguf
+    from bitnet_onnx.convert_gguf.writer import convert
+
+    folder = private_copy(real_models["qwen3"])
+    data = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))
+    data["post_processor"] = {"type": "TemplateProcessing",
+                              "single": [{"Sequence": {"id": "A", "type_id": 0}},
+                                         {"SpecialToken": {"id": "<|endoftext|>", "type_id": 0}}],
+                              "pair": [{"Sequence": {"id": "A", "type_id": 0}},
+                                       {"SpecialToken": {"id": "<|endoftext|>", "type_id": 0}},
+                                       {"Sequence": {"id": "B", "type_id": 1}},
+                                       {"SpecialToken": {"id": "<|endoftext|>", "type_id": 1}}],
+                              "special_tokens": {"<|endoftext|>": {"id": "<|endoftext|>", "ids": [151643],
+                                                                   "tokens": ["<|endoftext|>"]}}}
+    (folder / "tokenizer.json").write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+    reader = open_gguf(convert(folder, tmp_path / "m.gguf", "f32", progress=False))
+    assert reader.fields["tokenizer.ggml.pre"].contents() == "qwen2"
+
+
+@pytest.mark.parametrize("arch", ["qwen3", "gemma3"])
+def test_export_and_embed_with_real_tokenizer(real_models, tiny_export, arch):
+    pytest.importorskip("torch")
+    import numpy as np
+
+    from bitnet_onnx.reference import Reference
+    from bitnet_onnx.runtime.embedder import Embedder
+
+    embedder = Embedder(tiny_export(real_models[arch]))
+    texts = [t for t in VARIED_CORPUS if 0 < len(t) < 200][:12]
+    got = embedder.encode(texts, batch_size=4)
+    ref = Reference(real_models[arch])
+    for text, g in zip(texts, got):
+        ids, mask = embedder.tokenizer.encode([text])
+        assert ids[0].tolist() == _expected_ids(arch, text, embedder)
+        want = ref.encode(ids, mask)[0][0]
+        cos = float(g @ want / (np.linalg.norm(g) * np.linalg.norm(want)))
+        assert cos > 0.999, (arch, text, cos)
+
+
+def _expected_ids(arch, text, embedder):
+    """The tokenizer's own ids plus the runtime's rule (Qwen3 pools on an appended <|endoftext|>)."""
+    ids = _load(arch).encode(text).ids
+    return ids + [151643] if arch == "qwen3" else ids

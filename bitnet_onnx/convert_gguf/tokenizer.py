@@ -18,17 +18,25 @@ from bitnet_onnx.errors import BitnetOnnxError
 
 log = logging.getLogger(__name__)
 
-# llama.cpp's convert_hf_to_gguf.py check text: its token ids identify a BPE pre-tokenizer.
+# llama.cpp's check text, character for character (convert_hf_to_gguf.py, get_vocab_base_pre,
+# `chktxt`): the sha256 of str(token ids) of this text identifies a BPE pre-tokenizer.
 CHECK_TEXT = (
     "\n \n\n \n\n\n \t \t\t \t\n  \n   \n    \n     \n🚀 (normal) 😶\u200d🌫️ (multiple emojis concatenated) ✅ "
     "🦙🦙 3 33 333 3333 33333 333333 3333333 33333333 3.3 3..3 3...3 កាន់តែពិសេសអាច😁 ?我想在apple工作1314151天～ "
     "------======= нещо на Български ''''''```````\"\"\"\"......!!!!!!?????? I've been 'told he's there, "
     "'RE you sure? 'M not sure I'll make it, 'D you like some tea? We'Ve a'lL"
 )
-# sha256 of str(token ids of CHECK_TEXT) -> llama.cpp pre-tokenizer name
+# sha256 of str(token ids of CHECK_TEXT) -> llama.cpp pre-tokenizer name: every entry of
+# get_vocab_base_pre (ggml-org/llama.cpp convert_hf_to_gguf.py) for the families we convert.
+# Gemma3 has none: llama.cpp converts it as SentencePiece (_set_vocab_sentencepiece), whose
+# tokenizer.ggml.pre is "default" without a hash (SPM_PRE_TOKENIZER below).
 KNOWN_PRE_TOKENIZERS = {
-    "d4540891389ea895b53b399da6ac824becc30f2fba0e9ddbb98f92e55ca0e97c": "qwen2",  # Qwen3-Embedding-0.6B
-    "855d9fb74bb0b28ce2305e9cd037ff6d8c798f18d19381ddfc14bea3dc9c002f": "qwen2",  # Qwen3 tokenizer variant
+    # ref: https://huggingface.co/Qwen/Qwen1.5-7B -- the Qwen2/Qwen2.5/Qwen3 byte-level BPE
+    # (tokenizer.json without a post-processor that appends tokens)
+    "e636dc30a262dcc0d8c323492e32ae2b70728f4df7dfe9737d9f920a282b8aea": "qwen2",
+    # ref: https://huggingface.co/Qwen/Qwen3-Embedding-0.6B -- the same, with <|endoftext|> appended
+    # by its tokenizer.json post-processor
+    "d4540891389ea895b53b399da6ac824becc30f2fba0e9ddbb98f92e55ca0e97c": "qwen2",
 }
 SPM_PRE_TOKENIZER = "default"
 UNUSED_SCORE, ADDED_SCORE = -10000.0, -1000.0
@@ -38,8 +46,16 @@ def check_hash(tokenizer) -> str:
     return sha256(str(tokenizer.encode(CHECK_TEXT).ids).encode()).hexdigest()
 
 
+# Added tokens that llama.cpp's converter makes CONTROL although tokenizer.json does not call them
+# special (convert_hf_to_gguf.py, does_token_look_special); every other non-special added token is
+# USER_DEFINED (e.g. Qwen3's <think>, Gemma3's <table> and whitespace runs).
+_SPECIAL_LOOKING = ("<pad>", "<mask>", "<2mass>", "[@BOS@]")
+_SPECIAL_LOOKING_DELIMITERS = (("<|", "|>"), ("<\uff5c", "\uff5c>"), ("<unused", ">"))
+
+
 def _looks_special(token: str) -> bool:
-    return token.startswith(("<|", "<", "[")) and token.endswith(("|>", ">", "]"))
+    return token in _SPECIAL_LOOKING or any(token.startswith(a) and token.endswith(b)
+                                            for a, b in _SPECIAL_LOOKING_DELIMITERS)
 
 
 def _is_byte_token(token: str) -> bool:
@@ -145,12 +161,15 @@ def _add_spm(writer, source: VocabSource, pre: str) -> None:
             scores.append(UNUSED_SCORE)
             types.append(gguf.TokenType.UNUSED)
             continue
-        tokens.append(token)
         if i in source.added:
             special = source.added[i].get("special") or _looks_special(token)
+            # llama.cpp matches user-defined tokens on the raw text: spaces, not "▁"
+            tokens.append(token if special else token.replace("▁", " "))
             types.append(gguf.TokenType.CONTROL if special else gguf.TokenType.USER_DEFINED)
             scores.append(ADDED_SCORE)
-        elif _is_byte_token(token):
+            continue
+        tokens.append(token)
+        if _is_byte_token(token):
             types.append(gguf.TokenType.BYTE)
             scores.append(0.0)
         elif token == source.data["model"].get("unk_token"):

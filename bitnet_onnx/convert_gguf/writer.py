@@ -40,9 +40,13 @@ def default_outfile(model_dir: Path, outtype: str) -> Path:
     return Path(model_dir) / f"{Path(model_dir).name}-{outtype}.gguf"
 
 
-def _storage(kind: str, outtype: str) -> str:
-    """GGUF storage of a tensor kind: "f32", "f16" or "i2_s" (the seed's type tables)."""
-    if outtype == "f32":
+def _storage(kind: str, outtype: str, shape: tuple[int, ...]) -> str:
+    """GGUF storage of a tensor: "f32", "f16" or "i2_s".
+
+    1-D tensors (all norms) stay f32 in every outtype, as llama.cpp's own converter writes them:
+    upstream llama.cpp cannot add an f16 norm to f32 activations (docs/gguf.md).
+    """
+    if outtype == "f32" or len(shape) <= 1:
         return "f32"
     if outtype == "i2_s" and kind == LINEAR:
         return "i2_s"
@@ -66,8 +70,8 @@ class PlannedTensor:
 def plan_tensors(folder: ModelFolder, outtype: str) -> list[PlannedTensor]:
     plan = []
     for spec, layer, gguf_name, _ in folder.tensors():
-        storage = _storage(spec.kind, outtype)
         shape = folder.cfg.shape(spec)
+        storage = _storage(spec.kind, outtype, shape)
         if storage == "i2_s" and shape[-1] % BLOCK:
             raise BitnetOnnxError(f"tensor {gguf_name}: K={shape[-1]} is not a multiple of {BLOCK}, "
                                   "which I2_S needs")
