@@ -4,6 +4,8 @@ customops/tests/kernel_test.cc is built several ways and run on vectors from
 customops/tests/make_kernel_vectors.py (bitnet_onnx.ternary):
   native     Release, for scalar and every x86 kernel whose ISA this CPU has (/proc/cpuinfo);
   sanitize   AddressSanitizer + UBSan, aborting on the first report, same kernels;
+  avxvnni-evex  the avxvnni kernel built with the EVEX encoding of its ymm vpdpbusd
+             (-DBITNET_ONNX_AVXVNNI_AS_EVEX=ON), on CPUs with AVX512-VNNI but no AVX-VNNI;
   aarch64    cross-compiled (g++-aarch64-linux-gnu, static; also with UBSan) and run under
              qemu-aarch64 for scalar and NEON, with -cpu max (SDOT path) and -cpu cortex-a53
              (no dotprod: the widening path).
@@ -20,7 +22,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from cpu_isas import isas_of_this_cpu
+from cpu_isas import cpu_flags, isas_of_this_cpu
 
 REPO = Path(__file__).resolve().parents[1]
 TEST_SRC = REPO / "customops" / "tests"
@@ -106,6 +108,23 @@ def test_sanitizers(vectors):
                UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1")
     res = _run([str(exe), "--kernels", ",".join(kernels), *_small(vectors)], env=env)
     _check(res, kernels)
+    assert "runtime error" not in res.stderr and "AddressSanitizer" not in res.stderr, res.stderr[-6000:]
+
+
+# AMD Zen 4/5 have AVX512-VNNI but no AVX-VNNI: the avxvnni kernel's code still runs there when
+# built with the EVEX form of the same instruction (a test/benchmark-only build option).
+AVXVNNI_BY_EVEX_ONLY = ON_X86 and {"avx512_vnni", "avx512vl"} <= cpu_flags() and "avx_vnni" not in cpu_flags()
+
+
+@pytest.mark.skipif(not AVXVNNI_BY_EVEX_ONLY, reason="CPU runs avxvnni natively (test_native) or has no VNNI at all")
+def test_avxvnni_code_as_evex(vectors):
+    exe = _build("avxvnni-evex", "-DBITNET_ONNX_AVXVNNI_AS_EVEX=ON") / "kernel_test"
+    _check(_run([str(exe), "--kernels", "scalar,avxvnni", *vectors]), ["scalar", "avxvnni"])
+    env = dict(os.environ, UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1")
+    exe = _build("avxvnni-evex-sanitize", "-DBITNET_ONNX_AVXVNNI_AS_EVEX=ON", f"-DCMAKE_CXX_FLAGS={SANITIZE}",
+                 f"-DCMAKE_EXE_LINKER_FLAGS={SANITIZE}") / "kernel_test"
+    res = _run([str(exe), "--kernels", "avxvnni", *_small(vectors)], env=env)
+    _check(res, ["avxvnni"])
     assert "runtime error" not in res.stderr and "AddressSanitizer" not in res.stderr, res.stderr[-6000:]
 
 

@@ -1,6 +1,6 @@
 // AMX-INT8 kernel (Intel Sapphire Rapids and later). Compiled with -mamx-tile -mamx-int8 plus
-// the AVX512 flags of avx512vnni.cc; usable only when amx_usable() (CPUID, XCR0 and, on Linux,
-// the per-process permission for the tile data state) says so.
+// the AVX512 flags of avx512vnni.cc; selected only when cpu_features().amx (CPUID, XCR0 and, on
+// Linux, the per-process permission for the tile data state) says so.
 //
 // Weights: the same 16-row panel layout as avx512vnni.cc. Per 1024-column K block, the 2-bit
 // codes of the tile's rows are unpacked once into a per-thread buffer of int8 T whose 1 KB
@@ -17,12 +17,6 @@
 #include <cstring>
 #include <vector>
 
-#if defined(__linux__)
-#include <sys/syscall.h>
-#include <unistd.h>
-#endif
-#include <cpuid.h>
-
 #include "i2s_kernel.h"
 #include "x86_common.h"
 
@@ -38,30 +32,6 @@ constexpr int64_t kKStep = 64;  // K bytes per A tile row
 // Outputs from this size on are written with streaming stores: measured here (2 MiB L2, shared
 // L3) at M=2048 (8-25 MB per projection) 1.5x faster overall, at M=512 (2-6 MB) 2x slower.
 constexpr int64_t kStreamBytes = int64_t{8} << 20;
-
-// ---------------------------------------------------------------------------------------------
-// Availability
-
-bool cpu_has_amx_int8() {
-  unsigned eax, ebx, ecx, edx;
-  if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx) || !((ecx >> 27) & 1)) return false;  // OSXSAVE
-  if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
-  const bool tile = (edx >> 24) & 1, int8 = (edx >> 25) & 1;
-  uint32_t lo, hi;
-  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-  const bool os_tiles = (lo & (3u << 17)) == (3u << 17);  // XTILECFG + XTILEDATA
-  return tile && int8 && os_tiles;
-}
-
-// Linux hands out the 8 KB tile data state only after a per-process request.
-bool os_permits_tiles() {
-#if defined(__linux__)
-  constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
-  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
-#else
-  return false;
-#endif
-}
 
 // ---------------------------------------------------------------------------------------------
 // Integer sums
@@ -295,14 +265,9 @@ void dot_scaled(const uint8_t* packed, int64_t n, int64_t k, const QuantizedRows
 }
 
 // 512 x 512 tiles: B unpacked once per 512 tokens, A re-read once per 512 rows (+15-25% over 256).
-const I2SKernel kAmx = {"amx", packed_bytes, repack, quantize_zmm, dot, /*tile_m=*/512, /*tile_n=*/512, dot_scaled};
+const I2SKernel kAmx = {"amx", packed_bytes, repack, quantize<Zmm>, dot, /*tile_m=*/512, /*tile_n=*/512, dot_scaled};
 
 }  // namespace
-
-bool amx_usable() {
-  static const bool usable = cpu_has_amx_int8() && os_permits_tiles();
-  return usable;
-}
 
 const I2SKernel* amx_kernel() { return &kAmx; }
 

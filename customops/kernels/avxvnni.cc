@@ -1,38 +1,41 @@
-// AVX-VNNI kernel (VEX vpdpbusd on ymm). Compiled with -mavx2 -mfma -mf16c -mavxvnni only;
-// selected at run time by dispatch.cc.
-//
-// Weights: the 8-row panel layout of x86_common.h (one 32-byte load = 8 rows x 16 columns of
-// 2-bit codes); dot() is x86_common.h's YmmDot: many tokens run a 6-token x 16-row microkernel
-// (12 ymm accumulators) over codes unpacked once per 16-row panel and K block into L1; few
-// tokens unpack in registers (one token: mask-only, per-field accumulators). vpdpbusd
-// accumulates in int32, so no widening is needed.
+// AVX-VNNI kernel: VEX vpdpbusd on ymm over the 8-row panel layout, dot() from x86_dot.h's
+// PanelDot, the quantizer from x86_common.h. Compiled with -mavx2 -mfma -mf16c -mavxvnni only;
+// selected at run time by dispatch.cc. vpdpbusd accumulates in int32: no widening.
 #pragma GCC diagnostic ignored "-Wuninitialized"  // GCC 12 intrinsic headers (bug 105593)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
 #include "i2s_kernel.h"
 #include "x86_common.h"
+#include "x86_dot.h"
 
 namespace bitnet_onnx {
 namespace {
 
 using namespace x86;
 
-struct VnniOps {
-  static constexpr bool kInt32Steps = true;  // step accumulates in int32
-  static constexpr int kMr = 6;
+struct VnniYmm {
+  static constexpr bool kInt32Steps = true;
   static constexpr int64_t kChunkQuads = int64_t{1} << 40;  // int32 accumulators: no chunking
-  static __m256i step(__m256i acc, __m256i codes, __m256i x) { return _mm256_dpbusd_avx_epi32(acc, codes, x); }
+  static constexpr int kMr = 6;  // 6 tokens x 2 groups = 12 ymm accumulators of 16
+  static constexpr int kNg = 2;
+  static constexpr int kDirectMr = 3, kDirectNg = 2;
+  static constexpr int64_t kKc = 2048;  // 2 groups x 8 rows x 2 KB of unpacked codes = 32 KB of L1
+  static constexpr int64_t kBufferedMinM = 8;
+  static __m256i step(__m256i acc, __m256i codes, __m256i x) {
+#if defined(BITNET_ONNX_AVXVNNI_AS_EVEX)
+    return _mm256_dpbusd_epi32(acc, codes, x);  // test builds only (dispatch.cc, CMakeLists.txt)
+#else
+    return _mm256_dpbusd_avx_epi32(acc, codes, x);
+#endif
+  }
   static __m256i widen(__m256i acc) { return acc; }
 };
 
-using Dot = YmmDot<VnniOps>;
+using Dot = PanelDot<Ymm, VnniYmm>;
 
-size_t packed_bytes(int64_t n, int64_t k) { return panel_bytes(n, k, Dot::G); }
-void repack(const uint8_t* i2s, int64_t n, int64_t k, uint8_t* packed) { repack_panels<Dot::G>(i2s, n, k, packed); }
-
-const I2SKernel kAvxVnni = {"avxvnni", packed_bytes, repack, quantize_ymm, Dot::dot,
-                         /*tile_m=*/256, /*tile_n=*/256, Dot::dot_scaled};
+const I2SKernel kAvxVnni = {"avxvnni", Dot::packed_bytes, Dot::repack, quantize<Ymm>, Dot::dot,
+                            /*tile_m=*/256, /*tile_n=*/256, Dot::dot_scaled, /*min_tile_n=*/64};
 
 }  // namespace
 

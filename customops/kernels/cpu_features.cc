@@ -2,7 +2,12 @@
 
 #if defined(__x86_64__) || defined(_M_X64)
 #include <cpuid.h>
+
 #include <cstdint>
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 #elif defined(__aarch64__) && defined(__linux__)
 #include <sys/auxv.h>
 #ifndef HWCAP_ASIMD
@@ -27,6 +32,16 @@ uint64_t xgetbv0() {
   return (static_cast<uint64_t>(edx) << 32) | eax;
 }
 
+// Linux hands out the 8 KB AMX tile data state only after a per-process request.
+bool os_permits_tiles() {
+#if defined(__linux__)
+  constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+  return false;
+#endif
+}
+
 CpuFeatures detect() {
   CpuFeatures f;
   unsigned eax, ebx, ecx, edx;
@@ -39,6 +54,8 @@ CpuFeatures detect() {
   if (!os_ymm || !__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return f;
   const bool avx2 = bit(ebx, 5), avx512f = bit(ebx, 16), avx512dq = bit(ebx, 17),
              avx512bw = bit(ebx, 30), avx512vl = bit(ebx, 31), avx512vnni = bit(ecx, 11);
+  const bool amx_tile = bit(edx, 24), amx_int8 = bit(edx, 25);
+  const bool os_tiles = (xcr0 & (3u << 17)) == (3u << 17);  // XTILECFG + XTILEDATA
   const unsigned max_sub = eax;
   bool avxvnni = false;
   if (max_sub >= 1 && __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx)) avxvnni = bit(eax, 4);
@@ -46,6 +63,7 @@ CpuFeatures detect() {
   f.avx2 = avx2 && fma && f16c;
   f.avxvnni = f.avx2 && avxvnni;
   f.avx512vnni = f.avx2 && os_zmm && avx512f && avx512bw && avx512vl && avx512dq && avx512vnni;
+  f.amx = f.avx512vnni && amx_tile && amx_int8 && os_tiles && os_permits_tiles();
   return f;
 }
 #elif defined(__aarch64__)

@@ -1,5 +1,6 @@
-// What this CPU (and its OS) can run: CPUID + XGETBV on x86-64, getauxval(AT_HWCAP) on aarch64.
-// Detected once; no ORT headers.
+// What this CPU (and its OS) can run: CPUID + XGETBV (+ the AMX permission request) on x86-64,
+// getauxval(AT_HWCAP) on aarch64. The one place that detects CPU features; detected once; no ORT
+// headers.
 #pragma once
 
 namespace bitnet_onnx {
@@ -9,6 +10,8 @@ struct CpuFeatures {
   bool avx2 = false;        // AVX2 + FMA + F16C, ymm state enabled
   bool avxvnni = false;     // AVX-VNNI (VEX vpdpbusd on ymm) on top of avx2
   bool avx512vnni = false;  // AVX512 F/BW/VL/DQ/VNNI + FMA + F16C, zmm/opmask state enabled
+  bool amx = false;         // AMX-TILE + AMX-INT8 on top of avx512vnni, tile state enabled in XCR0
+                            // and (Linux) granted to this process by arch_prctl
   // aarch64
   bool neon = false;     // Advanced SIMD
   bool dotprod = false;  // SDOT/UDOT (ARMv8.2 dotprod)

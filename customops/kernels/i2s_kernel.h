@@ -23,7 +23,7 @@ struct QuantizedRows {
 };
 
 struct I2SKernel {
-  const char* name;  // "scalar", "avx2", "avxvnni", "avx512vnni", "amx", "neon"
+  const char* name;  // one of the names of dispatch.cc's kIsas
 
   // Bytes of the kernel's own weight layout for an [n, k] matrix (k % 128 == 0).
   size_t (*packed_bytes)(int64_t n, int64_t k);
@@ -49,9 +49,14 @@ struct I2SKernel {
   // trip through memory; null means the op runs dot and the epilogue itself.
   void (*dot_scaled)(const uint8_t* packed, int64_t n, int64_t k, const QuantizedRows& rows, float s_w,
                      int64_t m0, int64_t m1, int64_t n0, int64_t n1, float* y, int64_t ldy) = nullptr;
+
+  // The finest output tile (a multiple of 32) the op may cut tile_n down to when the grid has too
+  // few jobs to share between threads; 0: never (e.g. amx, whose per-tile setup is costly).
+  int64_t min_tile_n = 0;
 };
 
-// The kernel to use: `forced` ("scalar", "avx2", ... or null/empty for the best this CPU runs).
+// The kernel to use: `forced` (a name of dispatch.cc's kIsas, or null/empty for the best this
+// CPU runs).
 // Returns null and sets *error when the name is unknown or the CPU lacks the ISA.
 const I2SKernel* select_kernel(const char* forced, std::string* error);
 
@@ -63,7 +68,6 @@ namespace bitnet_onnx {
 const I2SKernel* scalar_kernel();
 #if defined(__x86_64__) || defined(_M_X64)
 const I2SKernel* amx_kernel();
-bool amx_usable();  // CPUID AMX-INT8, XCR0 tile state and the OS's per-process tile permission
 const I2SKernel* avx2_kernel();
 const I2SKernel* avxvnni_kernel();
 const I2SKernel* avx512vnni_kernel();

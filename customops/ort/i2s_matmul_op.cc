@@ -23,6 +23,12 @@ constexpr int64_t kBlock = 128;
 constexpr float kDefaultEps = 1e-6f;
 // Rows per quantization job: split across threads only when there is enough work.
 constexpr int64_t kQuantRowsPerJob = 64;
+// The dot's (token tile x output tile) jobs: when the kernel's own tiles give fewer than kMinJobs,
+// output tiles are halved (down to the kernel's min_tile_n, in multiples of kTileNAlign so that
+// tile edges fall on whole 16- and 32-row panels and on cache lines of y) so that ORT's pool can
+// balance them across threads (e.g. Gemma3's k/v projections, N = 256, are one 256x256 tile).
+constexpr int64_t kMinJobs = 8;
+constexpr int64_t kTileNAlign = 32;
 
 // Cache-line aligned bytes for a repacked weight matrix (SIMD kernels may use aligned loads).
 struct AlignedBytes {
@@ -92,6 +98,7 @@ struct Job {
   const uint8_t* packed;
   int64_t m, n, k;
   QuantizedRows rows;
+  int64_t tile_m, tile_n;  // job grid (tile_n may be finer than the kernel's)
   int64_t tiles_m, tiles_n;
   float s_w;
   float* y;
@@ -118,8 +125,8 @@ void dot_job(void* p, size_t i) {
   Job& job = *static_cast<Job*>(p);
   const I2SKernel& kern = *job.kernel;
   const int64_t ti = static_cast<int64_t>(i);
-  const int64_t m0 = (ti % job.tiles_m) * kern.tile_m, m1 = std::min(job.m, m0 + kern.tile_m);
-  const int64_t n0 = (ti / job.tiles_m) * kern.tile_n, n1 = std::min(job.n, n0 + kern.tile_n);
+  const int64_t m0 = (ti % job.tiles_m) * job.tile_m, m1 = std::min(job.m, m0 + job.tile_m);
+  const int64_t n0 = (ti / job.tiles_m) * job.tile_n, n1 = std::min(job.n, n0 + job.tile_n);
   if (kern.dot_scaled) {
     kern.dot_scaled(job.packed, job.n, job.k, job.rows, job.s_w, m0, m1, n0, n1, job.y + m0 * job.n + n0, job.n);
     return;
@@ -245,8 +252,13 @@ void I2SMatMulKernelState::compute(Ort::KernelContext& ctx) const {
   job.a = a.get();
   job.qsum = qsum.get();
   job.rows = QuantizedRows{q.get(), a.get(), qsum.get(), m, k};
-  job.tiles_m = (m + kernel->tile_m - 1) / kernel->tile_m;
-  job.tiles_n = (n + kernel->tile_n - 1) / kernel->tile_n;
+  job.tile_m = kernel->tile_m;
+  job.tiles_m = (m + job.tile_m - 1) / job.tile_m;
+  job.tile_n = kernel->tile_n;
+  auto tiles = [](int64_t size, int64_t tile) { return (size + tile - 1) / tile; };
+  while (job.tiles_m * tiles(n, job.tile_n) < kMinJobs && kernel->min_tile_n > 0 && job.tile_n > kernel->min_tile_n)
+    job.tile_n = std::max(kernel->min_tile_n, (job.tile_n / 2 + kTileNAlign - 1) / kTileNAlign * kTileNAlign);
+  job.tiles_n = tiles(n, job.tile_n);
   job.s_w = s_w;
   job.y = y;
 

@@ -43,9 +43,13 @@ double now_s() {
   return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
 }
 
+struct FreeBytes {
+  void operator()(uint8_t* p) const { std::free(p); }
+};
+
 struct Case {
   const I2SKernel* kern;
-  std::unique_ptr<uint8_t[]> packed;
+  std::unique_ptr<uint8_t, FreeBytes> packed;
   std::vector<double> times;
 };
 

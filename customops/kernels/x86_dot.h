@@ -1,0 +1,307 @@
+// dot() and dot_scaled() of the x86 kernels, written once for both vector widths (x86_vec.h) over
+// the panel layout of x86_common.h. An ISA file supplies only how a vector of codes meets a vector
+// of activations (Ops) and its tile sizes:
+//
+//   struct Ops {
+//     static V::I step(V::I acc, V::I codes_u8, V::I x_s8);  // acc += products (in its own lanes)
+//     static V::I widen(V::I acc);         // acc's lanes -> int32 lanes
+//     kInt32Steps    step accumulates in int32 (else int16: widen every kChunkQuads quads)
+//     kChunkQuads    quads step may add before widen is due
+//     kMr            tokens per buffered microkernel (x kNg groups of V::G rows, all in registers)
+//     kNg            groups per buffered microkernel
+//     kDirectMr      tokens per direct microkernel, kDirectNg groups
+//     kKc            K block of the buffered path (its unpacked codes stay in L1)
+//     kBufferedMinM  from this many tokens on, the buffered path
+//   };
+//
+// dot() computes sum_k c*q - qsum with unsigned codes c = T + 1 in two ways:
+//  - many tokens (buffered): per kNg-group panel and K block, codes are unpacked once into an L1
+//    buffer of bytes [quad][group][V::kBytes]; then a register-blocked microkernel (kMr tokens x
+//    kNg groups of accumulators) runs load + step over it, activations broadcast 4 bytes at a time;
+//  - few tokens (direct): codes are unpacked in registers (shift + mask) and reused across the
+//    tokens; a single token with int32 steps skips the shifts (mask only, per-field accumulators
+//    rescaled at the end) and prefetches its weight streams (bound by cache bandwidth).
+// dot_scaled() fuses the op's epilogue (y = (float(sum) / a) * s_w) into the stores.
+#pragma once
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+
+#include "i2s_kernel.h"
+#include "x86_common.h"
+#include "x86_vec.h"
+
+namespace bitnet_onnx {
+namespace x86 {
+namespace {
+
+// Calls f(std::integral_constant<int, r>) for the runtime r in [1, kMax]: one instantiation per r.
+template <int kMax, class F>
+inline void with_const(int r, F&& f) {
+  if constexpr (kMax >= 1) {
+    if (r == kMax) return f(std::integral_constant<int, kMax>{});
+    with_const<kMax - 1>(r, f);
+  }
+}
+
+template <class V, class Ops>
+struct PanelDot {
+  using I = typename V::I;
+  static constexpr int64_t G = V::G;
+  static constexpr int kMaxNg = Ops::kNg > Ops::kDirectNg ? Ops::kNg : Ops::kDirectNg;
+  // Outputs from this size on are written with streaming stores (no read-for-ownership): on the
+  // 2 MiB-L2 Xeon of BENCHMARKS.md they paid off at M=2048 (8-25 MB per projection) and cost at
+  // M=512 (2-6 MB).
+  static constexpr int64_t kStreamBytes = int64_t{8} << 20;
+
+  struct Scale {  // fused epilogue: per-token a and the weight scale
+    const float* a;
+    float s_w;
+    bool stream;  // output too large to stay in cache (kStreamBytes)
+  };
+
+  // Where one microkernel's results go: rows [i, i+mr) x groups [g, g+ng) of the output tile.
+  // With the fused epilogue, earlier K blocks leave int32 partial sums in the float output's bytes.
+  struct Dest {
+    int32_t* out;  // out element of (row i, column g*G), possibly before the tile's first column
+    int64_t ld;
+    const int32_t* qsum;  // qsum of row i
+    typename V::Mask mask[kMaxNg];
+    bool first, last;  // first / last K block: start from zero / subtract qsum
+    const float* a;    // fused epilogue (null: int32 sums): a of row i; out is then float memory
+    float s_w;
+    bool stream;  // float output too large to stay in cache: whole aligned vectors are streamed
+  };
+
+  static Dest make_dest(int32_t* out, int64_t ld, const QuantizedRows& rows, int64_t i, int64_t m0, int64_t g, int ng,
+                        int64_t n0, int64_t n1, bool first, bool last, const Scale* sc) {
+    Dest d;
+    d.out = out + (i - m0) * ld + (g * G - n0);
+    d.ld = ld;
+    d.qsum = rows.qsum + i;
+    for (int j = 0; j < kMaxNg; ++j) d.mask[j] = j < ng ? V::lane_mask(g + j, n0, n1) : V::no_lanes();
+    d.first = first;
+    d.last = last;
+    d.a = sc ? sc->a + i : nullptr;
+    d.s_w = sc ? sc->s_w : 0.0f;
+    d.stream = sc && sc->stream && ld % G == 0;
+    return d;
+  }
+
+  template <int MR, int NG>
+  static void emit(I (&acc)[MR][NG], const Dest& d) {
+    #pragma GCC unroll 16
+    for (int t = 0; t < MR; ++t)
+      #pragma GCC unroll 16
+      for (int g = 0; g < NG; ++g) {
+        int32_t* dst = d.out + t * d.ld + g * G;
+        I v = acc[t][g];
+        if (!d.first) v = V::add32(v, V::maskload32(dst, d.mask[g]));
+        if (d.last) v = V::sub32(v, V::dwords(d.qsum[t]));
+        float* y = reinterpret_cast<float*>(dst);
+        if (d.last && d.a && d.stream && V::all_lanes(d.mask[g]) && reinterpret_cast<uintptr_t>(dst) % V::kBytes == 0)
+          V::stream_ps(y, V::scale(v, d.a[t], d.s_w));
+        else if (d.last && d.a)
+          V::maskstore_ps(y, d.mask[g], V::scale(v, d.a[t], d.s_w));
+        else
+          V::maskstore32(dst, d.mask[g], v);
+      }
+  }
+
+  static I bcast(const int8_t* p) { return V::dwords(load_quad(p)); }
+
+  // ---- many tokens: codes unpacked once per panel and K block
+
+  template <int NG>
+  static void unpack_block(const uint8_t* grp, int64_t gstride, int64_t span0, int64_t nspans, uint8_t* buf) {
+    const I mask3 = V::bytes(3);
+    for (int64_t sp = 0; sp < nspans; ++sp)
+      #pragma GCC unroll 16
+      for (int g = 0; g < NG; ++g) {
+        const I p = V::loadu(grp + g * gstride + (span0 + sp) * V::kBytes);
+        uint8_t* dst = buf + (sp * 4 * NG + g) * V::kBytes;
+        V::store(dst, V::and_(p, mask3));
+        V::store(dst + NG * V::kBytes, V::and_(V::srli16(p, 2), mask3));
+        V::store(dst + 2 * NG * V::kBytes, V::and_(V::srli16(p, 4), mask3));
+        V::store(dst + 3 * NG * V::kBytes, V::and_(V::srli16(p, 6), mask3));
+      }
+  }
+
+  template <int MR, int NG>
+  static void micro_buffered(const uint8_t* buf, int64_t nquads, const int8_t* q, int64_t ldq, const Dest& d) {
+    I sum[MR][NG];
+    for (int64_t u0 = 0; u0 < nquads; u0 += Ops::kChunkQuads) {
+      const int64_t u1 = std::min(nquads, u0 + Ops::kChunkQuads);
+      I acc[MR][NG];
+      #pragma GCC unroll 16
+      for (int t = 0; t < MR; ++t)
+        #pragma GCC unroll 16
+        for (int g = 0; g < NG; ++g) acc[t][g] = V::zero();
+      #pragma GCC unroll 2  // lets the allocator alternate registers: no accumulator moves
+      for (int64_t u = u0; u < u1; ++u) {
+        I w[NG];
+        #pragma GCC unroll 16
+        for (int g = 0; g < NG; ++g) w[g] = V::load(buf + (u * NG + g) * V::kBytes);
+        #pragma GCC unroll 16
+        for (int t = 0; t < MR; ++t) {
+          const I x = bcast(q + t * ldq + 4 * u);
+          #pragma GCC unroll 16
+          for (int g = 0; g < NG; ++g) acc[t][g] = Ops::step(acc[t][g], w[g], x);
+        }
+      }
+      #pragma GCC unroll 16
+      for (int t = 0; t < MR; ++t)
+        #pragma GCC unroll 16
+        for (int g = 0; g < NG; ++g) sum[t][g] = u0 == 0 ? Ops::widen(acc[t][g]) : V::add32(sum[t][g], Ops::widen(acc[t][g]));
+    }
+    emit<MR, NG>(sum, d);
+  }
+
+  static void dot_buffered(const uint8_t* packed, int64_t k, const QuantizedRows& rows, int64_t m0, int64_t m1,
+                           int64_t n0, int64_t n1, int32_t* out, int64_t ld, const Scale* sc) {
+    alignas(64) uint8_t buf[Ops::kKc / 4 * Ops::kNg * V::kBytes];
+    const int64_t gstride = group_stride(k, G);
+    const int64_t g0 = n0 / G, g1 = panel_groups(n1, G);
+    for (int64_t k0 = 0; k0 < k; k0 += Ops::kKc) {
+      const int64_t kc = std::min<int64_t>(Ops::kKc, k - k0);
+      for (int64_t g = g0; g < g1; g += Ops::kNg) {
+        const int ng = static_cast<int>(std::min<int64_t>(Ops::kNg, g1 - g));
+        const uint8_t* grp = packed + g * gstride;
+        with_const<Ops::kNg>(ng, [&](auto NG) {
+          unpack_block<NG>(grp, gstride, k0 / kSpan, kc / kSpan, buf);
+          for (int64_t i = m0; i < m1; i += Ops::kMr) {
+            const int mr = static_cast<int>(std::min<int64_t>(Ops::kMr, m1 - i));
+            const Dest d = make_dest(out, ld, rows, i, m0, g, ng, n0, n1, k0 == 0, k0 + kc == k, sc);
+            const int8_t* q = rows.q + i * k + k0;
+            with_const<Ops::kMr>(mr, [&](auto MR) { micro_buffered<MR, NG>(buf, kc / 4, q, k, d); });
+          }
+        });
+      }
+    }
+  }
+
+  // ---- few tokens: codes unpacked in registers
+
+  template <int MR, int NG>
+  static void micro_direct(const uint8_t* grp, int64_t gstride, int64_t nspans, const int8_t* q, int64_t ldq,
+                           const Dest& d) {
+    const I mask3 = V::bytes(3);
+    constexpr int64_t kChunkSpans = Ops::kChunkQuads / 4;
+    I sum[MR][NG];
+    for (int64_t s0 = 0; s0 < nspans; s0 += kChunkSpans) {
+      const int64_t s1 = std::min(nspans, s0 + kChunkSpans);
+      I acc[MR][NG];
+      #pragma GCC unroll 16
+      for (int t = 0; t < MR; ++t)
+        #pragma GCC unroll 16
+        for (int g = 0; g < NG; ++g) acc[t][g] = V::zero();
+      for (int64_t sp = s0; sp < s1; ++sp) {
+        I p[NG];
+        #pragma GCC unroll 16
+        for (int g = 0; g < NG; ++g) p[g] = V::loadu(grp + g * gstride + sp * V::kBytes);
+        #pragma GCC unroll 16
+        for (int s = 0; s < 4; ++s) {
+          I w[NG];
+          #pragma GCC unroll 16
+          for (int g = 0; g < NG; ++g) w[g] = V::and_(V::srli16(p[g], 2 * s), mask3);
+          #pragma GCC unroll 16
+          for (int t = 0; t < MR; ++t) {
+            const I x = bcast(q + t * ldq + sp * kSpan + 4 * s);
+            #pragma GCC unroll 16
+            for (int g = 0; g < NG; ++g) acc[t][g] = Ops::step(acc[t][g], w[g], x);
+          }
+        }
+      }
+      #pragma GCC unroll 16
+      for (int t = 0; t < MR; ++t)
+        #pragma GCC unroll 16
+        for (int g = 0; g < NG; ++g) sum[t][g] = s0 == 0 ? Ops::widen(acc[t][g]) : V::add32(sum[t][g], Ops::widen(acc[t][g]));
+    }
+    emit<MR, NG>(sum, d);
+  }
+
+  // One token with int32 steps: field s masked in place is c * 4^s (<= 128, still a u8), so each
+  // field gets its own accumulator and an exact arithmetic shift at the end: one op per code
+  // vector instead of shift + mask. (int16 steps would overflow on the scaled codes.)
+  template <int NG>
+  static void micro_single(const uint8_t* grp, int64_t gstride, int64_t nspans, const int8_t* q, const Dest& d) {
+    I acc[4][NG];
+    #pragma GCC unroll 16
+    for (int s = 0; s < 4; ++s)
+      #pragma GCC unroll 16
+      for (int g = 0; g < NG; ++g) acc[s][g] = V::zero();
+    for (int64_t sp = 0; sp < nspans; ++sp) {
+      #pragma GCC unroll 16
+      for (int g = 0; g < NG; ++g) {
+        const uint8_t* src = grp + g * gstride + sp * V::kBytes;
+        const I p = V::loadu(src);
+        if ((sp * V::kBytes) % 64 == 0) _mm_prefetch(reinterpret_cast<const char*>(src + 1024), _MM_HINT_T0);
+        #pragma GCC unroll 16
+        for (int s = 0; s < 4; ++s) {
+          const I w = V::and_(p, V::bytes(static_cast<int8_t>(3 << (2 * s))));
+          acc[s][g] = Ops::step(acc[s][g], w, bcast(q + sp * kSpan + 4 * s));
+        }
+      }
+    }
+    I sum[1][NG];
+    #pragma GCC unroll 16
+    for (int g = 0; g < NG; ++g)
+      sum[0][g] = V::add32(V::add32(acc[0][g], V::srai32(acc[1][g], 2)),
+                           V::add32(V::srai32(acc[2][g], 4), V::srai32(acc[3][g], 6)));
+    emit<1, NG>(sum, d);
+  }
+
+  static void dot_direct(const uint8_t* packed, int64_t k, const QuantizedRows& rows, int64_t m0, int64_t m1,
+                         int64_t n0, int64_t n1, int32_t* out, int64_t ld, const Scale* sc) {
+    const int64_t gstride = group_stride(k, G);
+    const int64_t g0 = n0 / G, g1 = panel_groups(n1, G);
+    for (int64_t i = m0; i < m1; i += Ops::kDirectMr) {
+      const int mr = static_cast<int>(std::min<int64_t>(Ops::kDirectMr, m1 - i));
+      for (int64_t g = g0; g < g1; g += Ops::kDirectNg) {
+        const int ng = static_cast<int>(std::min<int64_t>(Ops::kDirectNg, g1 - g));
+        const Dest d = make_dest(out, ld, rows, i, m0, g, ng, n0, n1, true, true, sc);
+        const uint8_t* grp = packed + g * gstride;
+        const int8_t* q = rows.q + i * k;
+        with_const<Ops::kDirectNg>(ng, [&](auto NG) {
+          if (Ops::kInt32Steps && mr == 1) return micro_single<NG>(grp, gstride, k / kSpan, q, d);
+          with_const<Ops::kDirectMr>(mr, [&](auto MR) { micro_direct<MR, NG>(grp, gstride, k / kSpan, q, k, d); });
+        });
+      }
+    }
+  }
+
+  // ---- the table's entries
+
+  static void dot_any(const uint8_t* packed, int64_t k, const QuantizedRows& rows, int64_t m0, int64_t m1,
+                      int64_t n0, int64_t n1, int32_t* out, int64_t ld, const Scale* sc) {
+    if (m1 <= m0 || n1 <= n0) return;
+    if (m1 - m0 >= Ops::kBufferedMinM)
+      dot_buffered(packed, k, rows, m0, m1, n0, n1, out, ld, sc);
+    else
+      dot_direct(packed, k, rows, m0, m1, n0, n1, out, ld, sc);
+  }
+
+  static void dot(const uint8_t* packed, int64_t n, int64_t k, const QuantizedRows& rows, int64_t m0, int64_t m1,
+                  int64_t n0, int64_t n1, int32_t* out, int64_t ld) {
+    (void)n;
+    dot_any(packed, k, rows, m0, m1, n0, n1, out, ld, nullptr);
+  }
+
+  // dot() with the op's epilogue fused: y[(i - m0) * ldy + (j - n0)] = (float(sum) / a[i]) * s_w.
+  static void dot_scaled(const uint8_t* packed, int64_t n, int64_t k, const QuantizedRows& rows, float s_w,
+                         int64_t m0, int64_t m1, int64_t n0, int64_t n1, float* y, int64_t ldy) {
+    const Scale sc{rows.a, s_w, rows.m * n * 4 >= kStreamBytes};
+    dot_any(packed, k, rows, m0, m1, n0, n1, reinterpret_cast<int32_t*>(y), ldy, &sc);
+    if (sc.stream) _mm_sfence();  // streaming stores are weakly ordered: publish y first
+  }
+
+  static size_t packed_bytes(int64_t n, int64_t k) { return panel_bytes(n, k, G); }
+  static void repack(const uint8_t* i2s, int64_t n, int64_t k, uint8_t* packed) { repack_panels<G>(i2s, n, k, packed); }
+};
+
+}  // namespace
+}  // namespace x86
+}  // namespace bitnet_onnx
