@@ -23,6 +23,8 @@ import numpy as np
 from onnx import TensorProto
 
 from bitnet_onnx.arch import ModelConfig
+from bitnet_onnx.customops import DOMAIN as OP_DOMAIN
+from bitnet_onnx.customops.encoder_attention import NAME as FUSED_OP
 from bitnet_onnx.errors import BitnetOnnxError
 from bitnet_onnx.export.builder import GraphBuilder
 
@@ -91,10 +93,21 @@ def _heads_first(b: GraphBuilder, x: str, n: int, head_dim: int, name: str) -> s
     return b.op("Transpose", [x], perm=[0, 2, 1, 3], name=f"{name}_heads_first")
 
 
+def fused_attention(b: GraphBuilder, q: str, k: str, v: str, layer_type: str, am: AttentionMask) -> str:
+    """One EncoderAttention node of the bitnet_onnx op library (docs/attention.md): flash-style, no
+    [B, H, S, S] tensors, key tiles outside the band skipped; reads the mask itself (no bias)."""
+    cfg = am.cfg
+    before, after = cfg.key_span(layer_type)
+    band = {name: span for name, span in (("window_left", before), ("window_right", after)) if span is not None}
+    with b.scope("sdpa"):
+        return b.op(FUSED_OP, [q, k, v, am.mask], domain=OP_DOMAIN, name="fused", num_heads=cfg.n_heads,
+                    kv_num_heads=cfg.n_kv_heads, scale=float(cfg.query_scale), **band)
+
+
 # --attention name -> strategy
-STRATEGIES: dict[str, Strategy] = {"onnx": onnx_attention}
-# weight variant -> its default strategy (variants not listed use "onnx")
-DEFAULT: dict[str, str] = {}
+STRATEGIES: dict[str, Strategy] = {"onnx": onnx_attention, "fused": fused_attention}
+# weight variant -> its default strategy (variants not listed use "onnx"); i2s needs the op library anyway
+DEFAULT: dict[str, str] = {"i2s": "fused"}
 
 
 def choose(name: str | None, variant: str) -> str:

@@ -1,0 +1,80 @@
+"""Exports with ``--attention fused`` (one EncoderAttention node per layer, the i2s default) against
+``--attention onnx`` (the stock decomposition) and the torch reference, on tiny generated models:
+both archs, both padding sides, Gemma3's sliding and bidirectional layers, sequences longer than a
+key tile (64) and than the window."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+
+from bitnet_onnx import customops
+from bitnet_onnx.customops.encoder_attention import NAME as FUSED_OP
+from bitnet_onnx.manifest import Manifest
+from bitnet_onnx.reference import Reference
+
+
+def run(folder, ids, mask):
+    sess = ort.InferenceSession(str(folder / "model.onnx"), customops.session_options(threads=2),
+                                providers=["CPUExecutionProvider"])
+    return sess.run(["sentence_embedding", "token_embeddings"], {"input_ids": ids, "attention_mask": mask})
+
+
+def cosines(a, b):
+    return (a * b).sum(-1) / (np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1))
+
+
+def batch(lengths, seq, side, seed=0, vocab=500):
+    rng = np.random.default_rng(seed)
+    ids = np.zeros((len(lengths), seq), np.int64)
+    mask = np.zeros((len(lengths), seq), np.int64)
+    for r, n in enumerate(lengths):
+        cols = slice(seq - n, seq) if side == "left" else slice(0, n)
+        ids[r, cols], mask[r, cols] = rng.integers(3, vocab, n), 1
+    return ids, mask
+
+
+def op_types(folder) -> set[str]:
+    return {n.op_type for n in onnx.load(str(folder / "model.onnx"), load_external_data=False).graph.node}
+
+
+MODELS = {
+    "qwen3": dict(arch="qwen3"),
+    "gemma3": dict(arch="gemma3"),  # window 8, layers sliding, sliding, full
+    "gemma3-bidirectional": dict(arch="gemma3", bidirectional=True),
+}
+
+
+@pytest.mark.parametrize("model", list(MODELS))
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_fused_equals_onnx_and_matches_the_reference(tiny_model, tiny_export, model, side):
+    folder = tiny_model(**MODELS[model])
+    fused = tiny_export(folder)  # i2s, whose default is fused
+    stock = tiny_export(folder, "i2s", attention_name="onnx")
+    assert Manifest.read(fused).weights == "i2s" and Manifest.read(fused).attention == "fused"
+    assert Manifest.read(stock).attention == "onnx"
+    assert FUSED_OP in op_types(fused) and not {"Softmax", "Transpose"} & op_types(fused)
+    assert FUSED_OP not in op_types(stock)
+
+    ids, mask = batch([100, 71, 9, 1], 100, side)  # > one key tile, > the window, a 1-token text
+    sent, tokens = run(fused, ids, mask)
+    stock_sent, stock_tokens = run(stock, ids, mask)
+    assert cosines(sent, stock_sent).min() >= 0.999999
+    real = mask.astype(bool)
+    token_cos = cosines(tokens[real], stock_tokens[real])
+    # per-token int8 quantization turns a last-bit difference into a rounding flip now and then
+    assert np.median(token_cos) >= 0.999999 and token_cos.min() >= 0.9995
+    ref_sent, _ = Reference(folder).encode(ids, mask)
+    assert cosines(sent, ref_sent).min() >= 0.9999  # as the stock i2s export (test_export)
+
+
+def test_fused_with_float_weights_matches_transformers(tiny_model, tiny_export):
+    """The strategy is independent of the weight variant: f32 weights + fused vs HF in float."""
+    folder = tiny_model("gemma3", bitnet=False)
+    out = tiny_export(folder, "f32", attention_name="fused")
+    ids, mask = batch([40, 23], 40, "left")
+    sent, _ = run(out, ids, mask)
+    ref, _ = Reference(folder).encode(ids, mask)
+    assert cosines(sent, ref).min() >= 0.99999
