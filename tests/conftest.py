@@ -29,18 +29,15 @@ def _check_unchanged(folders: dict[Path, dict]) -> None:
     assert not changed, f"shared test folders were modified (use private_copy): {changed}"
 
 
-@pytest.fixture(scope="session")
-def tiny_model(tmp_path_factory):
-    """tiny_model(arch, bitnet=True, dtype="float32", **make_model_options) -> a model folder (read-only).
+def _model_cache(root: Path, build, states: dict[Path, dict]):
+    """get(arch, bitnet=True, dtype="float32", **options): ``build``'s folder, built once per distinct model.
 
-    float32 weights unless asked, so references compare exactly; each distinct model is built once
-    (an option given with make_model's default value names the same model).
+    An option given with make_model's default value names the same model.
     """
     from bitnet_onnx.testing import make_model
 
     defaults = {name: p.default for name, p in inspect.signature(make_model).parameters.items()
                 if p.default is not inspect.Parameter.empty}
-    root = tmp_path_factory.mktemp("tiny-models")
     built: dict[str, Path] = {}
 
     def get(arch: str, bitnet: bool = True, *, dtype: str = "float32", **options) -> Path:
@@ -48,12 +45,34 @@ def tiny_model(tmp_path_factory):
         key = _key({k: v for k, v in given.items() if k not in defaults or defaults[k] != v})
         if key not in built:
             kind = "bitnet" if bitnet else "std"
-            built[key] = make_model(root / f"{arch}-{kind}-{len(built)}", arch, bitnet, dtype=dtype, **options)
+            built[key] = build(root / f"{arch}-{kind}-{len(built)}", arch, bitnet=bitnet, dtype=dtype, **options)
             states[built[key]] = _state(built[key])
         return built[key]
 
+    return get
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory):
+    """tiny_model(arch, bitnet=True, dtype="float32", **make_model_options) -> a model folder (read-only).
+
+    float32 weights unless asked, so references compare exactly; each distinct model is built once.
+    """
+    from bitnet_onnx.testing import make_model
+
     states: dict[Path, dict] = {}
-    yield get
+    yield _model_cache(tmp_path_factory.mktemp("tiny-models"), make_model, states)
+    _check_unchanged(states)
+
+
+@pytest.fixture(scope="session")
+def real_tokenizer_model(tmp_path_factory):
+    """real_tokenizer_model(arch, bitnet=True, dtype="float32", **options) -> a tiny model folder carrying
+    the real ``arch`` tokenizer (``make_real_tokenizer_model``; read-only), built once per distinct model."""
+    from bitnet_onnx.testing.real_tokenizers import make_real_tokenizer_model
+
+    states: dict[Path, dict] = {}
+    yield _model_cache(tmp_path_factory.mktemp("real-tokenizer-models"), make_real_tokenizer_model, states)
     _check_unchanged(states)
 
 
