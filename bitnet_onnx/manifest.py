@@ -71,6 +71,8 @@ class Manifest:
             data = json.loads(path.read_text(encoding="utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise BitnetOnnxError(f"{path}: not valid JSON ({e})") from None
+        if not isinstance(data, dict):
+            raise BitnetOnnxError(f"{path}: expected a JSON object, got {type(data).__name__}")
         known = {f.name for f in fields(cls)}
         required = [f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING]
         missing = [name for name in required if name not in data]
@@ -83,4 +85,8 @@ class Manifest:
             raise BitnetOnnxError(f"{path}: unknown pooling {m.pooling!r}")
         if m.padding_side not in ("left", "right"):
             raise BitnetOnnxError(f"{path}: padding_side must be 'left' or 'right', got {m.padding_side!r}")
+        for name in ("max_length", "dimension", "hidden_size"):
+            value = getattr(m, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise BitnetOnnxError(f"{path}: {name} must be a positive integer, got {value!r}")
         return m

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bitnet_onnx.arch import ArchSpec
+from bitnet_onnx.arch import ArchSpec, positive_value
 from bitnet_onnx.errors import BitnetOnnxError
 from bitnet_onnx.weights import CONFIG_NAME, index_safetensors, load_entry, read_json
 
@@ -143,7 +143,8 @@ def read_st_modules(path: str | Path, arch: ArchSpec, hidden: int | None = None)
     if default_prompt is not None and default_prompt not in prompts:
         raise BitnetOnnxError(f"{st_config_file}: default_prompt_name {default_prompt!r} is not in prompts")
     bert_file = path / "sentence_bert_config.json"
-    max_len = read_json(bert_file).get("max_seq_length") if bert_file.is_file() else None
+    bert = read_json(bert_file) if bert_file.is_file() else {}
+    max_len = positive_value(bert, "max_seq_length", str(bert_file), int) if bert.get("max_seq_length") is not None else None
     return StModules(pooling=pooling, normalize=normalize, dense=dense, prompts=prompts,
-                     default_prompt_name=default_prompt, max_seq_length=int(max_len) if max_len else None,
+                     default_prompt_name=default_prompt, max_seq_length=max_len,
                      dimension=int(width), include_prompt=include_prompt, pooling_from_config=from_config)

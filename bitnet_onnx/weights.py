@@ -30,6 +30,7 @@ PREFIX = "model."  # transformers' base-model prefix; sentence-transformers save
 
 # safetensors dtype -> (numpy storage dtype, is bfloat16)
 _DTYPES = {"F32": (np.float32, False), "F16": (np.float16, False), "BF16": (np.uint16, True)}
+FLOAT16_MAX = float(np.finfo(np.float16).max)
 
 
 @dataclass(frozen=True)
@@ -58,12 +59,16 @@ def index_safetensors(file: Path) -> dict[str, _Entry]:
     from safetensors import SafetensorError, safe_open
 
     try:
+        with open(file, "rb"):  # an unreadable file is reported as such, not as a bad format
+            pass
         with safe_open(str(file), framework="np") as f:
             names = set(f.keys())
     except FileNotFoundError:
         raise BitnetOnnxError(f"{file}: file not found") from None
-    except (SafetensorError, OSError, ValueError) as e:
-        raise BitnetOnnxError(f"{file.name}: not a valid safetensors file ({e})") from None
+    except (SafetensorError, ValueError) as e:
+        raise BitnetOnnxError(f"{file}: not a valid safetensors file ({e})") from None
+    except OSError as e:
+        raise BitnetOnnxError(f"{file}: cannot be read ({e.strerror or e})") from None
     with open(file, "rb") as fh:
         (header_len,) = struct.unpack("<Q", fh.read(8))
         header = json.loads(fh.read(header_len))
@@ -74,6 +79,16 @@ def index_safetensors(file: Path) -> dict[str, _Entry]:
         start, _ = h["data_offsets"]
         entries[name] = _Entry(file, h["dtype"], tuple(int(d) for d in h["shape"]), base + int(start))
     return entries
+
+
+def to_float16(values: np.ndarray, name: str) -> np.ndarray:
+    """``values`` as float16; an error naming the tensor when a value is beyond float16's range
+    (it would become Inf, and the model's output NaN)."""
+    peak = float(np.max(np.abs(values), initial=0.0))
+    if peak > FLOAT16_MAX:
+        raise BitnetOnnxError(f"tensor {name}: value {peak:g} is beyond float16's range (max {FLOAT16_MAX:g}), "
+                              "which this output stores it in")
+    return values.astype(np.float16)
 
 
 def load_entry(entry: _Entry, name: str) -> np.ndarray:

@@ -175,6 +175,9 @@ class _RecordingSession:
         self.shapes.append(feeds["input_ids"].shape)
         return self.session.run(outputs, feeds)
 
+    def __getattr__(self, name):  # everything else as the wrapped session
+        return getattr(self.session, name)
+
 
 def test_length_sorted_batches_within_token_budget(exports, embedders):
     e = Embedder(exports["qwen3"], threads=1)

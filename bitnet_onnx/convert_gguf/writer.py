@@ -23,7 +23,7 @@ from bitnet_onnx.gguf_file import (
     DEFAULT_PROMPT_KEY, MAX_SEQ_LENGTH_KEY, NORMALIZE_KEY, POOLING_NAMES, PROMPT_NAMES_KEY, PROMPTS_KEY,
 )
 from bitnet_onnx.st_modules import StModules, read_st_modules
-from bitnet_onnx.weights import ModelFolder, open_model
+from bitnet_onnx.weights import ModelFolder, open_model, to_float16
 
 from bitnet_onnx.convert_gguf.i2s import I2S_FILE_TYPE, encode_i2s, i2s_nbytes, register_i2s
 from bitnet_onnx.convert_gguf.tokenizer import add_vocab
@@ -86,7 +86,9 @@ def tensor_data(folder: ModelFolder, t: PlannedTensor) -> np.ndarray:
         w = w + np.float32(folder.arch.norm_offset)  # llama.cpp's RMSNorm is x/rms * w
     if t.storage == "i2_s":
         return encode_i2s(w)
-    return w.astype(np.float16 if t.storage == "f16" else np.float32, copy=False)
+    if t.storage == "f16":
+        return to_float16(w, folder.hf_name(t.spec.role, t.layer))
+    return w.astype(np.float32, copy=False)
 
 
 def add_metadata(writer, folder: ModelFolder, outtype: str, pooling: str) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from pathlib import Path
@@ -13,7 +12,7 @@ from bitnet_onnx import customops
 from bitnet_onnx.errors import BitnetOnnxError
 from bitnet_onnx.manifest import WEIGHT_VARIANTS, Manifest
 from bitnet_onnx.st_modules import StModules
-from bitnet_onnx.weights import ModelFolder, open_source
+from bitnet_onnx.weights import ModelFolder, open_source, read_json
 from bitnet_onnx.export import attention
 from bitnet_onnx.export.graph import build_model
 from bitnet_onnx.export.writer import write_folder
@@ -55,8 +54,14 @@ def tokenizer_facts(folder: ModelFolder) -> dict:
         tok = Tokenizer.from_file(str(tok_file))
     except Exception as e:
         raise BitnetOnnxError(f"{tok_file}: not a valid tokenizer.json ({str(e).splitlines()[0]})") from None
+    top = max(tok.get_vocab(with_added_tokens=True).values(), default=-1)
+    if top >= folder.cfg.vocab:  # the graph's Gather would fail on it at run time
+        raise BitnetOnnxError(f"{tok_file}: token id {top} is not below the model's vocab_size {folder.cfg.vocab} "
+                              "(the embedding has no row for it)")
     cfg_file = folder.tokenizer_dir / "tokenizer_config.json"
-    tcfg = json.loads(cfg_file.read_text(encoding="utf-8")) if cfg_file.is_file() else {}
+    tcfg = read_json(cfg_file) if cfg_file.is_file() else {}
+    if not isinstance(tcfg, dict):
+        raise BitnetOnnxError(f"{cfg_file}: expected a JSON object, got {type(tcfg).__name__}")
     eos_id = None
     if folder.arch.append_eos:
         eos_id = tok.token_to_id(folder.arch.append_eos)

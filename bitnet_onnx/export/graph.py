@@ -13,7 +13,7 @@ import onnx
 from bitnet_onnx.version import __version__
 from bitnet_onnx.arch import HEAD_NORM, NORM, Projection
 from bitnet_onnx.st_modules import StModules
-from bitnet_onnx.weights import ModelFolder
+from bitnet_onnx.weights import ModelFolder, to_float16
 from bitnet_onnx.export.builder import GraphBuilder
 from bitnet_onnx.export import attention
 from bitnet_onnx.export.layers import LayerSource, decoder_layer, layer_inputs
@@ -55,7 +55,7 @@ def build_model(folder: ModelFolder, st: StModules, variant: str, bits: int = 4,
     src = layer_source(folder, variant, bits, attention_name, ternarize)
 
     with b.scope("embed_tokens"):
-        table = b.initializer("weight_f16", folder.tensor("token_embd").astype(np.float16))
+        table = b.initializer("weight_f16", to_float16(folder.tensor("token_embd"), folder.hf_name("token_embd")))
         h = b.op("Cast", [b.op("Gather", [table, ids], axis=0)], to=TensorProto.FLOAT)
         if cfg.embed_scale != 1.0:
             h = b.op("Mul", [h, b.const(cfg.embed_scale)], name="scale")

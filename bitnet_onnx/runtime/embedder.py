@@ -51,6 +51,10 @@ class Embedder:
             self._session = create_session(self.folder, self.manifest, threads=self.threads)
         return self._session
 
+    @session.setter
+    def session(self, session) -> None:  # e.g. a wrapper that records or times runs
+        self._session = session
+
     @property
     def dimension(self) -> int:
         """Width of a sentence embedding."""
