@@ -43,12 +43,18 @@ def _added_tokens(tokens: list[str], types: list[int]) -> list[dict]:
             for i, (t, ty) in enumerate(zip(tokens, types)) if ty in (CONTROL, USER_DEFINED)]
 
 
-def _post_processor(meta: dict, tokens: list[str], append_eos: str | None) -> dict | None:
+def _added_ends(meta: dict, tokens: list[str], append_eos: str | None) -> list[tuple[str, str, int]]:
+    """(side, token, id) the tokenizer itself adds: BOS/EOS as flagged, less the EOS the runtime appends."""
     ends = []
-    for side, key in (("bos", "tokenizer.ggml.add_bos_token"), ("eos", "tokenizer.ggml.add_eos_token")):
+    for side in ("bos", "eos"):
         token_id = meta.get(f"tokenizer.ggml.{side}_token_id")
-        if meta.get(key) and token_id is not None and not (side == "eos" and tokens[token_id] == append_eos):
-            ends.append((side, tokens[int(token_id)], int(token_id)))
+        if meta.get(f"tokenizer.ggml.add_{side}_token") and token_id is not None:
+            if not (side == "eos" and tokens[int(token_id)] == append_eos):
+                ends.append((side, tokens[int(token_id)], int(token_id)))
+    return ends
+
+
+def _post_processor(ends: list[tuple[str, str, int]]) -> dict | None:
     if not ends:
         return None
     bos = [{"SpecialToken": {"id": t, "type_id": 0}} for side, t, _ in ends if side == "bos"]
@@ -140,7 +146,7 @@ def tokenizer_files(meta: dict, source: str, append_eos: str | None = None) -> t
         data = {"version": "1.0", "truncation": None, "padding": None,
                 "added_tokens": _added_tokens(tokens, types),
                 "normalizer": body["normalizer"], "pre_tokenizer": body["pre_tokenizer"],
-                "post_processor": _post_processor(meta, tokens, append_eos) or post,
+                "post_processor": _post_processor(_added_ends(meta, tokens, append_eos)) or post,
                 "decoder": body["decoder"], "model": body["model"]}
         text = json.dumps(data, ensure_ascii=False)
     try:
@@ -153,7 +159,6 @@ def tokenizer_files(meta: dict, source: str, append_eos: str | None = None) -> t
         token_id = meta.get(f"tokenizer.ggml.{key}_token_id")
         if token_id is not None:
             config[name] = tokens[int(token_id)]
-    for key in ("add_bos_token", "add_eos_token"):
-        if f"tokenizer.ggml.{key}" in meta:
-            config[key] = bool(meta[f"tokenizer.ggml.{key}"])
+    added = {side for side, _, _ in _added_ends(meta, tokens, append_eos)}
+    config.update({f"add_{side}_token": side in added for side in ("bos", "eos")})
     return text, config
