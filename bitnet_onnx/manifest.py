@@ -20,6 +20,8 @@ MANIFEST_NAME = "bitnet_onnx.json"
 MODEL_NAME = "model.onnx"
 TEXT_MODEL_NAME = "model_text.onnx"  # export --text-input: strings in
 TEXT_INPUT, PROMPT_INPUT = "text", "prompt"  # its inputs: string [N], string [1] (optional)
+# model.onnx input of include_prompt=false models: int64 [batch], leading tokens left out of the pooling
+PROMPT_LENGTH_INPUT = "prompt_length"
 FORMAT_VERSION = 1
 WEIGHT_VARIANTS = ("i2s", "f32", "f16", "int8", "nbits")
 

@@ -103,8 +103,13 @@ def _read_dense(folder: Path) -> DenseLayer:
     return DenseLayer(weight, bias, DENSE_ACTIVATIONS[act_name])
 
 
-def read_st_modules(path: str | Path, arch: ArchSpec, hidden: int | None = None) -> StModules:
-    """Read a sentence-transformers folder. ``hidden`` defaults to config.json's hidden_size."""
+def read_st_modules(path: str | Path, arch: ArchSpec, hidden: int | None = None,
+                    pooling_override: str | None = None) -> StModules:
+    """Read a sentence-transformers folder. ``hidden`` defaults to config.json's hidden_size.
+
+    ``pooling_override`` (--pooling) is the pooling of a folder without a Pooling module; with one,
+    it must agree with it.
+    """
     path = Path(path)
     if hidden is None:
         hidden = int(read_json(path / CONFIG_NAME).get("hidden_size", 0))
@@ -122,13 +127,22 @@ def read_st_modules(path: str | Path, arch: ArchSpec, hidden: int | None = None)
             dense.append(_read_dense(folder))
         elif kind == "Normalize":
             normalize = True
+    if pooling_override is not None and pooling_override not in POOLINGS:
+        raise BitnetOnnxError(f"--pooling {pooling_override!r} is not one of {', '.join(POOLINGS)}")
+    if pooling is not None and pooling_override not in (None, pooling):
+        raise BitnetOnnxError(f"{path}: --pooling {pooling_override} contradicts its 1_Pooling module ({pooling})")
     if pooling is None:
-        if arch.default_pooling is None:
+        from_config = False
+        if pooling_override is not None:
+            pooling = pooling_override
+        elif arch.default_pooling is None:
             raise BitnetOnnxError(f"{path}: no sentence-transformers Pooling module (modules.json -> "
-                                  f"1_Pooling/config.json) and {arch.name} has no default pooling")
-        pooling, from_config = arch.default_pooling, False
-        log.warning("%s: no Pooling module in modules.json; using %s's default pooling %r",
-                    path, arch.name, pooling)
+                                  f"1_Pooling/config.json) and {arch.name} has no default pooling; "
+                                  f"pass --pooling {'|'.join(POOLINGS)}")
+        else:
+            pooling = arch.default_pooling
+            log.warning("%s: no Pooling module in modules.json; using %s's default pooling %r "
+                        "(--pooling %s chooses)", path, arch.name, pooling, "|".join(POOLINGS))
     width = hidden
     for i, layer in enumerate(dense):
         if width and layer.weight.shape[1] != width:

@@ -207,16 +207,9 @@ class ModelFolder:
 
     def st_modules(self, pooling: str | None = None):
         """The sentence-transformers modules; ``pooling`` (--pooling) fills in for a missing Pooling module."""
-        from dataclasses import replace
-
         from bitnet_onnx.st_modules import read_st_modules  # st_modules imports this module
 
-        st = read_st_modules(self.path, self.arch, self.cfg.hidden)
-        if pooling is None or pooling == st.pooling:
-            return st
-        if st.pooling_from_config:
-            raise BitnetOnnxError(f"{self.path}: --pooling {pooling} contradicts its 1_Pooling module ({st.pooling})")
-        return replace(st, pooling=pooling)
+        return read_st_modules(self.path, self.arch, self.cfg.hidden, pooling)
 
     @property
     def tokenizer_dir(self) -> Path:

@@ -18,7 +18,8 @@ from bitnet_onnx.export.builder import GraphBuilder
 from bitnet_onnx.export import attention
 from bitnet_onnx.export.layers import LayerSource, decoder_layer, layer_inputs
 from bitnet_onnx.export.ops import rms_norm
-from bitnet_onnx.export.pooling import dense, l2_normalize, pool
+from bitnet_onnx.manifest import PROMPT_LENGTH_INPUT
+from bitnet_onnx.export.pooling import PROMPT_POOLINGS, dense, l2_normalize, pool
 from bitnet_onnx.export.projections import LinearWeights, projector
 
 
@@ -52,6 +53,9 @@ def build_model(folder: ModelFolder, st: StModules, variant: str, bits: int = 4,
     b = GraphBuilder()
     ids = b.add_input("input_ids", TensorProto.INT64, ["batch", "sequence"])
     mask = b.add_input("attention_mask", TensorProto.INT64, ["batch", "sequence"])
+    prompt_length = None  # include_prompt: false -> leading tokens per row left out of the pooling
+    if not st.include_prompt and st.pooling in PROMPT_POOLINGS:
+        prompt_length = b.add_input(PROMPT_LENGTH_INPUT, TensorProto.INT64, ["batch"])
     src = layer_source(folder, variant, bits, attention_name, ternarize)
 
     with b.scope("embed_tokens"):
@@ -64,7 +68,7 @@ def build_model(folder: ModelFolder, st: StModules, variant: str, bits: int = 4,
         h = decoder_layer(b, h, i, src, cfg, li)
     tokens = rms_norm(b, h, src.norm("output_norm", None), cfg.rms_eps, name="final_norm")
 
-    sentence = pool(b, tokens, mask, st.pooling)
+    sentence = pool(b, tokens, mask, st.pooling, prompt_length)
     sentence = dense(b, sentence, st.dense)
     if st.normalize:
         sentence = l2_normalize(b, sentence)

@@ -3,6 +3,12 @@
 Token picks use the attention mask, never the row length, so they are right for left and right
 padding: lasttoken = the last position whose mask is 1, cls = the first such position. No ArgMax
 (int64 ArgMax has no ORT CPU kernel); the index comes from ReduceMax over mask-weighted positions.
+
+``include_prompt: false`` in 1_Pooling/config.json (sentence-transformers leaves the prompt's tokens
+out of the mean): the graph then has a third input, ``prompt_length`` int64 [batch], the number of
+leading real tokens of each row to leave out; the runtime feeds sentence-transformers' count
+(the prompt's own token count minus one, ``Embedder.prompt_length``), 0 for texts without a prompt.
+Counting real tokens (CumSum of the mask) makes it right for either padding side.
 """
 
 from __future__ import annotations
@@ -48,10 +54,21 @@ def mean(b: GraphBuilder, hidden: str, mask: str) -> str:
 
 
 POOLERS = {"lasttoken": last_token, "cls": first_token, "mean": mean}
+PROMPT_POOLINGS = ("mean",)  # cls and lasttoken pick one token, never a prompt token
 
 
-def pool(b: GraphBuilder, hidden: str, mask: str, mode: str) -> str:
+def without_prompt(b: GraphBuilder, mask: str, prompt_length: str) -> str:
+    """``mask`` with each row's first ``prompt_length`` real tokens cleared."""
+    rank = b.op("CumSum", [mask, b.i64(1)])  # 1-based rank among the row's real tokens
+    after = b.op("Greater", [rank, b.op("Unsqueeze", [prompt_length, b.i64([1])])])
+    return b.op("Mul", [mask, b.op("Cast", [after], to=TensorProto.INT64)], name="mask_without_prompt")
+
+
+def pool(b: GraphBuilder, hidden: str, mask: str, mode: str, prompt_length: str | None = None) -> str:
+    """``prompt_length``: the graph input of include_prompt=false models (mean pooling only)."""
     with b.scope(f"pooling_{mode}"):
+        if prompt_length is not None and mode in PROMPT_POOLINGS:
+            mask = without_prompt(b, mask, prompt_length)
         return POOLERS[mode](b, hidden, mask)
 
 

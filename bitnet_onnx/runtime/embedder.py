@@ -15,7 +15,7 @@ from typing import Sequence
 import numpy as np
 
 from bitnet_onnx.errors import BitnetOnnxError
-from bitnet_onnx.manifest import PROMPT_INPUT, TEXT_INPUT, Manifest
+from bitnet_onnx.manifest import PROMPT_INPUT, PROMPT_LENGTH_INPUT, TEXT_INPUT, Manifest
 from bitnet_onnx.st_modules import L2_NORM_EPS
 
 from bitnet_onnx.runtime.session import MASK_OUTPUT, SENTENCE_OUTPUT, TOKEN_OUTPUT, create_session
@@ -104,12 +104,13 @@ class Embedder:
         else:
             ids = self.tokenize(items, prompt_name=prompt_name, prompt=prompt)
             batches = plan_batches([len(x) for x in ids], batch_size, max_batch_tokens)
+        skip = self.prompt_length(self._prompt(prompt_name, prompt))
 
         if output_value == TOKEN_OUTPUT:
-            tokens = self._run(ids, batches, TOKEN_OUTPUT, show_progress_bar)
+            tokens = self._run(ids, batches, TOKEN_OUTPUT, show_progress_bar, skip)
             return tokens[0] if single else tokens
         width = self._check_dimensions(dimensions)
-        rows = self._run(ids, batches, SENTENCE_OUTPUT, show_progress_bar)
+        rows = self._run(ids, batches, SENTENCE_OUTPUT, show_progress_bar, skip)
         out = np.stack(rows) if rows else np.zeros((0, self.dimension), dtype=np.float32)
         out = self.finish(out, dimensions=width, normalize=normalize)
         return out[0] if single else out
@@ -124,12 +125,33 @@ class Embedder:
         prefix = self._prompt(prompt_name, prompt)
         return self.tokenizer.tokenize([prefix + t for t in check_texts(texts)], truncate=truncate)
 
-    def run_batch(self, ids: Sequence[Sequence[int]]) -> np.ndarray:
+    def run_batch(self, ids: Sequence[Sequence[int]], prompt_lengths: Sequence[int] | None = None) -> np.ndarray:
         """One session run on token id lists padded to the longest: float32 [len(ids), dimension],
-        the graph's sentence embeddings (before ``finish``)."""
+        the graph's sentence embeddings (before ``finish``). ``prompt_lengths``: per row, the
+        ``prompt_length`` of its prompt, for models whose pooling leaves the prompt out (None: 0)."""
         input_ids, mask = self.tokenizer.pad(ids)
-        (values,) = self.session.run([SENTENCE_OUTPUT], {"input_ids": input_ids, "attention_mask": mask})
+        (values,) = self.session.run([SENTENCE_OUTPUT], self._feed(input_ids, mask, prompt_lengths))
         return values
+
+    @property
+    def pools_without_prompt(self) -> bool:
+        """True when the model's pooling leaves the prompt's tokens out (include_prompt: false)."""
+        return any(i.name == PROMPT_LENGTH_INPUT for i in self.session.get_inputs())
+
+    def prompt_length(self, prompt: str) -> int:
+        """Leading tokens the pooling leaves out for texts with ``prompt`` in front, counted as
+        sentence-transformers does: the prompt's own tokens (tokenizer.json's specials included)
+        minus one. 0 without a prompt or for models whose pooling includes the prompt."""
+        if not prompt or self.text_session is not None or not self.pools_without_prompt:
+            return 0
+        return max(len(self.tokenizer.encode_plain(prompt)) - 1, 0)
+
+    def _feed(self, input_ids: np.ndarray, mask: np.ndarray, prompt_lengths: Sequence[int] | None) -> dict:
+        feed = {"input_ids": input_ids, "attention_mask": mask}
+        if self.pools_without_prompt:
+            lengths = [0] * len(input_ids) if prompt_lengths is None else list(prompt_lengths)
+            feed[PROMPT_LENGTH_INPUT] = np.asarray(lengths, dtype=np.int64).reshape(len(input_ids))
+        return feed
 
     def finish(self, rows: np.ndarray, dimensions: int | None = None, normalize: bool | None = None) -> np.ndarray:
         """Sentence embeddings from ``run_batch`` -> ``encode``'s output: the first ``dimensions`` values,
@@ -162,7 +184,8 @@ class Embedder:
         a, b = (np.atleast_2d(np.asarray(x, dtype=np.float32)) for x in (a, b))
         return _l2_normalize(a) @ _l2_normalize(b).T
 
-    def _run(self, ids: list[list[int]], batches: list[list[int]], output: str, show_progress_bar: bool | None) -> list:
+    def _run(self, ids: list[list[int]], batches: list[list[int]], output: str, show_progress_bar: bool | None,
+             prompt_length: int = 0) -> list:
         """Runs the batches (lists of text indices); returns one array per text, in input order."""
         from tqdm.auto import tqdm
 
@@ -178,12 +201,12 @@ class Embedder:
                     for row, i in enumerate(chunk):
                         results[i] = values[row] if output == SENTENCE_OUTPUT else values[row][mask[row] == 1]
                 elif output == SENTENCE_OUTPUT:
-                    values = self.run_batch([ids[i] for i in chunk])
+                    values = self.run_batch([ids[i] for i in chunk], [prompt_length] * len(chunk))
                     for row, i in enumerate(chunk):
                         results[i] = values[row]
                 else:
                     input_ids, mask = self.tokenizer.pad([ids[i] for i in chunk])
-                    (values,) = self.session.run([output], {"input_ids": input_ids, "attention_mask": mask})
+                    (values,) = self.session.run([output], self._feed(input_ids, mask, [prompt_length] * len(chunk)))
                     for row, i in enumerate(chunk):
                         results[i] = values[row][mask[row] == 1]
                 bar.update(len(chunk))

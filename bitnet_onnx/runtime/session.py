@@ -11,7 +11,7 @@ from pathlib import Path
 from packaging.version import Version
 
 from bitnet_onnx.errors import BitnetOnnxError
-from bitnet_onnx.manifest import TEXT_INPUT, Manifest
+from bitnet_onnx.manifest import PROMPT_LENGTH_INPUT, TEXT_INPUT, Manifest
 
 INPUTS = ("input_ids", "attention_mask")
 TEXT_INPUTS = (TEXT_INPUT,)  # strings in; its prompt input has a default (an overridable initializer)
@@ -79,13 +79,37 @@ def _load_error(model_path: Path, manifest: Manifest, e: Exception) -> str:
     if "is not a registered function/op" in text or "No opset import for domain" in text:
         hint = "" if manifest.needs_custom_ops else " (the manifest says needs_custom_ops is false)"
         return f"{model_path}: uses an operator this onnxruntime does not know{hint}: {text}"
-    return f"{model_path}: onnxruntime could not load the model: {text}"
+    return _external_data_problem(model_path) or f"{model_path}: onnxruntime could not load the model: {text}"
+
+
+def _external_data_problem(model_path: Path) -> str | None:
+    """The message naming a missing or truncated external data file (model.onnx.data) of the model, if one is."""
+    import onnx
+    from onnx.external_data_helper import ExternalDataInfo, uses_external_data
+
+    try:
+        model = onnx.load(str(model_path), load_external_data=False)
+    except Exception:
+        return None
+    for tensor in model.graph.initializer:
+        if not uses_external_data(tensor):
+            continue
+        info = ExternalDataInfo(tensor)
+        data = model_path.parent / info.location
+        if not data.is_file():
+            return f"{data}: missing or not a file (the external data of {model_path.name}, tensor {tensor.name})"
+        end, size = (info.offset or 0) + (info.length or 0), data.stat().st_size
+        if end > size:
+            return (f"{data}: truncated ({size} bytes; tensor {tensor.name} of {model_path.name} "
+                    f"needs bytes up to {end})")
+    return None
 
 
 def _check_io(session, model_path: Path, expected: tuple[str, ...] = INPUTS) -> None:
     inputs = [i.name for i in session.get_inputs()]
     outputs = [o.name for o in session.get_outputs()]
-    if sorted(inputs) != sorted(expected) or SENTENCE_OUTPUT not in outputs:
+    optional = (PROMPT_LENGTH_INPUT,) if expected == INPUTS else ()  # include_prompt: false models
+    if sorted(n for n in inputs if n not in optional) != sorted(expected) or SENTENCE_OUTPUT not in outputs:
         raise BitnetOnnxError(f"{model_path}: expected inputs {list(expected)} and output {SENTENCE_OUTPUT!r}, "
                               f"found inputs {inputs} and outputs {outputs}")
 

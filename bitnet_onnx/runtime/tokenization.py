@@ -87,6 +87,10 @@ class TextTokenizer:
                 return ids
             cut *= 2
 
+    def encode_plain(self, text: str) -> list[int]:
+        """tokenizer.json's own ids for ``text`` (its special tokens, none of the manifest's rules)."""
+        return list(self._tok.encode(text, add_special_tokens=True).ids)
+
     def prepare_ids(self, ids: Sequence[Sequence[int]], truncate: bool = True) -> list[list[int]]:
         """Token ids a caller tokenized itself, checked against the vocabulary, with the same EOS and
         truncation rules as ``tokenize`` (so ``prepare_ids(tokenize(texts))`` changes nothing)."""
