@@ -1,18 +1,23 @@
-"""Shared test fixtures: tiny factory models and their exports, each built once per session.
+"""Shared test fixtures, each built once per session: tiny factory models, their exports, the host examples.
 
 ``tiny_model(arch, ...)`` and ``tiny_export(model, ...)`` return folders that many modules share:
 they are read-only (checked when the session ends). A test that edits a model or an export works
-on ``private_copy(folder)``.
+on ``private_copy(folder)``. ``host_programs`` builds the C and C++ examples (examples/).
 """
 
 from __future__ import annotations
 
 import inspect
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def _key(options: dict) -> str:
@@ -129,3 +134,72 @@ def private_copy(tmp_path):
         return Path(shutil.copytree(folder, tmp_path / (name or Path(folder).name)))
 
     return copy
+
+
+# -- the C and C++ host examples -----------------------------------------------------------------------
+HOST_PROGRAMS = ("embed_c", "embed_cpp")
+_BUILD_HINT = "scripts/setup.sh --test installs the build tools (apt: g++; pip: cmake, ninja)"
+_FETCHED_HEADERS = REPO / "build" / "examples-ort-headers" / "include"
+
+
+def _build_step(cmd: list) -> subprocess.CompletedProcess:
+    return subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=300)
+
+
+def _tool(name: str) -> str:
+    """A build tool from the venv running pytest, else from PATH; missing is a failure."""
+    found = shutil.which(name, path=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
+    if not found:
+        pytest.fail(f"{name} not found: the host examples need it ({_BUILD_HINT})")
+    return found
+
+
+def _ort_headers() -> Path:
+    """ONNXRUNTIME_INCLUDE_DIR, else the op library build's copy, else fetched once into build/."""
+    env = os.environ.get("ONNXRUNTIME_INCLUDE_DIR")
+    if env:
+        if not (Path(env) / "onnxruntime_c_api.h").is_file():
+            pytest.fail(f"ONNXRUNTIME_INCLUDE_DIR={env} has no onnxruntime_c_api.h")
+        return Path(env)
+    for path in sorted(REPO.glob("build/*/.ort-headers/include")):
+        if (path / "onnxruntime_c_api.h").is_file():
+            return path
+    res = _build_step(["sh", REPO / "scripts" / "fetch_ort_headers.sh", _FETCHED_HEADERS])
+    if res.returncode != 0 or not (_FETCHED_HEADERS / "onnxruntime_c_api.h").is_file():
+        pytest.fail("no ONNX Runtime headers: not in build/*/.ort-headers (install the package first) and "
+                    f"scripts/fetch_ort_headers.sh failed:\n{res.stderr[-2000:]}\n"
+                    "set ONNXRUNTIME_INCLUDE_DIR to a folder with onnxruntime_c_api.h")
+    return _FETCHED_HEADERS
+
+
+def _ort_library() -> Path:
+    """The libonnxruntime.so.<version> inside the installed onnxruntime wheel."""
+    import onnxruntime as ort
+
+    capi = Path(ort.__file__).parent / "capi"
+    libs = sorted(p for p in capi.glob("libonnxruntime.so*") if p.is_file())
+    if not libs:
+        pytest.fail(f"no libonnxruntime.so* in {capi}: this onnxruntime install ships no shared library")
+    return libs[0]
+
+
+@pytest.fixture(scope="session")
+def host_programs() -> dict[str, Path]:
+    """examples/ configured and built (incrementally) into build/examples: program name -> executable.
+
+    With the ORT headers the op library was built with and the libonnxruntime of the onnxruntime
+    wheel; warnings are errors. A missing compiler, build tool or header fails with what to install.
+    """
+    for compiler in (os.environ.get("CC") or "cc", os.environ.get("CXX") or "c++"):  # what CMake looks for
+        if not shutil.which(compiler):
+            pytest.fail(f"no C/C++ compiler ('{compiler}' not on PATH): {_BUILD_HINT}")
+    build = REPO / "build" / "examples"
+    ninja = _tool("ninja")
+    configure = [_tool("cmake"), "-S", REPO / "examples", "-B", build, "-G", "Ninja",
+                 f"-DCMAKE_MAKE_PROGRAM={ninja}", "-DCMAKE_BUILD_TYPE=Release",
+                 f"-DONNXRUNTIME_INCLUDE_DIR={_ort_headers()}", f"-DONNXRUNTIME_LIB={_ort_library()}",
+                 "-DCMAKE_C_FLAGS=-Werror", "-DCMAKE_CXX_FLAGS=-Werror"]
+    for cmd in (configure, [ninja, "-C", build, "-j2", *HOST_PROGRAMS]):
+        res = _build_step(cmd)
+        assert res.returncode == 0, f"{' '.join(map(str, cmd))} failed:\n{res.stdout[-4000:]}\n{res.stderr[-4000:]}"
+    return {name: build / name for name in HOST_PROGRAMS}
