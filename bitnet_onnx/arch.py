@@ -171,6 +171,8 @@ class ConfigError(BitnetOnnxError):
 
 def detect_arch(config: dict, asserted: str | None = None, source: str = "config.json") -> ArchSpec:
     """The ArchSpec for a config's model_type; ``asserted`` (--arch) must agree."""
+    if not isinstance(config, dict):
+        raise ConfigError(f"{source}: expected a JSON object, got {type(config).__name__}")
     model_type = config.get("model_type")
     found = next((a for a in ARCHITECTURES.values() if model_type in a.model_types), None)
     supported = ", ".join(f"{t} ({a.name})" for a in ARCHITECTURES.values() for t in a.model_types)
@@ -251,7 +253,7 @@ class ModelConfig:
             raise ConfigError(f"{source}: expected a JSON object, got {type(config).__name__}")
 
         def count(key: str, default: int | None = None) -> int:
-            return _positive(config, key, source, int, default)
+            return positive_value(config, key, source, int, default)
 
         hidden = count("hidden_size")
         n_heads = count("num_attention_heads")
@@ -270,7 +272,7 @@ class ModelConfig:
                 raise ConfigError(f"{source}: sliding_attention layers need a positive 'sliding_window'")
             sliding = count("sliding_window")
         if arch.query_scale_key:
-            query_scale = _positive(config, arch.query_scale_key, source, float, float(head_dim)) ** -0.5
+            query_scale = positive_value(config, arch.query_scale_key, source, float, float(head_dim)) ** -0.5
         else:
             query_scale = head_dim ** -0.5
         causal = bool(config.get("is_causal", True)) and not bool(config.get("use_bidirectional_attention", False))
@@ -287,7 +289,7 @@ class ModelConfig:
             ffn=count("intermediate_size"),
             n_layers=n_layers,
             vocab=count("vocab_size"),
-            rms_eps=_positive(config, "rms_norm_eps", source, float, 1e-6),
+            rms_eps=positive_value(config, "rms_norm_eps", source, float, 1e-6),
             rope_theta=rope_theta,
             rope_local_theta=rope_local,
             layer_types=layer_types,
@@ -298,7 +300,7 @@ class ModelConfig:
         )
 
 
-def _positive(config: dict, key: str, source: str, kind: type, default=None):
+def positive_value(config: dict, key: str, source: str, kind: type, default=None):
     """config[key] (or ``default`` when absent) as a finite number > 0 of ``kind`` (int or float)."""
     value = config.get(key, default)
     if value is None:
@@ -315,7 +317,7 @@ def _rope_params_theta(params: dict, source: str, what: str) -> float:
     rope_type = params.get("rope_type", params.get("type", "default"))
     if rope_type != "default":
         raise ConfigError(f"{source}: rope_type {rope_type!r} for {what} is not supported (only 'default')")
-    return _positive(params, "rope_theta", source, float)
+    return positive_value(params, "rope_theta", source, float)
 
 
 def _rope_bases(config: dict, arch: ArchSpec, source: str) -> tuple[float, float]:
@@ -327,12 +329,12 @@ def _rope_bases(config: dict, arch: ArchSpec, source: str) -> tuple[float, float
             local = _rope_params_theta(params.get(SLIDING) or params[FULL], source, SLIDING)
             return full, local
         theta = _rope_params_theta(params, source, "rope_parameters")
-        return theta, _positive(config, "rope_local_base_freq", source, float, theta)
+        return theta, positive_value(config, "rope_local_base_freq", source, float, theta)
     scaling = config.get("rope_scaling")
     if scaling:
         _rope_params_theta({**scaling, "rope_theta": 1.0}, source, "rope_scaling")  # checks the type only
-    theta = _positive(config, "rope_theta", source, float, arch.default_rope_theta)
-    return theta, _positive(config, "rope_local_base_freq", source, float,
+    theta = positive_value(config, "rope_theta", source, float, arch.default_rope_theta)
+    return theta, positive_value(config, "rope_local_base_freq", source, float,
                             LOCAL_ROPE_THETA if arch.sliding_window else theta)
 
 
