@@ -334,3 +334,15 @@ def test_unsupported_normalizer_is_refused(tiny_model, private_copy, tmp_path):
     with pytest.raises(BitnetOnnxError, match="normalizer 'Lowercase' is not applied"):
         export(model, tmp_path / "out", text_input=True)
     assert not (tmp_path / "out").exists()
+
+
+def test_include_prompt_false_is_refused(tiny_model, private_copy, tmp_path):
+    """A mean pooling that leaves the prompt out needs prompt_length, which the strings-in graph does not make."""
+    model = private_copy(tiny_model("gemma3"))
+    config_file = model / "1_Pooling" / "config.json"
+    config = json.loads(config_file.read_text(encoding="utf-8"))
+    config["include_prompt"] = False
+    config_file.write_text(json.dumps(config), encoding="utf-8")
+    with pytest.raises(BitnetOnnxError, match="include_prompt: false"):
+        export(model, tmp_path / "out", text_input=True)
+    assert not (tmp_path / "out").exists()

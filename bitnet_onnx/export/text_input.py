@@ -37,7 +37,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from bitnet_onnx import customops
 from bitnet_onnx.errors import BitnetOnnxError
-from bitnet_onnx.manifest import PROMPT_INPUT, TEXT_INPUT, TEXT_MODEL_NAME, Manifest
+from bitnet_onnx.manifest import PROMPT_INPUT, PROMPT_LENGTH_INPUT, TEXT_INPUT, TEXT_MODEL_NAME, Manifest
 from bitnet_onnx.export.builder import GraphBuilder
 
 INT64 = TensorProto.INT64
@@ -417,6 +417,9 @@ def save_text_model(folder: Path, pre: onnx.ModelProto, model: onnx.ModelProto) 
 
 def text_input_for(tokenizer_dir: Path, manifest: Manifest, model: onnx.ModelProto) -> onnx.ModelProto:
     """The exporter's step: the pre-processing graph for ``model``, and the manifest's text fields set."""
+    if any(i.name == PROMPT_LENGTH_INPUT for i in model.graph.input):
+        raise BitnetOnnxError(f"{tokenizer_dir}: --text-input is not available for a model whose pooling leaves the "
+                              "prompt out (include_prompt: false): export without --text-input")
     pre, nfc = preprocess_model(Path(tokenizer_dir), manifest, opset_of(model), model.ir_version)
     manifest.text_model_file, manifest.text_requires_nfc = TEXT_MODEL_NAME, nfc
     return pre
