@@ -1,8 +1,8 @@
 """The C and C++ examples in strings-in mode (--text): UTF-8 texts into model_text.onnx of a
 --text-input export, with our op library and onnxruntime-extensions' registered.
 
-The programs are built from examples/ (own build folder) against the onnxruntime wheel's
-libonnxruntime, and their sentence embeddings must equal onnxruntime-in-Python's for the same
+The programs are built from examples/ against the onnxruntime wheel's libonnxruntime (conftest's
+host_programs), and their sentence embeddings must equal onnxruntime-in-Python's for the same
 texts (1e-5). The extensions library this environment has is the one the PyPI wheel ships, a Python
 extension module: a non-Python process loads it only with libpython present, so the programs run
 with libpython preloaded (LD_PRELOAD). A C/C++ service would register the native library of
@@ -14,9 +14,7 @@ a one-line error or a defined result.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
-import sys
 import sysconfig
 from pathlib import Path
 
@@ -27,37 +25,12 @@ import pytest
 from bitnet_onnx import customops
 from bitnet_onnx.manifest import Manifest
 
-REPO = Path(__file__).resolve().parents[1]
-BUILD = REPO / "build" / "examples-text"
-PROGRAMS = ("embed_c", "embed_cpp")
-HINT = "scripts/setup.sh --test installs the build tools (apt: g++; pip: cmake, ninja)"
 TEXTS = ["What is the capital of France?", "", "Paris est la capitale de la France — café, naïve.",
          "東京は日本の首都です。🙂 👨\u200d👩\u200d👧", "tabs\tand  runs   of spaces\r"]
 
 
 def _run(cmd, **kw) -> subprocess.CompletedProcess:
     return subprocess.run([str(c) for c in cmd], capture_output=True, timeout=300, **kw)
-
-
-def _tool(name: str) -> str:
-    found = shutil.which(name, path=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
-    if not found:
-        pytest.fail(f"{name} not found: the host examples need it ({HINT})")
-    return found
-
-
-def _ort_headers() -> Path:
-    env = os.environ.get("ONNXRUNTIME_INCLUDE_DIR")
-    candidates = ([Path(env)] if env else []) + sorted(REPO.glob("build/*/.ort-headers/include")) + \
-        [REPO / "build" / "examples-ort-headers" / "include"]
-    for path in candidates:
-        if (path / "onnxruntime_c_api.h").is_file():
-            return path
-    target = REPO / "build" / "examples-ort-headers" / "include"
-    res = _run(["sh", REPO / "scripts" / "fetch_ort_headers.sh", target])
-    if res.returncode != 0:
-        pytest.fail(f"no ONNX Runtime headers (set ONNXRUNTIME_INCLUDE_DIR): {res.stderr.decode()[-2000:]}")
-    return target
 
 
 def _libpython() -> Path:
@@ -71,22 +44,9 @@ def _libpython() -> Path:
 
 
 @pytest.fixture(scope="module")
-def programs() -> dict[str, Path]:
-    for compiler in (os.environ.get("CC") or "cc", os.environ.get("CXX") or "c++"):
-        if not shutil.which(compiler):
-            pytest.fail(f"no C/C++ compiler ('{compiler}' not on PATH): {HINT}")
-    ninja = _tool("ninja")
-    capi = Path(ort.__file__).parent / "capi"
-    libs = sorted(p for p in capi.glob("libonnxruntime.so*") if p.is_file())
-    if not libs:
-        pytest.fail(f"no libonnxruntime.so* in {capi}")
-    configure = [_tool("cmake"), "-S", REPO / "examples", "-B", BUILD, "-G", "Ninja", f"-DCMAKE_MAKE_PROGRAM={ninja}",
-                 "-DCMAKE_BUILD_TYPE=Release", f"-DONNXRUNTIME_INCLUDE_DIR={_ort_headers()}",
-                 f"-DONNXRUNTIME_LIB={libs[0]}", "-DCMAKE_C_FLAGS=-Werror", "-DCMAKE_CXX_FLAGS=-Werror"]
-    for cmd in (configure, [ninja, "-C", BUILD, "-j2", *PROGRAMS]):
-        res = _run(cmd)
-        assert res.returncode == 0, f"{cmd} failed:\n{res.stdout.decode()[-4000:]}\n{res.stderr.decode()[-4000:]}"
-    return {name: BUILD / name for name in PROGRAMS}
+def programs(host_programs) -> dict[str, Path]:
+    """embed_c and embed_cpp, built once per session by conftest (build/examples)."""
+    return host_programs
 
 
 @pytest.fixture(scope="module")
