@@ -12,6 +12,7 @@ from bitnet_onnx.st_modules import POOLINGS
 
 EPILOG = """examples:
   bitnet-onnx export ./bitnet-qwen3-embedding -o ./qwen3-onnx
+  bitnet-onnx export ./bitnet-qwen3-embedding -o ./qwen3-onnx --text-input   # + model_text.onnx: strings in
   bitnet-onnx export --arch gemma3 ./bitnet-gemma3 -o ./gemma3-int8 --weights int8
   bitnet-onnx export ./Qwen3-Embedding-0.6B -o ./qwen3-tern --ternarize   # standard model, speed stand-in
   bitnet-onnx export ./bitnet-qwen3-i2_s.gguf -o ./qwen3-onnx               # GGUF: I2_S codes carried as they are
@@ -36,6 +37,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="attention core: onnx = stock ONNX ops (default unless the variant names another)")
     p.add_argument("--pooling", choices=POOLINGS,
                    help="pooling for a model that names none (no 1_Pooling module, no GGUF pooling_type)")
+    p.add_argument("--text-input", action="store_true",
+                   help="also write model_text.onnx: texts in, the tokenizer in the graph (needs onnxruntime-extensions)")
     p.add_argument("--overwrite", action="store_true", help="replace OUT_DIR if it exists")
 
 
@@ -45,6 +48,6 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     out = export(args.model_dir, args.output, arch=args.arch, weights=args.weights, bits=args.nbits,
                  ternarize=args.ternarize, overwrite=args.overwrite, attention_name=args.attention,
-                 pooling=args.pooling)
+                 pooling=args.pooling, text_input=args.text_input)
     print(out)
     return 0

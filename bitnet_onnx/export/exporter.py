@@ -15,6 +15,7 @@ from bitnet_onnx.st_modules import StModules
 from bitnet_onnx.weights import ModelFolder, open_source, read_json
 from bitnet_onnx.export import attention
 from bitnet_onnx.export.graph import build_model
+from bitnet_onnx.export.text_input import text_input_for
 from bitnet_onnx.export.writer import write_folder
 
 log = logging.getLogger("bitnet_onnx")
@@ -105,10 +106,11 @@ def custom_ops_used(model: onnx.ModelProto) -> list[str]:
 
 def export(model_dir: str | Path, out_dir: str | Path, arch: str | None = None, weights: str | None = None,
            bits: int = 4, ternarize: bool = False, overwrite: bool = False, attention_name: str | None = None,
-           pooling: str | None = None) -> Path:
+           pooling: str | None = None, text_input: bool = False) -> Path:
     """Export ``model_dir`` (a HF folder or a GGUF file) to ``out_dir``; returns the folder.
 
-    ``pooling`` fills in for a source that names none. Raises BitnetOnnxError on bad input.
+    ``pooling`` fills in for a source that names none. ``text_input`` also writes model_text.onnx,
+    strings in (the tokenizer in the graph, export/text_input.py). Raises BitnetOnnxError on bad input.
     """
     if bits not in NBITS_CHOICES:
         raise BitnetOnnxError(f"--nbits {bits} is not supported; choose 2 or 4")
@@ -123,7 +125,8 @@ def export(model_dir: str | Path, out_dir: str | Path, arch: str | None = None, 
     tf = tokenizer_facts(folder)  # before the slow part: a bad tokenizer fails fast
     model, weight_bytes = build_model(folder, st, variant, bits, ternarize, attention_name)
     manifest = make_manifest(folder, st, tf, variant, bits, ternarize, attention_name, custom_ops_used(model))
-    write_folder(out_dir, model, manifest, folder.tokenizer_dir, weight_bytes, overwrite=overwrite)
+    text_pre = text_input_for(folder.tokenizer_dir, manifest, model) if text_input else None
+    write_folder(out_dir, model, manifest, folder.tokenizer_dir, weight_bytes, overwrite=overwrite, text_pre=text_pre)
     log.info("exported %s (%s, %s, attention %s) to %s in %.1f s", folder.path, folder.arch.name, variant,
              attention_name, out_dir,
              time.perf_counter() - start)

@@ -17,6 +17,7 @@ import onnx
 from bitnet_onnx.errors import BitnetOnnxError
 from bitnet_onnx.io import atomic_folder, check_apart, check_replaceable_folder
 from bitnet_onnx.manifest import MANIFEST_NAME, MODEL_NAME, Manifest
+from bitnet_onnx.export.text_input import save_text_model
 
 EXTERNAL_DATA_NAME = MODEL_NAME + ".data"
 EXTERNAL_DATA_THRESHOLD = 64 << 20  # weight bytes above which they go to EXTERNAL_DATA_NAME
@@ -63,10 +64,14 @@ def check_output(out_dir: str | Path, inputs: list[str | Path], overwrite: bool)
 
 
 def write_folder(out_dir: Path, model: onnx.ModelProto, manifest: Manifest, source: Path, weight_bytes: int,
-                 overwrite: bool = False) -> Path:
+                 overwrite: bool = False, text_pre: onnx.ModelProto | None = None) -> Path:
+    """``text_pre``: the strings-in pre-processing graph (export --text-input), saved in front of the
+    model as manifest.text_model_file, after model.onnx so that both share its external data."""
     with atomic_folder(out_dir, overwrite, ours=is_export_folder) as tmp:
         path = save_model(model, tmp, weight_bytes)
         check_model(path, manifest.needs_custom_ops)
+        if text_pre is not None:
+            check_model(save_text_model(tmp, text_pre, model), manifest.needs_custom_ops)
         copy_tokenizer(source, tmp)
         manifest.write(tmp)
     return Path(out_dir)
