@@ -31,6 +31,7 @@ PROMPT_NAMES_KEY = "bitnet_onnx.prompt_names"  # [str], parallel to PROMPTS_KEY
 PROMPTS_KEY = "bitnet_onnx.prompts"  # [str]
 DEFAULT_PROMPT_KEY = "bitnet_onnx.default_prompt_name"  # str
 MAX_SEQ_LENGTH_KEY = "bitnet_onnx.max_seq_length"  # uint32
+INCLUDE_PROMPT_KEY = "bitnet_onnx.include_prompt"  # bool: mean pooling includes the prompt's tokens
 
 
 def register_i2s():

@@ -23,8 +23,8 @@ import numpy as np
 from bitnet_onnx.arch import ARCHITECTURES, HEAD_NORM, LINEAR, NORM, NORM_IN, ArchSpec, ModelConfig, TensorSpec
 from bitnet_onnx.errors import BitnetOnnxError
 from bitnet_onnx.gguf_file import (
-    DEFAULT_PROMPT_KEY, I2S_TYPE, MAX_SEQ_LENGTH_KEY, NORMALIZE_KEY, POOLING_NAMES, PROMPT_NAMES_KEY, PROMPTS_KEY,
-    dequantize, metadata, open_gguf, read_i2s_packed, tensor_shape,
+    DEFAULT_PROMPT_KEY, I2S_TYPE, INCLUDE_PROMPT_KEY, MAX_SEQ_LENGTH_KEY, NORMALIZE_KEY, POOLING_NAMES,
+    PROMPT_NAMES_KEY, PROMPTS_KEY, dequantize, metadata, open_gguf, read_i2s_packed, tensor_shape,
 )
 from bitnet_onnx.gguf_tokenizer import tokenizer_files
 from bitnet_onnx.st_modules import POOLINGS, StModules
@@ -198,7 +198,7 @@ class GgufModel:
                          prompts=dict(zip(map(str, names), map(str, texts))),
                          default_prompt_name=self.meta.get(DEFAULT_PROMPT_KEY) or None,
                          max_seq_length=int(max_len) if max_len else None, dimension=self.cfg.hidden,
-                         pooling_from_config=from_file)
+                         include_prompt=bool(self.meta.get(INCLUDE_PROMPT_KEY, True)), pooling_from_config=from_file)
 
     @property
     def tokenizer_dir(self) -> Path:

@@ -20,7 +20,8 @@ from bitnet_onnx.errors import BitnetOnnxError
 from bitnet_onnx.io import atomic_file
 from bitnet_onnx.ternary import BLOCK
 from bitnet_onnx.gguf_file import (
-    DEFAULT_PROMPT_KEY, MAX_SEQ_LENGTH_KEY, NORMALIZE_KEY, POOLING_NAMES, PROMPT_NAMES_KEY, PROMPTS_KEY,
+    DEFAULT_PROMPT_KEY, INCLUDE_PROMPT_KEY, MAX_SEQ_LENGTH_KEY, NORMALIZE_KEY, POOLING_NAMES, PROMPT_NAMES_KEY,
+    PROMPTS_KEY,
 )
 from bitnet_onnx.st_modules import StModules, read_st_modules
 from bitnet_onnx.weights import ModelFolder, open_model, to_float16
@@ -131,6 +132,7 @@ def is_gguf_file(path: Path) -> bool:
 def add_st_metadata(writer, st: StModules) -> None:
     """What sentence-transformers adds that llama.cpp has no key for; `export MODEL.gguf` reads it back."""
     writer.add_bool(NORMALIZE_KEY, st.normalize)
+    writer.add_bool(INCLUDE_PROMPT_KEY, st.include_prompt)
     if st.prompts:
         writer.add_array(PROMPT_NAMES_KEY, list(st.prompts))
         writer.add_array(PROMPTS_KEY, list(st.prompts.values()))
