@@ -125,6 +125,11 @@ class Embedder:
         prefix = self._prompt(prompt_name, prompt)
         return self.tokenizer.tokenize([prefix + t for t in check_texts(texts)], truncate=truncate)
 
+    def resolve_prompt(self, prompt_name: str | None = None, prompt: str | None = None) -> str:
+        """The prefix ``encode`` / ``tokenize`` put before each text for these arguments (neither given:
+        the manifest's default prompt, if any)."""
+        return self._prompt(prompt_name, prompt)
+
     def run_batch(self, ids: Sequence[Sequence[int]], prompt_lengths: Sequence[int] | None = None) -> np.ndarray:
         """One session run on token id lists padded to the longest: float32 [len(ids), dimension],
         the graph's sentence embeddings (before ``finish``). ``prompt_lengths``: per row, the
