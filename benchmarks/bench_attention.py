@@ -1,115 +1,174 @@
-"""Attention core alternatives on ORT's CPU EP at 1 thread (the choice behind export/layers.py).
+"""Benchmark: one layer's attention core on ORT's CPU EP, the fused EncoderAttention op against the
+decomposed graph the exporter emits today and ORT's own fused ops, at Qwen3-0.6B and Gemma3-270M shapes.
 
-    /work/venv-warm/bin/python benchmarks/bench_attention.py [--reps 7]
+    .venv/bin/python benchmarks/bench_attention.py [--reps 5] [--seq 128,512,2048] [--batch 1,16]
 
-Inputs q [B, H, S, hd], k/v [B, KV, S, hd], an additive mask [B, 1, S, S] (causal + left padding on row 0).
-Variants: 5-D broadcast GQA (MatMul/Softmax), 4-D grouped GQA (query heads of a kv head stacked along the
-sequence axis; what the exporter emits), ONNX Attention-23, com.microsoft MultiHeadAttention (K/V repeated).
-Prints per shape the median time of interleaved repetitions, the ratio to 5-D, and max |diff| to 5-D on
-unpadded rows.
+Shapes (one layer; q/k/v [B, S, H*D] as the projections give them, output [B, S, Hq*D] for o_proj):
+  qwen3           16 query heads, 8 kv heads, D 128, causal
+  gemma3-sliding  4 query heads, 1 kv head, D 256, bidirectional window 512 (keys i-256 .. i+256)
+  gemma3-full     4 query heads, 1 kv head, D 256, bidirectional
+Variants:
+  onnx   the exporter's `onnx` strategy (export/attention.py) built by the exporter's own code:
+         heads-first Transposes, MatMul, additive bias, Softmax, MatMul, Transpose back; the
+         [B, 1, S, S] bias is a graph input (the real graph builds it once for all layers)
+  fused  the exporter's `fused` strategy: one EncoderAttention node (docs/attention.md)
+  mha    com.microsoft MultiHeadAttention with the same bias (K/V heads repeated for GQA)
+  gqa    com.microsoft GroupQueryAttention (causal only, so qwen3 only; no padding)
+Inputs: random q/k/v, no padding (the full work for every variant; padding only shortens ours).
+A baseline whose [B, H, S, S] scores exceed --max-score-gb is left out (shown as "-") so the shared
+machine does not swap; the fused op never materializes them.
+
+Method: 1 intra-op thread, sequential execution. A round runs every variant once per case, rounds
+are interleaved so drifts hit every variant alike, the figure is the median over rounds; ratios
+(baseline time / fused time) come from the same run. --clock cpu (default) times the calling
+thread's CPU time (a 1-thread ORT session runs in the caller), keeping other processes' load out.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import statistics
+import sys
 import time
+from types import SimpleNamespace
 
 import numpy as np
 import onnxruntime as ort
 from onnx import TensorProto, helper
 
-SHAPES = {"qwen3-0.6b": (16, 8, 128), "gemma3-270m": (4, 1, 256)}
-BATCHES = ((1, 512), (8, 128), (32, 32))
+from bitnet_onnx import customops
+from bitnet_onnx.bench.host import cpu_name
+from bitnet_onnx.export.attention import MASKED, STRATEGIES, AttentionMask
+from bitnet_onnx.export.builder import MS_DOMAIN, GraphBuilder
+
+SHAPES = {  # name -> (query heads, kv heads, head dim, (keys before, keys after) or None = unbounded)
+    "qwen3": (16, 8, 128, (None, 0)),
+    "gemma3-sliding": (4, 1, 256, (256, 256)),
+    "gemma3-full": (4, 1, 256, (None, None)),
+}
+FLOAT = TensorProto.FLOAT
 
 
-def _model(nodes, opset, ms=False, consts=None):
-    nodes = [helper.make_node("Constant", [], [n], value=helper.make_tensor(n, TensorProto.INT64, [len(v)], v))
-             for n, v in (consts or {}).items()] + nodes
-    inputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("q", "k", "v", "bias")]
-    graph = helper.make_graph(nodes, "attention", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
-    opsets = [helper.make_opsetid("", opset)] + ([helper.make_opsetid("com.microsoft", 1)] if ms else [])
-    model = helper.make_model(graph, opset_imports=opsets)
-    model.ir_version = 10
-    return model.SerializeToString()
+class _FedBias(AttentionMask):
+    """The strategy's mask with the bias fed as a graph input (built once per model in a real graph)."""
+
+    def additive_bias(self, layer_type: str) -> str:
+        return "bias"
 
 
-def gqa_5d(h, kv, hd):
-    n = helper.make_node
-    return _model([
-        n("Reshape", ["q", "s5"], ["q5"]), n("Unsqueeze", ["k", "a2"], ["k5"]),
-        n("Transpose", ["k5"], ["kt"], perm=[0, 1, 2, 4, 3]), n("MatMul", ["q5", "kt"], ["sc"]),
-        n("Unsqueeze", ["bias", "a2"], ["b5"]), n("Add", ["sc", "b5"], ["m"]), n("Softmax", ["m"], ["p"], axis=-1),
-        n("Unsqueeze", ["v", "a2"], ["v5"]), n("MatMul", ["p", "v5"], ["c"]), n("Reshape", ["c", "s4"], ["y"]),
-    ], 21, consts={"s5": [0, kv, h // kv, -1, hd], "a2": [2], "s4": [0, h, -1, hd]})
+def _graph(build) -> bytes:
+    b = GraphBuilder()
+    for name in ("q", "k", "v"):
+        b.add_input(name, FLOAT, ["B", "S", None])
+    b.add_input("mask", TensorProto.INT64, ["B", "S"])
+    b.add_input("bias", FLOAT, ["B", 1, "S", "S"])
+    b.add_output(build(b), "y", FLOAT, ["B", "S", None])
+    return b.model("attention").SerializeToString()
 
 
-def gqa_4d(h, kv, hd):
-    n = helper.make_node
-    return _model([
-        n("Reshape", ["q", "sg"], ["qg"]), n("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
-        n("MatMul", ["qg", "kt"], ["sc"]), n("Reshape", ["sc", "sh"], ["sc4"]), n("Add", ["sc4", "bias"], ["m"]),
-        n("Softmax", ["m"], ["p"], axis=-1), n("Reshape", ["p", "sk"], ["pg"]), n("MatMul", ["pg", "v"], ["c"]),
-        n("Reshape", ["c", "s4"], ["y"]),
-    ], 21, consts={"sg": [0, kv, -1, hd], "sh": [0, h, -1, 0], "sk": [0, kv, -1, 0], "s4": [0, h, -1, hd]})
+def strategy_graph(strategy: str, hq: int, hkv: int, d: int, span) -> bytes:
+    cfg = SimpleNamespace(head_dim=d, n_heads=hq, n_kv_heads=hkv, query_scale=d ** -0.5, key_span=lambda _: span)
+    return _graph(lambda b: STRATEGIES[strategy](b, "q", "k", "v", "layer", _FedBias(b, "mask", None, cfg)))
 
 
-def attention23(h, kv, hd):
-    return _model([helper.make_node("Attention", ["q", "k", "v", "bias"], ["y"], scale=1.0)], 23)
+def _repeat_heads(b: GraphBuilder, x: str, hkv: int, group: int, d: int) -> str:
+    """[B, S, Hkv*D] -> [B, S, Hkv*G*D], each kv head repeated for its G query heads."""
+    x = b.op("Unsqueeze", [b.op("Reshape", [x, b.i64([0, 0, hkv, d])]), b.i64([3])])  # [B, S, Hkv, 1, D]
+    x = b.op("Expand", [x, b.i64([1, 1, 1, group, 1])])
+    return b.op("Reshape", [x, b.i64([0, 0, hkv * group * d])])
 
 
-def mha(h, kv, hd):
-    n = helper.make_node
-    nodes = []
-    for x in "kv":  # repeat each kv head for its query heads, then [B, S, H*hd]
-        nodes += [n("Unsqueeze", [x, "a2"], [x + "5"]), n("Expand", [x + "5", "e"], [x + "e"]),
-                  n("Reshape", [x + "e", "s4"], [x + "4"]), n("Transpose", [x + "4"], [x + "t"], perm=[0, 2, 1, 3]),
-                  n("Reshape", [x + "t", "sq"], [x + "3"])]
-    nodes += [n("Transpose", ["q"], ["qt"], perm=[0, 2, 1, 3]), n("Reshape", ["qt", "sq"], ["q3"]),
-              n("MultiHeadAttention", ["q3", "k3", "v3", "", "", "bias"], ["y3"], domain="com.microsoft",
-                num_heads=h, scale=1.0),
-              n("Reshape", ["y3", "s4b"], ["y4"]), n("Transpose", ["y4"], ["y"], perm=[0, 2, 1, 3])]
-    return _model(nodes, 21, ms=True, consts={"a2": [2], "e": [1, 1, h // kv, 1, 1], "s4": [0, h, -1, hd],
-                                              "sq": [0, 0, h * hd], "s4b": [0, 0, h, hd]})
+def mha_graph(hq: int, hkv: int, d: int, span) -> bytes:
+    def build(b):
+        k, v = (_repeat_heads(b, x, hkv, hq // hkv, d) for x in ("k", "v"))
+        return b.op("MultiHeadAttention", ["q", k, v, "", "", "bias"], domain=MS_DOMAIN, num_heads=hq,
+                    scale=d ** -0.5)
+    return _graph(build)
 
 
-VARIANTS = {"gqa_5d": gqa_5d, "gqa_4d": gqa_4d, "attention23": attention23, "mha": mha}
+def gqa_graph(hq: int, hkv: int, d: int, span) -> bytes:
+    def build(b):
+        shape = b.op("Shape", ["mask"])
+        seqlens = b.op("Cast", [b.op("Sub", [b.op("ReduceSum", ["mask", b.i64([1])], keepdims=0), b.i64(1)])],
+                       to=TensorProto.INT32)  # [B]: real tokens - 1
+        total = b.op("Cast", [b.op("Gather", [shape, b.i64(1)], axis=0)], to=TensorProto.INT32)
+        return b.op("GroupQueryAttention", ["q", "k", "v", "", "", seqlens, total], domain=MS_DOMAIN,
+                    num_heads=hq, kv_num_heads=hkv, scale=d ** -0.5)
+    return _graph(build)
+
+
+def variants(shape: str, span) -> dict:
+    out = {"onnx": lambda *a: strategy_graph("onnx", *a), "fused": lambda *a: strategy_graph("fused", *a),
+           "mha": mha_graph}
+    if span == (None, 0):
+        out["gqa"] = gqa_graph
+    return out
+
+
+def bias_for(mask: np.ndarray, span) -> np.ndarray:
+    s = mask.shape[1]
+    i, j = np.arange(s)[:, None], np.arange(s)[None, :]
+    allowed = (mask != 0)[:, None, :] & np.ones((s, s), bool)
+    if span[0] is not None:
+        allowed = allowed & (j >= i - span[0])
+    if span[1] is not None:
+        allowed = allowed & (j <= i + span[1])
+    return np.where(allowed, 0.0, MASKED).astype(np.float32)[:, None]
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--reps", type=int, default=7)
+    p.add_argument("--reps", type=int, default=5, help="rounds (2 for batch 16 at S >= 2048)")
+    p.add_argument("--seq", default="128,512,2048")
+    p.add_argument("--batch", default="1,16")
+    p.add_argument("--shapes", default=",".join(SHAPES))
+    p.add_argument("--clock", choices=["cpu", "wall"], default="cpu")
+    p.add_argument("--max-score-gb", type=float, default=2.0)
     args = p.parse_args()
+    clock = time.thread_time if args.clock == "cpu" else time.perf_counter
+    options = customops.session_options(threads=1)
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options.inter_op_num_threads = 1
+    print(f"# {cpu_name()}; onnxruntime {ort.__version__}; {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC")
+    print(f"# {' '.join(sys.argv)}")
+    print(f"# 1 thread, {args.clock} clock, median of interleaved rounds; ratio = variant time / fused time")
+    print("| shape | B | S | fused ms | onnx ms (x) | mha ms (x) | gqa ms (x) | max abs diff to onnx |")
+    print("|---|---|---|---|---|---|---|---|")
     rng = np.random.default_rng(0)
-    print(f"# onnxruntime {ort.__version__}, 1 thread, median of {args.reps} interleaved reps; ratio to gqa_5d")
-    for name, (h, kv, hd) in SHAPES.items():
-        for b, s in BATCHES:
-            q = rng.standard_normal((b, h, s, hd), dtype=np.float32)
-            k = rng.standard_normal((b, kv, s, hd), dtype=np.float32)
-            v = rng.standard_normal((b, kv, s, hd), dtype=np.float32)
-            keys = np.ones((b, s), bool)
-            keys[0, : s // 3] = False
-            allowed = np.tril(np.ones((s, s), bool))[None] & keys[:, None, :]
-            bias = np.where(allowed, 0, np.finfo(np.float32).min).astype(np.float32)[:, None]
-            feeds = {"q": q, "k": k, "v": v, "bias": bias}
-            options = ort.SessionOptions()
-            options.intra_op_num_threads = 1
-            sessions = {v_: ort.InferenceSession(make(h, kv, hd), options, providers=["CPUExecutionProvider"])
-                        for v_, make in VARIANTS.items()}
-            outs = {v_: sess.run(None, feeds)[0] for v_, sess in sessions.items()}
-            times = {v_: [] for v_ in sessions}
-            for _ in range(args.reps):
-                for v_, sess in sessions.items():
-                    t0 = time.perf_counter()
-                    sess.run(None, feeds)
-                    times[v_].append(time.perf_counter() - t0)
-            base = statistics.median(times["gqa_5d"])
-            cols = []
-            for v_ in sessions:
-                med = statistics.median(times[v_])
-                err = np.abs(outs[v_][1:] - outs["gqa_5d"][1:]).max() if b > 1 else np.abs(outs[v_] - outs["gqa_5d"])[:, :, s // 3:].max()
-                cols.append(f"{v_} {med * 1e3:7.2f} ms ({med / base:.2f}x, diff {err:.0e})")
-            print(f"{name:12} B={b:<3} S={s:<4} " + " | ".join(cols), flush=True)
+    for shape in args.shapes.split(","):
+        hq, hkv, d, span = SHAPES[shape]
+        for batch in map(int, args.batch.split(",")):
+            for seq in map(int, args.seq.split(",")):
+                q = rng.standard_normal((batch, seq, hq * d), dtype=np.float32)
+                k = rng.standard_normal((batch, seq, hkv * d), dtype=np.float32)
+                v = rng.standard_normal((batch, seq, hkv * d), dtype=np.float32)
+                mask = np.ones((batch, seq), np.int64)
+                feeds = {"q": q, "k": k, "v": v, "mask": mask, "bias": bias_for(mask, span)}
+                score_gb = batch * hq * seq * seq * 4 / 1e9
+                sessions = {}
+                for name, make in variants(shape, span).items():
+                    if name != "fused" and score_gb > args.max_score_gb:
+                        continue
+                    model = make(hq, hkv, d, span)
+                    sess = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+                    names = [i.name for i in sess.get_inputs()]
+                    sessions[name] = (sess, {n: feeds[n] for n in names})
+                outs = {name: sess.run(None, f)[0] for name, (sess, f) in sessions.items()}  # warm-up
+                reps = 2 if batch >= 16 and seq >= 2048 else args.reps
+                times = {name: [] for name in sessions}
+                for _ in range(reps):
+                    for name, (sess, f) in sessions.items():
+                        t0 = clock()
+                        sess.run(None, f)
+                        times[name].append(clock() - t0)
+                med = {name: statistics.median(t) * 1e3 for name, t in times.items()}
+                cols = [f"{med['fused']:.2f}"]
+                for name in ("onnx", "mha", "gqa"):
+                    cols.append(f"{med[name]:.2f} ({med[name] / med['fused']:.2f}x)" if name in med else "-")
+                diff = np.abs(outs["fused"] - outs["onnx"]).max() if "onnx" in outs else float("nan")
+                print(f"| {shape} | {batch} | {seq} | " + " | ".join(cols) + f" | {diff:.1e} |", flush=True)
+                del sessions, outs
 
 
 if __name__ == "__main__":

@@ -32,8 +32,8 @@ constexpr int kTileK = 64;
 struct TileOps {
   const char* name;
   int64_t head_dim_multiple;  // the SIMD path needs head_dim % this == 0 (else the caller uses scalar)
-  // s[r][j] = sum_d q[r][d] * kt[d][j] for r < rows, j < kTileK (q row stride D, s row stride kTileK).
-  void (*scores)(const float* q, int64_t rows, int64_t d, const float* kt, float* s);
+  // s[r][j] = sum_d q[r][d] * kt[d][j] for r < rows, j < kTileK (row strides: q d, kt ldk, s kTileK).
+  void (*scores)(const float* q, int64_t rows, int64_t d, const float* kt, int64_t ldk, float* s);
   // Online softmax step over each row of s (masked entries are -inf): m, l updated, s becomes
   // exp(s - m_new), alpha[r] = exp(m_old - m_new) (1 for a row with nothing allowed yet).
   void (*softmax)(float* s, int64_t rows, float* m, float* l, float* alpha);
@@ -57,9 +57,14 @@ struct Plan {
   int64_t jobs = 0;                  // batch * kv_heads * q_tiles
   std::vector<int64_t> prefix;       // [B, S+1]: real tokens among positions < j
   std::vector<int64_t> first, last;  // per batch: first and last real position (first > last: none)
+  // K and V repacked once per call: kt [B, Hkv, D, ld_kt] (keys along rows, zero tail so a tile may
+  // read past S) and vh [B, Hkv, S, D]. Tiles then read short, unit-stride rows; the inputs' own
+  // row stride (Hkv*D floats, often 4 KiB) would put a whole tile in one L1 set.
+  int64_t ld_kt = 0;
+  std::vector<float> kt, vh;
 };
 
-// Validated by the caller (shapes, q_heads % kv_heads == 0, head_dim > 0).
+// Validated by the caller (shapes, q_heads % kv_heads == 0, head_dim > 0). Throws std::bad_alloc.
 Plan make_plan(const Problem& p);
 
 // Runs job `index` (< plan.jobs): writes the output rows of one (batch, kv head, query tile)

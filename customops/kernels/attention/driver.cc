@@ -15,11 +15,13 @@ namespace attention {
 namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-constexpr int64_t kTargetRows = 128;  // query rows per job (group * tile_q): fits L2 with its tiles
+// Query rows per job (group * tile_q): with tile_q a divisor of kTileK, query tiles line up with
+// key tiles, so a causal band's diagonal costs one tile; small enough for L2.
+constexpr int64_t kTargetRows = 128;
 
 // Per-thread buffers, reused across jobs and calls.
 struct Scratch {
-  std::vector<float> q, kt, s, o, m, l, alpha;
+  std::vector<float> q, s, o, m, l, alpha;
 };
 
 void grow(std::vector<float>& v, int64_t n) {
@@ -50,6 +52,25 @@ Plan make_plan(const Problem& p) {
       }
     }
   }
+  // Repack K (transposed) and V per (batch, kv head). ld_kt: room for one tile past S, and not a
+  // multiple of 64 floats so the rows of a tile spread over the L1 sets.
+  const int64_t d = p.head_dim, ld_kv = p.kv_heads * d;
+  plan.ld_kt = (s + kTileK + 15) / 16 * 16;
+  if (plan.ld_kt % 64 == 0) plan.ld_kt += 16;
+  plan.kt.assign(static_cast<size_t>(p.batch * p.kv_heads * d * plan.ld_kt), 0.0f);
+  plan.vh.resize(static_cast<size_t>(p.batch * p.kv_heads * s * d));
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t h = 0; h < p.kv_heads; ++h) {
+      float* kt = plan.kt.data() + (b * p.kv_heads + h) * d * plan.ld_kt;
+      float* vh = plan.vh.data() + (b * p.kv_heads + h) * s * d;
+      for (int64_t j0 = 0; j0 < s; j0 += 16) {  // 16 keys at a time: reads and writes stay in cache
+        const int64_t j1 = std::min(s, j0 + 16);
+        for (int64_t c = 0; c < d; ++c)
+          for (int64_t j = j0; j < j1; ++j) kt[c * plan.ld_kt + j] = p.k[(b * s + j) * ld_kv + h * d + c];
+      }
+      for (int64_t j = 0; j < s; ++j)
+        std::copy(p.v + (b * s + j) * ld_kv + h * d, p.v + (b * s + j) * ld_kv + (h + 1) * d, vh + j * d);
+    }
   return plan;
 }
 
@@ -61,7 +82,7 @@ bool run_job(const TileOps& ops, const Plan& plan, int64_t index) {
   const int64_t h = (index / plan.q_tiles) % p.kv_heads;
   const int64_t b = index / (plan.q_tiles * p.kv_heads);
   const int64_t q0 = qt * plan.tile_q, nq = std::min(plan.tile_q, s_len - q0), rows = g_n * nq;
-  const int64_t ld_q = p.q_heads * d, ld_kv = p.kv_heads * d;
+  const int64_t ld_q = p.q_heads * d;
   const int64_t* pre = plan.prefix.data() + b * (s_len + 1);
   const int64_t* mask = p.mask + b * s_len;
   auto out_row = [&](int64_t r) { return p.out + (b * s_len + q0 + r % nq) * ld_q + (h * g_n + r / nq) * d; };
@@ -79,7 +100,6 @@ bool run_job(const TileOps& ops, const Plan& plan, int64_t index) {
   thread_local Scratch sc;
   try {
     grow(sc.q, rows * d);
-    grow(sc.kt, d * kTileK);
     grow(sc.s, rows * kTileK);
     grow(sc.o, rows * d);
     grow(sc.m, rows);
@@ -88,7 +108,9 @@ bool run_job(const TileOps& ops, const Plan& plan, int64_t index) {
   } catch (const std::bad_alloc&) {
     return false;
   }
-  float *qp = sc.q.data(), *kt = sc.kt.data(), *s = sc.s.data(), *o = sc.o.data();
+  float *qp = sc.q.data(), *s = sc.s.data(), *o = sc.o.data();
+  const float* kt = plan.kt.data() + (b * p.kv_heads + h) * d * plan.ld_kt;
+  const float* vh = plan.vh.data() + (b * p.kv_heads + h) * s_len * d;
   // Row r = (head g = r / nq, query q0 + r % nq); q scaled first, as the decomposed graph does.
   for (int64_t r = 0; r < rows; ++r) {
     const float* src = p.q + (b * s_len + q0 + r % nq) * ld_q + (h * g_n + r / nq) * d;
@@ -103,12 +125,7 @@ bool run_job(const TileOps& ops, const Plan& plan, int64_t index) {
   const int64_t grid = plan.first[b];
   for (int64_t j0 = grid + (lo - grid) / kTileK * kTileK; j0 <= hi; j0 += kTileK) {
     const int64_t nk = std::min<int64_t>(kTileK, hi + 1 - j0);
-    const float* k = p.k + (b * s_len + j0) * ld_kv + h * d;
-    for (int64_t jj = 0; jj < nk; ++jj)
-      for (int64_t c = 0; c < d; ++c) kt[c * kTileK + jj] = k[jj * ld_kv + c];
-    for (int64_t jj = nk; jj < kTileK; ++jj)
-      for (int64_t c = 0; c < d; ++c) kt[c * kTileK + jj] = 0.0f;
-    ops.scores(qp, rows, d, kt, s);
+    ops.scores(qp, rows, d, kt + j0, plan.ld_kt, s);
 
     const bool keys_real = pre[j0 + nk] - pre[j0] == nk;
     const bool in_band = (p.before == kUnbounded || j0 >= q0 + nq - 1 - p.before) &&
@@ -126,7 +143,7 @@ bool run_job(const TileOps& ops, const Plan& plan, int64_t index) {
       }
     }
     ops.softmax(s, rows, sc.m.data(), sc.l.data(), sc.alpha.data());
-    ops.pv(s, rows, nk, p.v + (b * s_len + j0) * ld_kv + h * d, ld_kv, d, sc.alpha.data(), o);
+    ops.pv(s, rows, nk, vh + j0 * d, d, d, sc.alpha.data(), o);
   }
 
   // Padded queries and queries with no allowed key give zeros.

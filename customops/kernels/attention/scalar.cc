@@ -8,13 +8,13 @@ namespace bitnet_onnx {
 namespace attention {
 namespace {
 
-void scores(const float* q, int64_t rows, int64_t d, const float* kt, float* s) {
+void scores(const float* q, int64_t rows, int64_t d, const float* kt, int64_t ldk, float* s) {
   for (int64_t r = 0; r < rows; ++r) {
     float* sr = s + r * kTileK;
     for (int j = 0; j < kTileK; ++j) sr[j] = 0.0f;
     for (int64_t c = 0; c < d; ++c) {
       const float qv = q[r * d + c];
-      const float* kr = kt + c * kTileK;
+      const float* kr = kt + c * ldk;
       for (int j = 0; j < kTileK; ++j) sr[j] += qv * kr[j];
     }
   }

@@ -21,14 +21,14 @@ constexpr float kExpP[6] = {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f
 
 // RB rows x KC vectors of keys: the register block of q.k (RB * KC accumulators).
 template <class V, int RB, int KC>
-inline void scores_block(const float* q, int64_t rows, int64_t d, const float* kt, float* s) {
+inline void scores_block(const float* q, int64_t d, const float* kt, int64_t ldk, float* s) {
   using R = typename V::reg;
   R acc[RB][KC];
   for (int r = 0; r < RB; ++r)
     for (int x = 0; x < KC; ++x) acc[r][x] = V::zero();
   for (int64_t c = 0; c < d; ++c) {
     R kv[KC];
-    for (int x = 0; x < KC; ++x) kv[x] = V::load(kt + c * kTileK + x * V::width);
+    for (int x = 0; x < KC; ++x) kv[x] = V::load(kt + c * ldk + x * V::width);
     for (int r = 0; r < RB; ++r) {
       const R qb = V::set1(q[r * d + c]);
       for (int x = 0; x < KC; ++x) acc[r][x] = V::fmadd(qb, kv[x], acc[r][x]);
@@ -36,16 +36,24 @@ inline void scores_block(const float* q, int64_t rows, int64_t d, const float* k
   }
   for (int r = 0; r < RB; ++r)
     for (int x = 0; x < KC; ++x) V::store(s + r * kTileK + x * V::width, acc[r][x]);
-  (void)rows;
+}
+
+// The last rows % RB rows, in one smaller block.
+template <class V, int RB, int KC>
+void scores_tail(int64_t n, const float* q, int64_t d, const float* kt, int64_t ldk, float* s) {
+  if constexpr (RB > 1) {
+    if (n == RB - 1) return scores_block<V, RB - 1, KC>(q, d, kt, ldk, s);
+    scores_tail<V, RB - 1, KC>(n, q, d, kt, ldk, s);
+  }
 }
 
 template <class V, int RB, int KC>
-void scores(const float* q, int64_t rows, int64_t d, const float* kt, float* s) {
+void scores(const float* q, int64_t rows, int64_t d, const float* kt, int64_t ldk, float* s) {
   // Key chunk outer: its slice of kt stays in L1 while every row block passes over it.
   for (int c0 = 0; c0 < kTileK; c0 += KC * V::width) {
     int64_t r = 0;
-    for (; r + RB <= rows; r += RB) scores_block<V, RB, KC>(q + r * d, RB, d, kt + c0, s + r * kTileK + c0);
-    for (; r < rows; ++r) scores_block<V, 1, KC>(q + r * d, 1, d, kt + c0, s + r * kTileK + c0);
+    for (; r + RB <= rows; r += RB) scores_block<V, RB, KC>(q + r * d, d, kt + c0, ldk, s + r * kTileK + c0);
+    if (r < rows) scores_tail<V, RB, KC>(rows - r, q + r * d, d, kt + c0, ldk, s + r * kTileK + c0);
   }
 }
 
@@ -103,12 +111,21 @@ inline void pv_block(const float* p, int64_t nk, const float* v, int64_t ldv, in
 }
 
 template <class V, int RB, int DC>
+void pv_tail(int64_t n, const float* p, int64_t nk, const float* v, int64_t ldv, int64_t d, const float* alpha,
+             float* o) {
+  if constexpr (RB > 1) {
+    if (n == RB - 1) return pv_block<V, RB - 1, DC>(p, nk, v, ldv, d, alpha, o);
+    pv_tail<V, RB - 1, DC>(n, p, nk, v, ldv, d, alpha, o);
+  }
+}
+
+template <class V, int RB, int DC>
 void pv_rows(const float* p, int64_t rows, int64_t nk, const float* v, int64_t ldv, int64_t d, const float* alpha,
              float* o, int64_t c0) {
   int64_t r = 0;
   for (; r + RB <= rows; r += RB)
     pv_block<V, RB, DC>(p + r * kTileK, nk, v + c0, ldv, d, alpha + r, o + r * d + c0);
-  for (; r < rows; ++r) pv_block<V, 1, DC>(p + r * kTileK, nk, v + c0, ldv, d, alpha + r, o + r * d + c0);
+  if (r < rows) pv_tail<V, RB, DC>(rows - r, p + r * kTileK, nk, v + c0, ldv, d, alpha + r, o + r * d + c0);
 }
 
 // Needs d % V::width == 0. Head-dimension chunk outer: its slice of the v tile stays in L1.
