@@ -10,12 +10,14 @@ import json
 import os
 import re
 import select
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -188,6 +190,25 @@ def test_big_requests_are_tokenized_and_serialized_off_the_event_loop(server, cl
     assert r.status_code == 400 and "inputs[1] has" in r.json()["error"]
 
 
+def test_pooling_that_leaves_the_prompt_out(tiny_model, tiny_export, tmp_path_factory):
+    """include_prompt: false: each request's prompt length reaches the session, as in Embedder.encode."""
+    model = Path(shutil.copytree(tiny_model("gemma3"), tmp_path_factory.mktemp("serve") / "gemma3-no-prompt"))
+    pooling = model / "1_Pooling" / "config.json"
+    pooling.write_text(json.dumps({**json.loads(pooling.read_text()), "include_prompt": False}))
+    folder = tiny_export(model)
+    e = Embedder(folder, threads=1)
+    assert e.prompt_length(e.prompts["query"]) > 0
+    s = LiveServer(folder)
+    try:
+        r = httpx.post(s.url + "/embed", json={"inputs": TEXTS, "prompt_name": "query"}, timeout=30)
+        want = e.encode(TEXTS, prompt_name="query")
+        np.testing.assert_allclose(r.json(), want, rtol=0, atol=ATOL)
+        as_text = e.encode([e.prompts["query"] + t for t in TEXTS], prompt="")  # prompt pooled like text
+        assert not np.allclose(want, as_text, atol=1e-3)
+    finally:
+        s.close()
+
+
 def test_models_and_health(server, client):
     models = client.models.list()
     assert [m.id for m in models.data] == ["tiny-qwen3"] and models.data[0].owned_by == "bitnet-onnx"
@@ -335,25 +356,41 @@ def test_oversized_bodies_get_413(server):
     assert httpx.get(server.url + "/health").status_code == 200
 
 
-def test_api_key(folder):
-    s = LiveServer(folder, api_key=API_KEY)
-    try:
-        body = {"model": "m", "input": "hello"}
-        for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": f"Basic {API_KEY}"},
-                        {"Authorization": f"Bearer {API_KEY}x"}, {"Authorization": "Bearer"}):
-            r = httpx.post(s.url + "/v1/embeddings", json=body, headers=headers)
-            assert r.status_code == 401, (headers, r.text)
-            assert r.json()["error"]["code"] == "invalid_api_key" and r.headers["www-authenticate"] == "Bearer"
-        r = httpx.post(s.url + "/embed", json={"inputs": "hello"})
-        assert r.status_code == 401 and r.json()["error_type"] == "Unauthorized"
-        assert httpx.get(s.url + "/v1/models").status_code == 401
-        good = openai.OpenAI(base_url=s.url + "/v1", api_key=API_KEY, max_retries=0)
-        assert len(good.embeddings.create(model="m", input="hello").data) == 1
-        with pytest.raises(openai.AuthenticationError):
-            openai.OpenAI(base_url=s.url + "/v1", api_key="nope", max_retries=0).embeddings.create(model="m", input="x")
-        assert httpx.get(s.url + "/health").status_code == 200 and httpx.get(s.url + "/metrics").status_code == 200
-    finally:
-        s.close()
+@pytest.fixture(scope="module")
+def keyed(folder):
+    """A server with an API key that truncates long texts (--auto-truncate)."""
+    s = LiveServer(folder, api_key=API_KEY, auto_truncate=True)
+    yield s
+    s.close()
+
+
+def test_api_key(keyed):
+    body = {"model": "m", "input": "hello"}
+    for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": f"Basic {API_KEY}"},
+                    {"Authorization": f"Bearer {API_KEY}x"}, {"Authorization": "Bearer"}):
+        r = httpx.post(keyed.url + "/v1/embeddings", json=body, headers=headers)
+        assert r.status_code == 401, (headers, r.text)
+        assert r.json()["error"]["code"] == "invalid_api_key" and r.headers["www-authenticate"] == "Bearer"
+    r = httpx.post(keyed.url + "/embed", json={"inputs": "hello"})
+    assert r.status_code == 401 and r.json()["error_type"] == "Unauthorized"
+    assert httpx.get(keyed.url + "/v1/models").status_code == 401
+    good = openai.OpenAI(base_url=keyed.url + "/v1", api_key=API_KEY, max_retries=0)
+    assert len(good.embeddings.create(model="m", input="hello").data) == 1
+    with pytest.raises(openai.AuthenticationError):
+        openai.OpenAI(base_url=keyed.url + "/v1", api_key="nope", max_retries=0).embeddings.create(model="m", input="x")
+    assert httpx.get(keyed.url + "/health").status_code == 200 and httpx.get(keyed.url + "/metrics").status_code == 200
+
+
+def test_auto_truncate_and_tei_override(keyed, embedder):
+    client = openai.OpenAI(base_url=keyed.url + "/v1", api_key=API_KEY, max_retries=0)
+    got = client.embeddings.create(model="m", input=["fine", LONG], encoding_format="float")
+    np.testing.assert_allclose([d.embedding for d in got.data], embedder.encode(["fine", LONG]), rtol=0, atol=ATOL)
+    assert got.usage.prompt_tokens == len(embedder.tokenize(["fine"])[0]) + embedder.tokenizer.max_length
+    headers = {"Authorization": f"Bearer {API_KEY}"}
+    r = httpx.post(keyed.url + "/embed", json={"inputs": [LONG]}, headers=headers)
+    np.testing.assert_allclose(r.json(), embedder.encode([LONG]), rtol=0, atol=ATOL)
+    r = httpx.post(keyed.url + "/embed", json={"inputs": [LONG], "truncate": False}, headers=headers)
+    assert r.status_code == 400 and "inputs[0] has" in r.json()["error"]
 
 
 def test_bad_requests_in_a_burst_leave_good_ones_correct(server, embedder):
@@ -414,8 +451,9 @@ POISON = 13
 def test_session_failure_hits_only_the_request_at_fault():
     runs = []
 
-    def run_batch(ids):
+    def run_batch(ids, prompt_lengths):
         runs.append(len(ids))
+        assert prompt_lengths == [0] * len(ids)
         if any(POISON in x for x in ids):
             raise RuntimeError("bad token\nsecond line")
         return np.array([[float(sum(x)), float(len(x))] for x in ids], dtype=np.float32)

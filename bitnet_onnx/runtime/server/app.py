@@ -89,23 +89,26 @@ class Service:
             raise ApiError(400, f"dimensions must be from 1 to {dim}, got {dimensions}", "dimensions")
 
     async def token_ids(self, texts: list[str] | None, ids: list[list[int]] | None, truncate: bool,
-                        prompt_name: str | None = None, field: str = "input") -> list[list[int]]:
-        """Token ids by the export's rules; any bad item is a 400 naming it."""
-        if texts is not None:
-            work = partial(self.embedder.tokenize, texts, prompt_name=prompt_name, truncate=truncate)
-            size = sum(len(t) for t in texts)
-        else:
-            work = partial(self.embedder.tokenizer.prepare_ids, ids, truncate=truncate)
-            size = sum(len(x) for x in ids)
+                        prompt_name: str | None = None, field: str = "input") -> tuple[list[list[int]], int]:
+        """(token ids by the export's rules, the prompt's length for the pooling); a bad item is a 400
+        naming it. Texts get the prompt (the manifest's default without ``prompt_name``); ids none."""
         try:
-            return work() if size <= _INLINE_TOKENIZE_CHARS else await run_in_threadpool(work)
+            if texts is None:
+                work = partial(self.embedder.tokenizer.prepare_ids, ids, truncate=truncate)
+                size, prompt_length = sum(len(x) for x in ids), 0
+            else:
+                work = partial(self.embedder.tokenize, texts, prompt_name=prompt_name, truncate=truncate)
+                size = sum(len(t) for t in texts)
+                prompt_length = self.embedder.prompt_length(self.embedder.resolve_prompt(prompt_name))
+            token_ids = work() if size <= _INLINE_TOKENIZE_CHARS else await run_in_threadpool(work)
         except BitnetOnnxError as e:  # "texts[3] has ..." / "ids[0]: token id ..." / "prompt_name ..."
             message = _ITEM_NAME.sub(field + "[", str(e), count=1)
             raise ApiError(400, message, "prompt_name" if message.startswith("prompt_name") else field) from None
+        return token_ids, prompt_length
 
-    async def embed(self, ids: list[list[int]]) -> np.ndarray:
+    async def embed(self, ids: list[list[int]], prompt_length: int) -> np.ndarray:
         try:
-            return await self.batcher.embed(ids)
+            return await self.batcher.embed(ids, prompt_length)
         except QueueFull as e:
             self.metrics.rejected.labels("queue_full").inc()
             raise ApiError(429, f"the server is busy ({e})", code="queue_full", retry_after=e.retry_after) from None
@@ -138,8 +141,8 @@ def create_app(embedder: Embedder, config: ServerConfig) -> FastAPI:
     async def openai_embeddings(body: EmbeddingsRequest):
         texts, ids = parse_openai_input(body.input, config.max_inputs)
         service.check_dimensions(body.dimensions)
-        token_ids = await service.token_ids(texts, ids, truncate=config.auto_truncate)
-        out = embedder.finish(await service.embed(token_ids), dimensions=body.dimensions)
+        token_ids, prompt_length = await service.token_ids(texts, ids, truncate=config.auto_truncate)
+        out = embedder.finish(await service.embed(token_ids, prompt_length), dimensions=body.dimensions)
         tokens = sum(len(x) for x in token_ids)
         return await _respond(_openai_body, out, body.encoding_format or "float", tokens, config.model_name)
 
@@ -155,9 +158,9 @@ def create_app(embedder: Embedder, config: ServerConfig) -> FastAPI:
             raise ApiError(400, "truncation_direction: only 'right' is supported", "truncation_direction")
         service.check_dimensions(body.dimensions)
         truncate = config.auto_truncate if body.truncate is None else body.truncate
-        token_ids = await service.token_ids(texts, None, truncate=truncate, prompt_name=body.prompt_name,
-                                            field="inputs")
-        rows = await service.embed(token_ids)
+        token_ids, prompt_length = await service.token_ids(texts, None, truncate=truncate,
+                                                           prompt_name=body.prompt_name, field="inputs")
+        rows = await service.embed(token_ids, prompt_length)
         return await _respond(_tei_body, embedder.finish(rows, dimensions=body.dimensions, normalize=body.normalize))
 
     @app.get("/health")

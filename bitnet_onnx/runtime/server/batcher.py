@@ -55,13 +55,15 @@ class _Item:
     job: _Job
     index: int  # row in job.rows
     ids: Sequence[int]
+    prompt_length: int  # leading tokens the pooling leaves out (Embedder.prompt_length)
     queued_at: float = field(default_factory=time.monotonic)
 
 
 class Batcher:
-    """Batches ``run_batch`` calls (token id lists -> float32 [n, dimension]) across concurrent requests."""
+    """Batches ``run_batch(ids, prompt_lengths)`` calls (``Embedder.run_batch``: token id lists -> float32
+    [n, dimension]) across concurrent requests."""
 
-    def __init__(self, run_batch: Callable[[list], np.ndarray], dimension: int, config: ServerConfig,
+    def __init__(self, run_batch: Callable[[list, list], np.ndarray], dimension: int, config: ServerConfig,
                  metrics: Metrics):
         self._run_batch = run_batch
         self._dimension = dimension
@@ -98,8 +100,9 @@ class Batcher:
     def draining(self) -> bool:
         return self._draining
 
-    async def embed(self, ids: list[list[int]]) -> np.ndarray:
-        """The session's sentence embeddings of these token id lists: float32 [len(ids), dimension], in order."""
+    async def embed(self, ids: list[list[int]], prompt_length: int = 0) -> np.ndarray:
+        """The session's sentence embeddings of these token id lists: float32 [len(ids), dimension], in order.
+        ``prompt_length``: of the prompt in front of every text (0: none, or the pooling includes it)."""
         loop = asyncio.get_running_loop()
         job = _Job(np.empty((len(ids), self._dimension), dtype=np.float32), len(ids), loop.create_future(), loop)
         tokens = sum(len(x) for x in ids)
@@ -109,7 +112,7 @@ class Batcher:
             if self._pending and self._pending_tokens + tokens > self._config.max_queue_tokens:
                 raise QueueFull(self._retry_after())
             now = time.monotonic()
-            self._pending.extend(_Item(job, i, x, now) for i, x in enumerate(ids))
+            self._pending.extend(_Item(job, i, x, prompt_length, now) for i, x in enumerate(ids))
             self._pending_tokens += tokens
             self._publish_queue()
             self._cond.notify_all()
@@ -171,7 +174,7 @@ class Batcher:
             for item in batch:
                 m.queue_seconds.observe(start - item.queued_at)
         try:
-            rows = self._run_batch([item.ids for item in batch])
+            rows = self._run_batch([item.ids for item in batch], [item.prompt_length for item in batch])
         except Exception as e:
             if len(batch) > 1:  # find the texts at fault: the others still get their rows
                 for item in batch:

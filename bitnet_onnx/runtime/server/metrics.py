@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
-
-disable_created_metrics()  # no *_created series: they double the output and no dashboard reads them
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 PREFIX = "bitnet_onnx"
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
