@@ -24,11 +24,11 @@ def _paths() -> list[str]:
     return paths
 
 
-def _check(res, paths: list[str]) -> None:
+def _check(res, paths: list[str], min_cases: int = 100) -> None:
     out = res.stdout + res.stderr
     lines = res.stdout.strip().splitlines()
     assert res.returncode == 0 and lines and lines[-1].endswith(" 0 failed"), out[-6000:]
-    assert int(lines[-1].split()[0]) >= 100 * len(paths), out[-6000:]
+    assert int(lines[-1].split()[0]) >= min_cases * len(paths), out[-6000:]
     for path in paths:
         assert f"path {path}: ok" in res.stdout, out[-6000:]
 
@@ -45,8 +45,9 @@ def test_sanitizers():
     paths = _paths()
     env = dict(os.environ, ASAN_OPTIONS="abort_on_error=0:detect_leaks=1",
                UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1")
-    res = _run([str(exe), "--paths", ",".join(paths)], env=env)
-    _check(res, paths)
+    # the largest references only cost time under ASan: S = 513 stays, with fewer heads
+    res = _run([str(exe), "--paths", ",".join(paths), "--max-work", "3e8"], env=env)
+    _check(res, paths, min_cases=120)
     assert "runtime error" not in res.stderr and "AddressSanitizer" not in res.stderr, res.stderr[-6000:]
 
 

@@ -15,7 +15,7 @@ from onnx import TensorProto, helper
 from bitnet_onnx import customops
 from bitnet_onnx.customops import DOMAIN as OP_DOMAIN
 from bitnet_onnx.customops.encoder_attention import NAME as OP_NAME
-from cpu_isas import isas_of_this_cpu
+from cpu_isas import ALL_ISAS, isas_of_this_cpu
 
 # One BITNET_ONNX_ISA value per attention path this CPU has.
 _PATH_OF = {"scalar": "scalar", "avx2": "avx2", "avxvnni": "avx2", "avx512vnni": "avx512", "amx": "avx512"}
@@ -239,8 +239,9 @@ def test_error_attributes(attrs, message, monkeypatch):
     assert message in str(err.value), str(err.value)
 
 
-def test_error_unknown_isa(monkeypatch):
-    monkeypatch.setenv(customops.ISA_ENV, "nonesuch")
+@pytest.mark.parametrize("isa", ["nonesuch"] + [isa for isa in ALL_ISAS if isa not in isas_of_this_cpu()])
+def test_error_isa_unknown_or_missing(isa, monkeypatch):
+    monkeypatch.setenv(customops.ISA_ENV, isa)
     with pytest.raises(Exception) as err:
         session(make_model(4, 2))
-    assert "BITNET_ONNX_ISA=nonesuch" in str(err.value), str(err.value)
+    assert f"BITNET_ONNX_ISA={isa}" in str(err.value), str(err.value)

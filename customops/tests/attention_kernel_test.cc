@@ -5,10 +5,12 @@
 // reverse order must give the same bits (any thread split is identical). Built plain and with
 // ASan/UBSan by tests/test_attention_kernels_native.py.
 //
-//   attention_kernel_test --paths scalar,avx2,avx512   (prints "<n> passed, <m> failed" last)
+//   attention_kernel_test --paths scalar,avx2,avx512 [--max-work N]   (prints "<n> passed, <m> failed" last)
+// --max-work skips cases whose reference costs more than N multiply-adds (sanitized builds).
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -131,8 +133,11 @@ void check(const TileOps& ops, const Case& c, std::mt19937& rng) {
 
 int main(int argc, char** argv) {
   std::string paths = "scalar";
-  for (int i = 1; i + 1 < argc; ++i)
+  double max_work = 1e300;
+  for (int i = 1; i + 1 < argc; ++i) {
     if (std::strcmp(argv[i], "--paths") == 0) paths = argv[i + 1];
+    if (std::strcmp(argv[i], "--max-work") == 0) max_work = std::atof(argv[i + 1]);
+  }
   std::vector<const TileOps*> selected;
   size_t start = 0;
   while (start <= paths.size()) {
@@ -164,6 +169,7 @@ int main(int argc, char** argv) {
         for (int64_t d : dims) {
           // Long sequences at every band but a rotating subset of (group, dim), to keep the run short.
           if (s >= 128 && (n++ % 4) != 0) continue;
+          if (4.0 * hg[0] * s * s * d > max_work) continue;
           cases.push_back({4, s, hg[0], hg[1], d, band[0], band[1]});
         }
   std::mt19937 rng(1234);

@@ -19,7 +19,7 @@ struct Path {
 // requirement, so a forced name is only accepted where its I2S kernel also runs.
 const Path kPaths[] = {
 #if defined(__x86_64__) || defined(_M_X64)
-    {"amx", avx512_tile_ops, [](const CpuFeatures& f) { return f.avx512vnni; }},
+    {"amx", avx512_tile_ops, [](const CpuFeatures& f) { return f.amx; }},
     {"avx512vnni", avx512_tile_ops, [](const CpuFeatures& f) { return f.avx512vnni; }},
     {"avxvnni", avx2_tile_ops, [](const CpuFeatures& f) { return f.avxvnni; }},
     {"avx2", avx2_tile_ops, [](const CpuFeatures& f) { return f.avx2; }},
