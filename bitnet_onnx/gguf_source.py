@@ -181,7 +181,10 @@ class GgufModel:
         stored = POOLING_NAMES.get(int(code)) if code is not None else None
         if pooling is not None and pooling not in POOLINGS:
             raise BitnetOnnxError(f"--pooling {pooling!r} is not one of {', '.join(POOLINGS)}")
-        chosen, from_file = pooling or stored, pooling is None and stored is not None
+        if pooling is not None and stored is not None and pooling != stored:
+            raise BitnetOnnxError(f"{self.path}: --pooling {pooling} contradicts its {self.arch.name}.pooling_type "
+                                  f"({stored})")
+        chosen, from_file = pooling or stored, stored is not None
         if chosen is None and self.arch.default_pooling:
             chosen = self.arch.default_pooling
             log.warning("%s: no %s.pooling_type; using %s's default pooling %r", self.path, self.arch.name,
