@@ -5,6 +5,7 @@ same model (same weights, same external data file) behind a pre-processing graph
 
     text: string [N], prompt: string [1] (optional, default: the manifest's default prompt or "")
       -> StringConcat(prompt, text)
+      -> UTF-8 guard: bytes that are not UTF-8 (or U+0000) are an ORT error naming the reason
       -> NFC guard (tokenizers whose normalizer is NFC): a text that NFC would change is an error
       -> onnxruntime-extensions' HfJsonTokenizer, built from tokenizer.json + tokenizer_config.json
          by the extensions' own ``gen_processing_models``
@@ -12,15 +13,15 @@ same model (same weights, same external data file) behind a pre-processing graph
          max_length, the mask from the true lengths, padding on the manifest's side
       -> the model: sentence_embedding, token_embeddings, plus input_ids and attention_mask.
 
-The two graphs are joined by ``onnx.compose.merge_graphs``. The export checks the in-graph ids
-against ``TextTokenizer`` (the ``tokenizers`` library plus the same rules) on a probe corpus and
-refuses the export when they differ.
+The two graphs are joined by ``onnx.compose.merge_graphs``. The export runs the extensions'
+tokenizer on a probe corpus against the ``tokenizers`` library and refuses when they differ (so
+Gemma3's real tokenizer is refused: docs/hosts.md).
 
 NFC: the extensions' tokenizer does not apply tokenizer.json's NFC normalizer, and ONNX Runtime
-has no Unicode normalization op. The graph therefore rejects (with an ORT error naming the
-reason) every text that NFC would change, found by one RE2 pattern (``nfc_unstable_pattern``)
-built from Python's Unicode data; on every text it accepts, the ids equal the ``tokenizers``
-library's. Hosts normalize to NFC first (one library call in every language); ``Embedder`` does.
+has no Unicode normalization op. The graph therefore rejects every text that NFC would change,
+found by RE2 patterns (``nfc_unstable_patterns``, RegexFullMatch) built from Python's Unicode data;
+on every text it accepts the ids equal the ``tokenizers`` library's. Hosts normalize to NFC first
+(one library call in every language); ``Embedder`` does.
 """
 
 from __future__ import annotations
