@@ -40,6 +40,7 @@ import datetime
 import json
 import os
 import platform
+import re
 import shutil
 import statistics
 import subprocess
@@ -57,10 +58,17 @@ MODELS = {  # model -> the 7 projections (name, K, N) of one layer
     "gemma3": [("q", 640, 1024), ("k", 640, 256), ("v", 640, 256), ("o", 1024, 640),
                ("gate", 640, 2048), ("up", 640, 2048), ("down", 2048, 640)],
 }
-X86_PATHS = ("amx", "avx512vnni", "avxvnni", "avx2")  # the x86 paths; ones the CPU lacks are skipped
+DISPATCH = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "customops", "kernels", "dispatch.cc")
 S_W = 0.02  # weight scale of every projection
 DEFAULT_M = [1, 16, 32, 128, 512, 2048]
 QUICK = dict(m=[1, 16, 512], rounds=2, runs=5, warmup=2)
+
+
+def x86_paths() -> list[str]:
+    """The x86 SIMD kernel names, best first, from their one list (kIsas in dispatch.cc)."""
+    with open(DISPATCH) as f:
+        table = f.read().split("const Isa kIsas[] = {", 1)[1].split("};", 1)[0]
+    return re.findall(r'^\s*\{"(\w+)", BITNET_X86\(', table, flags=re.M)
 
 
 def ops_per_token(model: str) -> int:
@@ -278,6 +286,19 @@ int main(void) {
     }
 #define S(i) sink += LANE0(a##i);
     R(S)
+#elif PATH == 4
+    /* read BYTES bytes (the layer's packed weights; L3-resident after the first pass) per unit */
+    static __m256i buf[BYTES / 32] __attribute__((aligned(64)));
+    if (r == 0) memset(buf, 1, sizeof buf);
+    __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0;
+    t0 = now();
+    for (long it = 0; it < 50; ++it)
+      for (long i = 0; i < BYTES / 32; i += 4) {
+        s0 = _mm256_xor_si256(s0, buf[i]); s1 = _mm256_xor_si256(s1, buf[i + 1]);
+        s2 = _mm256_xor_si256(s2, buf[i + 2]); s3 = _mm256_xor_si256(s3, buf[i + 3]);
+      }
+    sink += _mm256_extract_epi32(_mm256_xor_si256(_mm256_xor_si256(s0, s1), _mm256_xor_si256(s2, s3)), 0);
+    ops = 50.0 * BYTES / iters / 12;  /* reported "GOP/s" = GB/s */
 #elif PATH == 3
     _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
     _tile_loadd(4, buf, 64); _tile_loadd(5, buf, 64); _tile_loadd(6, buf, 64); _tile_loadd(7, buf, 64);
@@ -317,13 +338,30 @@ def _cpu_flags() -> set[str]:
 
 
 def _run_peak(cc: str, tmp: str, macro: int, flags: list[str]) -> float | None:
-    src, exe = os.path.join(tmp, "peak.c"), os.path.join(tmp, f"peak{macro}")
+    src, exe = os.path.join(tmp, "peak.c"), os.path.join(tmp, f"peak{macro}{len(flags)}")
     with open(src, "w") as f:
         f.write(PEAK_SOURCE)
     if subprocess.run([cc, "-O2", f"-DPATH={macro}", *flags, src, "-o", exe], capture_output=True).returncode != 0:
         return None
     run = subprocess.run([exe], capture_output=True, text=True)
     return float(run.stdout.split()[0]) if run.returncode == 0 else None
+
+
+def packed_weight_bytes(model: str) -> int:
+    """Bytes of one layer's 2-bit weights (what M=1 streams)."""
+    return sum(k * n // 4 for _, k, n in MODELS[model])
+
+
+def measure_stream(models: list[str]) -> dict[str, float | None]:
+    """model -> GB/s of one core reading the layer's packed-weight bytes over and over (from L3
+    when they exceed L2, as at M=1 where every token reads every weight once)."""
+    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    out = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for model in models:
+            size = packed_weight_bytes(model) // 128 * 128
+            out[model] = _run_peak(cc, tmp, 4, ["-mavx2", f"-DBYTES={size}L"]) if cc else None
+    return out
 
 
 def measure_peaks(paths: list[str]) -> dict[str, tuple[float | None, str]]:
@@ -372,7 +410,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, help="timed runs per round; fewer for runs over 50 ms (default 20)")
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                         help="wall time, or the calling thread's CPU time (1 thread only; default wall)")
-    parser.add_argument("--isa", nargs="+", default=list(X86_PATHS), help="op paths to force (default: the x86 SIMD paths)")
+    parser.add_argument("--isa", nargs="+", default=x86_paths(), help="op paths to force (default: the x86 SIMD paths)")
     parser.add_argument("--norm", choices=("both", "off", "on"), default="off", help="op variants with/without fused norm_weight")
     parser.add_argument("--baselines", nargs="*", default=["fp32", "dqmm"], help="ORT variants (default fp32 dqmm; also nbits4)")
     parser.add_argument("--json", help="also write the results to this JSON file")
@@ -409,6 +447,7 @@ def main() -> int:
             inputs[(model, m)] = {f"X{k}": rng.standard_normal((m, k)).astype(np.float32) for k in input_widths(model)}
     errors = check_outputs(variants, inputs, args.models)
     peaks = measure_peaks(isas)
+    stream = measure_stream(args.models)
 
     # Fewer timed runs for slow cases so a round stays bounded; decided once from a probe run.
     cells = [(v, m) for v in variants for m in args.m]
@@ -445,6 +484,9 @@ def main() -> int:
                         "x_dqmm": med["dqmm"] / s if "dqmm" in med else None,
                         "x_fp32": med["fp32"] / s if "fp32" in med else None,
                         "x_first_threads": one_thread[v.label] / s,
+                        # M=1 reads every packed weight once: time over streaming them at L3 bandwidth
+                        "x_l3_floor": (s / (packed_weight_bytes(model) / (stream[model] * 1e9))
+                                       if m == 1 and v.kind == "i2s" and stream.get(model) else None),
                         "rel_err_vs_fp64": errors.get((v.model, v.label, m)),
                         "round_ms": [t * 1e3 for t in rounds[(id(v), m)]],
                     })
@@ -454,6 +496,7 @@ def main() -> int:
         "onnxruntime": ort.__version__, "numpy": np.__version__, "python": platform.python_version(),
         "threads": args.threads, "rounds": args.rounds, "warmup": args.warmup, "runs": args.runs, "clock": args.clock,
         "peaks": {p: {"gops": g, "what": w} for p, (g, w) in peaks.items()},
+        "stream_gbs": stream,
         "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
     }
     print_table(header, results, args.threads)
@@ -495,12 +538,16 @@ def print_table(header: dict, results: list[dict], threads: list[int]) -> None:
           "median of round medians")
     for path, p in header["peaks"].items():
         print(f"# peak {path}: " + (f"{p['gops']:.0f} GOP/s" if p["gops"] else "-") + f" ({p['what']})")
+    for model, gbs in header["stream_gbs"].items():
+        if gbs:
+            print(f"# {model}: one layer's packed weights {packed_weight_bytes(model) / 1e6:.2f} MB, read at {gbs:.0f} GB/s "
+                  f"by one core = {packed_weight_bytes(model) / gbs / 1e3:.1f} us (the M=1 floor; 'x floor' column)")
     print(f"# command: {header['command']}")
     print()
     multi = len(threads) > 1
     extra = f" x {threads[0]} thr |" if multi else ""
-    print(f"| model | variant | thr | M | ms | GOP/s | % its peak | x DQMM | x fp32 |{extra} rel. err |")
-    print("|---|---|---|---|---|---|---|---|---|" + ("---|" if multi else "") + "---|")
+    print(f"| model | variant | thr | M | ms | GOP/s | % its peak | x DQMM | x fp32 |{extra} x floor | rel. err |")
+    print("|---|---|---|---|---|---|---|---|---|" + ("---|" if multi else "") + "---|---|")
     fmt = lambda v, spec: "-" if v is None else format(v, spec)  # noqa: E731
     for r in results:
         pct = None if r["peak_fraction"] is None else 100 * r["peak_fraction"]
@@ -508,6 +555,7 @@ def print_table(header: dict, results: list[dict], threads: list[int]) -> None:
                 fmt(pct, ".0f"), fmt(r["x_dqmm"], ".2f"), fmt(r["x_fp32"], ".2f")]
         if multi:
             cols.append(f"{r['x_first_threads']:.2f}")
+        cols.append(fmt(r["x_l3_floor"], ".2f"))
         cols.append(fmt(r["rel_err_vs_fp64"], ".1e"))
         print("| " + " | ".join(cols) + " |")
 
