@@ -52,8 +52,17 @@ def main(argv: list[str] | None = None) -> int:
     exit_cleanly_on_termination()  # SIGTERM/SIGHUP remove temp outputs like Ctrl-C
     try:
         return int(module.run(args) or 0)
-    except (BitnetOnnxError, FileNotFoundError, NotADirectoryError, PermissionError) as e:
+    except BitnetOnnxError as e:
         print(f"bitnet-onnx {args.verb}: error: {e}", file=sys.stderr)
+        return 1
+    except OSError as e:  # unreadable inputs, full disks, folders where files belong, symlink loops, ...
+        print(f"bitnet-onnx {args.verb}: error: {describe_os_error(e)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
+
+
+def describe_os_error(e: OSError) -> str:
+    """``path: reason`` (one line) for an OSError, e.g. "model/config.json: Is a directory"."""
+    reason = e.strerror or str(e) or type(e).__name__
+    return f"{e.filename}: {reason}" if e.filename is not None else reason

@@ -10,6 +10,9 @@ dequantized by gguf-py's own ``gguf.quants.dequantize`` (F32, F16, BF16, Q8_0, Q
 
 from __future__ import annotations
 
+import mmap
+import os
+import struct
 from pathlib import Path
 
 import numpy as np
@@ -73,6 +76,102 @@ def is_gguf(path: str | Path) -> bool:
         return f.read(4) == GGUF_MAGIC
 
 
+# GGUF value type -> bytes of one value (8 string, 9 array: variable)
+_VALUE_SIZES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+_STRING, _ARRAY = 8, 9
+_MAX_DIMS = 4  # GGML_MAX_DIMS
+
+
+class _Header:
+    """A bounds-checked walk over a GGUF header: every count is checked against the bytes left before
+    anything is read or allocated, so a crafted count fails at once instead of exhausting memory."""
+
+    def __init__(self, data: bytes, path: Path):
+        self.data, self.path, self.pos = data, path, 0
+        self.order = "<"
+
+    def fail(self, what: str) -> BitnetOnnxError:
+        return BitnetOnnxError(f"{self.path}: not a readable GGUF file ({what} at byte {self.pos}, "
+                               f"file size {len(self.data)})")
+
+    def unpack(self, fmt: str, what: str) -> tuple:
+        size = struct.calcsize(self.order + fmt)
+        if self.pos + size > len(self.data):
+            raise self.fail(f"{what} beyond the end of the file")
+        values = struct.unpack_from(self.order + fmt, self.data, self.pos)
+        self.pos += size
+        return values
+
+    def count(self, what: str, min_item_bytes: int) -> int:
+        (n,) = self.unpack("Q", what)
+        left = len(self.data) - self.pos
+        if n * min_item_bytes > left:
+            raise self.fail(f"{what} declares {n} items, more than the {left} bytes left can hold")
+        return n
+
+    def skip_string(self, what: str) -> str:
+        n = self.count(what, 1)
+        start, self.pos = self.pos, self.pos + n
+        try:  # GGUF strings are UTF-8; gguf-py decodes them strictly when read
+            return str(self.data[start:self.pos], "utf-8")
+        except UnicodeDecodeError as e:
+            raise self.fail(f"{what}: not UTF-8 ({e.reason})") from None
+
+    def skip_value(self, kind: int, what: str, depth: int = 0) -> None:
+        if kind in _VALUE_SIZES:
+            self.unpack(f"{_VALUE_SIZES[kind]}s", what)
+        elif kind == _STRING:
+            self.skip_string(what)
+        elif kind == _ARRAY and depth < 2:
+            (item,) = self.unpack("I", f"{what}: array type")
+            if item in _VALUE_SIZES:
+                n = self.count(f"{what}: array", _VALUE_SIZES[item])
+                self.pos += n * _VALUE_SIZES[item]
+            elif item in (_STRING, _ARRAY):
+                for _ in range(self.count(f"{what}: array", 8)):
+                    self.skip_value(item, what, depth + 1)
+            else:
+                raise self.fail(f"{what}: unknown array item type {item}")
+        else:
+            raise self.fail(f"{what}: unknown value type {kind}")
+
+    def walk(self) -> None:
+        magic = self.unpack("4s", "magic")[0]
+        if magic != GGUF_MAGIC:
+            raise self.fail(f"magic {magic!r} is not {GGUF_MAGIC!r}")
+        (version,) = self.unpack("I", "version")
+        if version & 0xFFFF == 0:  # written on a big-endian machine
+            self.order = ">"
+            version = struct.unpack(">I", struct.pack("<I", version))[0]
+        if version not in (2, 3):
+            raise self.fail(f"version {version} (supported: 2, 3)")
+        (n_tensors,) = self.unpack("Q", "tensor count")
+        n_keys = self.count("metadata key count", 8 + 4 + 1)
+        if n_tensors * (8 + 4 + 4 + 8) > len(self.data) - self.pos:
+            raise self.fail(f"tensor count {n_tensors} is more than the file can hold")
+        for i in range(n_keys):
+            key = self.skip_string(f"metadata key {i}")
+            (kind,) = self.unpack("I", f"metadata {key!r}: type")
+            self.skip_value(kind, f"metadata {key!r}")
+        for i in range(n_tensors):
+            self.skip_string(f"tensor {i}: name")
+            (n_dims,) = self.unpack("I", f"tensor {i}: dimension count")
+            if n_dims > _MAX_DIMS:
+                raise self.fail(f"tensor {i}: {n_dims} dimensions (at most {_MAX_DIMS})")
+            self.unpack(f"{n_dims}QIQ", f"tensor {i}: shape, type and offset")
+
+
+def check_gguf_header(path: str | Path) -> None:
+    """A one-line error for a GGUF header whose counts or lengths do not fit in the file (before
+    gguf.GGUFReader, which would allocate what a crafted count asks)."""
+    path = Path(path)
+    with open(path, "rb") as f:
+        if os.fstat(f.fileno()).st_size == 0:
+            raise BitnetOnnxError(f"{path}: not a readable GGUF file (empty)")
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            _Header(data, path).walk()
+
+
 def open_gguf(path: str | Path):
     """A GGUFReader that knows I2_S; a one-line error for anything that is not a readable GGUF."""
     import gguf
@@ -81,6 +180,7 @@ def open_gguf(path: str | Path):
     path = Path(path)
     if not path.is_file():
         raise BitnetOnnxError(f"{path}: no such file")
+    check_gguf_header(path)
     try:
         return gguf.GGUFReader(path)
     except (ValueError, IndexError, KeyError, OSError, TypeError) as e:

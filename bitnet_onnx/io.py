@@ -82,6 +82,22 @@ def _appeared(path: Path, what: str) -> BitnetOnnxError:
     return BitnetOnnxError(f"{what} {path}: appeared while this run was writing; left as it is, nothing written")
 
 
+# write failures of a full or capped disk; errno None: a library's short-write check
+_DISK_FULL = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT, None)
+
+
+@contextmanager
+def _write_errors(path: Path, what: str) -> Iterator[None]:
+    """A full disk while writing ``path`` becomes one error naming it (other OSErrors name their own file)."""
+    try:
+        yield
+    except OSError as e:
+        if e.errno not in _DISK_FULL or isinstance(e, (FileNotFoundError, FileExistsError)):
+            raise
+        reason = e.strerror or str(e)
+        raise BitnetOnnxError(f"{what} {path}: could not write ({reason}); nothing written") from None
+
+
 @contextmanager
 def atomic_file(path: str | Path, what: str = "output",
                 ours: Callable[[Path], bool] | None = None) -> Iterator[Path]:
@@ -101,7 +117,8 @@ def atomic_file(path: str | Path, what: str = "output",
     os.close(fd)
     tmp = Path(name)
     try:
-        yield tmp
+        with _write_errors(path, what):
+            yield tmp
         os.chmod(tmp, 0o666 & ~umask())
         if existed:
             os.replace(tmp, path)
@@ -125,12 +142,16 @@ def atomic_folder(path: str | Path, overwrite: bool = False, what: str = "output
     """
     path = Path(path)
     check_replaceable_folder(path, overwrite, what, ours)
+    existed = os.path.lexists(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
     try:
         os.chmod(tmp, 0o777 & ~umask())
-        yield tmp
-        if path.exists():  # overwrite: swap, then drop the old folder
+        with _write_errors(path, what):
+            yield tmp
+        if os.path.lexists(path) and not existed:
+            raise _appeared(path, what)
+        if os.path.lexists(path):  # overwrite: swap, then drop the old folder
             check_replaceable_folder(path, overwrite, what, ours)
             _swap_in(tmp, path, what)
         else:

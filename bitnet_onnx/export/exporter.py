@@ -16,7 +16,7 @@ from bitnet_onnx.weights import ModelFolder, open_source, read_json
 from bitnet_onnx.export import attention
 from bitnet_onnx.export.graph import build_model
 from bitnet_onnx.export.text_input import text_input_for
-from bitnet_onnx.export.writer import write_folder
+from bitnet_onnx.export.writer import check_output, write_folder
 
 log = logging.getLogger("bitnet_onnx")
 
@@ -115,8 +115,7 @@ def export(model_dir: str | Path, out_dir: str | Path, arch: str | None = None, 
     if bits not in NBITS_CHOICES:
         raise BitnetOnnxError(f"--nbits {bits} is not supported; choose 2 or 4")
     out_dir = Path(out_dir)
-    if out_dir.exists() and not overwrite:  # fail before the slow part
-        raise BitnetOnnxError(f"{out_dir}: already exists; pass --overwrite to replace it")
+    check_output(out_dir, [model_dir], overwrite)  # before the slow part
     start = time.perf_counter()
     folder = open_source(model_dir, arch)
     variant = choose_variant(folder, weights, ternarize)

@@ -49,7 +49,7 @@ def copy_tokenizer(source: Path, folder: Path) -> None:
         raise BitnetOnnxError(f"{source}: tokenizer.json is missing (the exported folder needs it to tokenize)")
     for name in TOKENIZER_FILES:
         if (source / name).is_file():
-            shutil.copy2(source / name, folder / name)
+            shutil.copyfile(source / name, folder / name)  # not copy2: modes follow the umask
 
 
 def is_export_folder(path: Path) -> bool:
