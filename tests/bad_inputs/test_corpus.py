@@ -1,0 +1,158 @@
+"""Runs every case of tests/bad_inputs/cases.py in a fresh workspace and a subprocess.
+
+Asserted for each: the exit status; on failure exactly one line on stderr, matching the case's
+regex (which names the culprit); every input byte-for-byte unchanged; nothing left behind (no new
+entry, hidden temp files included) but what the case ``creates``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import resource
+import signal
+import stat
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from cases import CASES, Case, Workspace
+
+HOLD = Path(__file__).with_name("hold.py")
+WAIT_SECONDS = 60
+
+
+def tree(root: Path) -> dict[str, tuple]:
+    """Every entry under ``root`` (symlinks not followed) -> its kind, mode and content hash or target."""
+    found = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            path = Path(dirpath) / name
+            st = os.lstat(path)
+            rel = str(path.relative_to(root))
+            if stat.S_ISLNK(st.st_mode):
+                found[rel] = ("link", os.readlink(path))
+            elif stat.S_ISDIR(st.st_mode):
+                found[rel] = ("dir", st.st_mode & 0o7777)
+            else:
+                found[rel] = ("file", st.st_mode & 0o7777, hashlib.sha256(path.read_bytes()).hexdigest())
+    return found
+
+
+def _limits(case: Case):
+    def apply() -> None:
+        if case.fsize is not None:
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # writes past the limit fail with EFBIG instead
+            resource.setrlimit(resource.RLIMIT_FSIZE, (case.fsize, case.fsize))
+        if case.memory is not None:
+            resource.setrlimit(resource.RLIMIT_AS, (case.memory, case.memory))
+        if case.umask is not None:
+            os.umask(case.umask)
+    return apply
+
+
+def _wait_for(ws: Workspace, pattern: str, procs: list[subprocess.Popen], count: int) -> None:
+    deadline = time.monotonic() + WAIT_SECONDS
+    while len(list(ws.root.glob(pattern))) < count:
+        finished = [p for p in procs if p.poll() is not None]
+        assert not finished, f"exited (status {finished[0].returncode}) before its temp output {pattern} appeared"
+        assert time.monotonic() < deadline, f"no {pattern} after {WAIT_SECONDS} s"
+        time.sleep(0.01)
+
+
+def run(case: Case, ws: Workspace, logs: Path) -> list[tuple[int, str]]:
+    """(exit status, stderr) of each run of the case."""
+    argv = [ws.format(a) for a in case.argv]
+    go = logs / "go"
+    cmd = [sys.executable, str(HOLD), case.hold, str(go), *argv] if case.hold else \
+        [sys.executable, "-m", "bitnet_onnx", *argv]
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    procs, errs = [], []
+    for i in range(case.runs):
+        err = open(logs / f"stderr-{i}", "w+b")
+        errs.append(err)
+        procs.append(subprocess.Popen(cmd, cwd=ws.root, env=env, preexec_fn=_limits(case),
+                                      stdin=subprocess.PIPE if case.stdin is not None else subprocess.DEVNULL,
+                                      stdout=subprocess.DEVNULL, stderr=err))
+    try:
+        if case.stdin is not None:
+            for p in procs:
+                try:
+                    p.stdin.write(case.stdin)
+                    p.stdin.close()
+                except BrokenPipeError:
+                    pass
+        if case.wait_for:
+            _wait_for(ws, case.wait_for, procs, case.runs)
+            if case.signal is not None:
+                for p in procs:
+                    p.send_signal(case.signal)
+            else:
+                if case.meanwhile is not None:
+                    case.meanwhile(ws)
+                go.touch()
+        results = []
+        for p, err in zip(procs, errs):
+            p.wait(timeout=case.timeout)
+            err.seek(0)
+            results.append((p.returncode, err.read().decode("utf-8", "replace")))
+        return results
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        for err in errs:
+            err.close()
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_case(case: Case, corpus_sources, tmp_path):
+    ws = Workspace(tmp_path / "ws", corpus_sources)
+    ws.root.mkdir()
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    for arg in case.argv:  # copies in what the argv names, before the state is taken
+        ws.format(arg)
+    if case.setup is not None:
+        case.setup(ws)
+    before = tree(ws.root)
+
+    results = run(case, ws, logs)
+
+    allowed = case.status if isinstance(case.status, tuple) else (case.status,)
+    statuses = [status for status, _ in results]
+    if case.runs > 1:  # concurrent writers: exactly one wins
+        assert Counter(statuses) == Counter({0: 1, 1: case.runs - 1}), results
+    for status, stderr in results:
+        assert status in allowed, f"exit status {status}, expected {allowed}; stderr:\n{stderr}"
+        assert "Traceback" not in stderr, stderr
+        lines = [line for line in stderr.splitlines() if line.strip()]
+        if status != 0 and case.signal is None:
+            assert len(lines) == 1, f"expected one line on stderr, got {len(lines)}:\n{stderr}"
+            assert re.search(case.error, lines[0]), f"{lines[0]!r} does not match {case.error!r}"
+        elif status != 0:
+            assert not lines, f"expected a silent exit on {case.signal!r}, got:\n{stderr}"
+
+    after = tree(ws.root)
+    def ours(rel: str) -> bool:  # made by the run (on success) or by the case (meanwhile)
+        return any(rel == c or rel.startswith(c + "/") for c in case.creates)
+
+    changed = sorted(rel for rel in before if after.get(rel) != before[rel] and not ours(rel))
+    assert not changed, f"inputs changed or removed: {changed}"
+    left = sorted(rel for rel in after if rel not in before and not ours(rel))
+    assert not left, f"left behind: {left}"
+    if case.check is not None:
+        case.check(ws)
+
+
+def test_corpus_covers_every_class():
+    counts = Counter(c.cls for c in CASES)
+    assert set(counts) == {1, 2, 3, 4, 5}, counts
+    assert len(CASES) >= 60
+    assert len({c.id for c in CASES}) == len(CASES), "case ids must be unique"
