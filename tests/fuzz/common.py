@@ -1,0 +1,66 @@
+"""What every fuzz target shares: the input as a file, and the rule that only BitnetOnnxError may escape.
+
+A target module defines ``seeds()`` (valid files to start from) and ``check(path)`` (read the file the
+way the tool does). Run one directly with libFuzzer options, e.g.
+
+    python tests/fuzz/fuzz_gguf.py -max_total_time=600 -rss_limit_mb=2048 -timeout=10 CORPUS_DIR
+
+Any exception other than BitnetOnnxError, a hang past -timeout or memory past -rss_limit_mb is a
+crash (libFuzzer writes the input to crash-*/timeout-*/oom-* under -artifact_prefix).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Callable
+
+import atheris
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def import_instrumented(*modules: str, include: tuple[str, ...] = ("bitnet_onnx",)) -> list:
+    """Import ``modules`` with coverage instrumentation of the package's code, loaded from the source tree
+    (an editable install's redirecting finder would hide it from atheris' import hook)."""
+    import importlib
+
+    sys.meta_path[:] = [f for f in sys.meta_path if "editable" not in type(f).__module__]
+    sys.path.insert(0, str(REPO))
+    with atheris.instrument_imports(include=list(include)):
+        return [importlib.import_module(m) for m in modules]
+
+# a RAM-backed folder when there is one: one file write per input
+_SCRATCH = Path(tempfile.mkdtemp(prefix="bitnet-onnx-fuzz-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
+
+
+def fuzz(check: Callable[[Path], None], file_name: str, argv: list[str]) -> None:
+    from bitnet_onnx.errors import BitnetOnnxError
+
+    path = _SCRATCH / file_name
+
+    def one_input(data: bytes) -> None:
+        path.write_bytes(data)
+        try:
+            check(path)
+        except BitnetOnnxError:
+            pass  # the promised one-line error
+
+    atheris.Setup(argv, one_input)
+    atheris.Fuzz()
+
+
+def write_seeds(seeds: list[bytes], folder: Path) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for i, data in enumerate(seeds):
+        (folder / f"seed-{i}").write_bytes(data)
+
+
+def main(seeds: Callable[[], list[bytes]], check: Callable[[Path], None], file_name: str) -> None:
+    """``--seeds DIR`` writes the seed files; anything else is libFuzzer's command line."""
+    if len(sys.argv) == 3 and sys.argv[1] == "--seeds":
+        write_seeds(seeds(), Path(sys.argv[2]))
+        return
+    fuzz(check, file_name, sys.argv)

@@ -1,0 +1,38 @@
+"""A short fuzz run of each reader of untrusted files (tests/fuzz/: safetensors, GGUF, manifest).
+
+Each target runs under atheris/libFuzzer in a subprocess for a fixed time budget, from its seed files;
+a crash (any exception but BitnetOnnxError), a hang or runaway memory fails the test and leaves the
+input in the test's tmp folder. Longer runs: docs/reliability.md.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("atheris", reason="atheris is in the test extra (pip install '.[test]')")
+
+FUZZ = Path(__file__).parent / "fuzz"
+TARGETS = ("safetensors", "gguf", "manifest")
+SECONDS = 20  # per target in CI
+RSS_LIMIT_MB = 2048
+INPUT_TIMEOUT_S = 10
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_fuzz_target(target, tmp_path):
+    script = FUZZ / f"fuzz_{target}.py"
+    seeds, corpus, artifacts = tmp_path / "seeds", tmp_path / "corpus", tmp_path / "artifacts"
+    subprocess.run([sys.executable, str(script), "--seeds", str(seeds)], check=True, capture_output=True)
+    corpus.mkdir()
+    artifacts.mkdir()
+    run = subprocess.run([sys.executable, str(script), f"-max_total_time={SECONDS}", f"-rss_limit_mb={RSS_LIMIT_MB}",
+                          f"-timeout={INPUT_TIMEOUT_S}", f"-artifact_prefix={artifacts}/", str(corpus), str(seeds)],
+                         capture_output=True, text=True, timeout=SECONDS + 300)
+    found = sorted(p.name for p in artifacts.iterdir())
+    log = "\n".join(line for line in run.stderr.splitlines() if not line.startswith("INFO: Instrumenting"))
+    assert run.returncode == 0 and not found, f"{target}: {found}\n{log[-4000:]}"
+    assert "DONE" in run.stderr, log[-2000:]  # the run reached its time budget
