@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -61,7 +62,7 @@ struct Plan {
   // read past S) and vh [B, Hkv, S, D]. Tiles then read short, unit-stride rows; the inputs' own
   // row stride (Hkv*D floats, often 4 KiB) would put a whole tile in one L1 set.
   int64_t ld_kt = 0;
-  std::vector<float> kt, vh;
+  std::unique_ptr<float[]> kt, vh;  // uninitialized but for kt's tail: no memset of a fresh buffer
 };
 
 // Validated by the caller (shapes, q_heads % kv_heads == 0, head_dim > 0). Throws std::bad_alloc.

@@ -28,6 +28,25 @@ void grow(std::vector<float>& v, int64_t n) {
   if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
 }
 
+// -inf on the scores a row may not see: outside its band, past the sequence's last key (nk),
+// and (unless every key of the tile is real) at masked keys. Rows are ranges, so this vectorizes.
+void mask_tile(const Problem& p, const int64_t* mask, int64_t q0, int64_t nq, int64_t rows, int64_t j0,
+               int64_t nk, bool keys_real, float* s) {
+  float key_bias[kTileK];
+  if (!keys_real)
+    for (int64_t jj = 0; jj < nk; ++jj) key_bias[jj] = mask[j0 + jj] != 0 ? 0.0f : kNegInf;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t i = q0 + r % nq;  // [lo, hi): the row's allowed columns of this tile
+    const int64_t lo = p.before == kUnbounded ? 0 : std::clamp<int64_t>(i - p.before - j0, 0, nk);
+    const int64_t hi = p.after == kUnbounded ? nk : std::clamp<int64_t>(i + p.after + 1 - j0, lo, nk);
+    float* sr = s + r * kTileK;
+    for (int64_t jj = 0; jj < lo; ++jj) sr[jj] = kNegInf;
+    for (int64_t jj = hi; jj < kTileK; ++jj) sr[jj] = kNegInf;
+    if (!keys_real)
+      for (int64_t jj = lo; jj < hi; ++jj) sr[jj] += key_bias[jj];
+  }
+}
+
 }  // namespace
 
 Plan make_plan(const Problem& p) {
@@ -57,17 +76,18 @@ Plan make_plan(const Problem& p) {
   const int64_t d = p.head_dim, ld_kv = p.kv_heads * d;
   plan.ld_kt = (s + kTileK + 15) / 16 * 16;
   if (plan.ld_kt % 64 == 0) plan.ld_kt += 16;
-  plan.kt.assign(static_cast<size_t>(p.batch * p.kv_heads * d * plan.ld_kt), 0.0f);
-  plan.vh.resize(static_cast<size_t>(p.batch * p.kv_heads * s * d));
+  plan.kt.reset(new float[static_cast<size_t>(p.batch * p.kv_heads * d * plan.ld_kt)]);
+  plan.vh.reset(new float[static_cast<size_t>(p.batch * p.kv_heads * s * d)]);
   for (int64_t b = 0; b < p.batch; ++b)
     for (int64_t h = 0; h < p.kv_heads; ++h) {
-      float* kt = plan.kt.data() + (b * p.kv_heads + h) * d * plan.ld_kt;
-      float* vh = plan.vh.data() + (b * p.kv_heads + h) * s * d;
+      float* kt = plan.kt.get() + (b * p.kv_heads + h) * d * plan.ld_kt;
+      float* vh = plan.vh.get() + (b * p.kv_heads + h) * s * d;
       for (int64_t j0 = 0; j0 < s; j0 += 16) {  // 16 keys at a time: reads and writes stay in cache
         const int64_t j1 = std::min(s, j0 + 16);
         for (int64_t c = 0; c < d; ++c)
           for (int64_t j = j0; j < j1; ++j) kt[c * plan.ld_kt + j] = p.k[(b * s + j) * ld_kv + h * d + c];
       }
+      for (int64_t c = 0; c < d; ++c) std::fill(kt + c * plan.ld_kt + s, kt + (c + 1) * plan.ld_kt, 0.0f);
       for (int64_t j = 0; j < s; ++j)
         std::copy(p.v + (b * s + j) * ld_kv + h * d, p.v + (b * s + j) * ld_kv + (h + 1) * d, vh + j * d);
     }
@@ -109,8 +129,8 @@ bool run_job(const TileOps& ops, const Plan& plan, int64_t index) {
     return false;
   }
   float *qp = sc.q.data(), *s = sc.s.data(), *o = sc.o.data();
-  const float* kt = plan.kt.data() + (b * p.kv_heads + h) * d * plan.ld_kt;
-  const float* vh = plan.vh.data() + (b * p.kv_heads + h) * s_len * d;
+  const float* kt = plan.kt.get() + (b * p.kv_heads + h) * d * plan.ld_kt;
+  const float* vh = plan.vh.get() + (b * p.kv_heads + h) * s_len * d;
   // Row r = (head g = r / nq, query q0 + r % nq); q scaled first, as the decomposed graph does.
   for (int64_t r = 0; r < rows; ++r) {
     const float* src = p.q + (b * s_len + q0 + r % nq) * ld_q + (h * g_n + r / nq) * d;
@@ -130,18 +150,7 @@ bool run_job(const TileOps& ops, const Plan& plan, int64_t index) {
     const bool keys_real = pre[j0 + nk] - pre[j0] == nk;
     const bool in_band = (p.before == kUnbounded || j0 >= q0 + nq - 1 - p.before) &&
                          (p.after == kUnbounded || j0 + nk - 1 <= q0 + p.after);
-    if (!(keys_real && in_band && nk == kTileK)) {
-      for (int64_t r = 0; r < rows; ++r) {
-        const int64_t i = q0 + r % nq;
-        const int64_t first = p.before == kUnbounded ? 0 : i - p.before;
-        const int64_t last = p.after == kUnbounded ? s_len - 1 : i + p.after;
-        float* sr = s + r * kTileK;
-        for (int64_t jj = 0; jj < kTileK; ++jj) {
-          const int64_t j = j0 + jj;
-          if (jj >= nk || j < first || j > last || mask[j] == 0) sr[jj] = kNegInf;
-        }
-      }
-    }
+    if (!(keys_real && in_band && nk == kTileK)) mask_tile(p, mask, q0, nq, rows, j0, nk, keys_real, s);
     ops.softmax(s, rows, sc.m.data(), sc.l.data(), sc.alpha.data());
     ops.pv(s, rows, nk, vh + j0 * d, d, d, sc.alpha.data(), o);
   }
