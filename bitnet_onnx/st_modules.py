@@ -14,7 +14,7 @@ import numpy as np
 
 from bitnet_onnx.arch import ArchSpec, positive_value
 from bitnet_onnx.errors import BitnetOnnxError
-from bitnet_onnx.weights import CONFIG_NAME, index_safetensors, load_entry, read_json
+from bitnet_onnx.weights import CONFIG_NAME, index_safetensors, load_entry, read_json, read_json_object
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +58,7 @@ def _module_type(module: dict) -> str:
 
 def _read_pooling(folder: Path) -> tuple[str, bool]:
     config_file = folder / CONFIG_NAME
-    config = read_json(config_file)
+    config = read_json_object(config_file)
     by_flag = {flag: name for name, flag in POOLING_FLAGS.items()}
     on = [flag for flag in (*by_flag, *UNSUPPORTED_POOLING_FLAGS) if config.get(flag)]
     mode = config.get("pooling_mode")
@@ -73,7 +73,7 @@ def _read_pooling(folder: Path) -> tuple[str, bool]:
 
 def _read_dense(folder: Path) -> DenseLayer:
     config_file = folder / CONFIG_NAME
-    config = read_json(config_file)
+    config = read_json_object(config_file)
     act_name = config.get("activation_function", "torch.nn.modules.linear.Identity")
     if act_name not in DENSE_ACTIVATIONS:
         raise BitnetOnnxError(f"{config_file}: activation_function {act_name!r} is not supported")
@@ -112,11 +112,11 @@ def read_st_modules(path: str | Path, arch: ArchSpec, hidden: int | None = None,
     """
     path = Path(path)
     if hidden is None:
-        hidden = int(read_json(path / CONFIG_NAME).get("hidden_size", 0))
+        hidden = int(read_json_object(path / CONFIG_NAME).get("hidden_size", 0))
     modules_file = path / "modules.json"
     modules = read_json(modules_file) if modules_file.is_file() else []
-    if not isinstance(modules, list):
-        raise BitnetOnnxError(f"{modules_file}: expected a list of modules")
+    if not isinstance(modules, list) or not all(isinstance(m, dict) for m in modules):
+        raise BitnetOnnxError(f"{modules_file}: expected a list of modules (JSON objects)")
     pooling, include_prompt, from_config = None, True, True
     normalize, dense = False, []
     for module in sorted(modules, key=lambda m: int(m.get("idx", 0))):
@@ -151,13 +151,13 @@ def read_st_modules(path: str | Path, arch: ArchSpec, hidden: int | None = None,
         width = layer.weight.shape[0]
 
     st_config_file = path / "config_sentence_transformers.json"
-    st_config = read_json(st_config_file) if st_config_file.is_file() else {}
+    st_config = read_json_object(st_config_file) if st_config_file.is_file() else {}
     prompts = {str(k): str(v) for k, v in (st_config.get("prompts") or {}).items()}
     default_prompt = st_config.get("default_prompt_name")
     if default_prompt is not None and default_prompt not in prompts:
         raise BitnetOnnxError(f"{st_config_file}: default_prompt_name {default_prompt!r} is not in prompts")
     bert_file = path / "sentence_bert_config.json"
-    bert = read_json(bert_file) if bert_file.is_file() else {}
+    bert = read_json_object(bert_file) if bert_file.is_file() else {}
     max_len = positive_value(bert, "max_seq_length", str(bert_file), int) if bert.get("max_seq_length") is not None else None
     return StModules(pooling=pooling, normalize=normalize, dense=dense, prompts=prompts,
                      default_prompt_name=default_prompt, max_seq_length=max_len,

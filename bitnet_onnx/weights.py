@@ -50,6 +50,14 @@ def read_json(path: Path, what: str = "") -> dict | list:
         raise BitnetOnnxError(f"{path}: not valid JSON ({e})") from None
 
 
+def read_json_object(path: Path, what: str = "") -> dict:
+    """read_json of a file that must hold a JSON object (config files); a one-line error otherwise."""
+    data = read_json(path, what)
+    if not isinstance(data, dict):
+        raise BitnetOnnxError(f"{path}: expected a JSON object, got {type(data).__name__}")
+    return data
+
+
 def index_safetensors(file: Path) -> dict[str, _Entry]:
     """Name -> location of every tensor in one safetensors file, validated with the safetensors library.
 
@@ -128,7 +136,7 @@ class ModelFolder:
             return index_safetensors(single)
         if not index.is_file():
             raise BitnetOnnxError(f"{self.path}: no {WEIGHTS_NAME} or {INDEX_NAME}")
-        weight_map = read_json(index).get("weight_map")
+        weight_map = read_json_object(index).get("weight_map")
         if not isinstance(weight_map, dict):
             raise BitnetOnnxError(f"{index}: has no 'weight_map'")
         entries: dict[str, _Entry] = {}
