@@ -204,9 +204,10 @@ def test_real_gemma3_270m_tokenizer_equals_transformers(gemma3_270m, gemma3_270m
 
 
 # -- bad files ----------------------------------------------------------------------------------
-def _copy_gguf(src, dst, drop=(), arch=None, retype=None):
+def _copy_gguf(src, dst, drop=(), arch=None, retype=None, values=None):
     """Rewrite a GGUF with gguf-py: tensors in ``drop`` left out, general.architecture replaced,
-    ``retype(name, shape)`` -> a GGMLQuantizationType to store an F32 tensor in (None: as it is)."""
+    ``retype(name, shape)`` -> a GGMLQuantizationType to store an F32 tensor in (None: as it is),
+    ``values``: metadata key -> (value, GGUFValueType) replacing the stored one."""
     import gguf
 
     reader = open_gguf(src)
@@ -215,7 +216,8 @@ def _copy_gguf(src, dst, drop=(), arch=None, retype=None):
         if name.startswith("GGUF.") or name == "general.architecture":
             continue
         sub = field.types[-1] if field.types[0] == gguf.GGUFValueType.ARRAY else None
-        writer.add_key_value(name, field.contents(), field.types[0], sub_type=sub)
+        value, kind = (values or {}).get(name, (field.contents(), field.types[0]))
+        writer.add_key_value(name, value, kind, sub_type=sub)
     for t in reader.tensors:
         qtype = retype(t.name, t.data.shape) if retype else None
         if t.name in drop:
@@ -261,6 +263,17 @@ def test_bad_gguf_files_give_one_line_errors(tmp_path, capsys, good_gguf):
     no_norm_in = _copy_gguf(good_gguf, tmp_path / "partial.gguf", drop={"blk.0.attn_k_norm_in.weight"})
     err = _cli_error(capsys, "export", str(no_norm_in), "-o", str(out))
     assert "blk.0.attn_k_norm_in.weight is missing" in err
+
+    import gguf
+
+    bad_value = _copy_gguf(good_gguf, tmp_path / "string.gguf",
+                           values={"qwen3.embedding_length": ("wide", gguf.GGUFValueType.STRING)})
+    err = _cli_error(capsys, "export", str(bad_value), "-o", str(out))
+    assert str(bad_value) in err and "hidden_size' must be a positive integer, got 'wide'" in err
+    bad_eps = _copy_gguf(good_gguf, tmp_path / "eps.gguf",
+                         values={"qwen3.attention.layer_norm_rms_epsilon": ("tiny", gguf.GGUFValueType.STRING)})
+    err = _cli_error(capsys, "export", str(bad_eps), "-o", str(out))
+    assert str(bad_eps) in err and "'rms_norm_eps' must be a positive finite number" in err
 
     err = _cli_error(capsys, "export", str(good_gguf), "-o", str(out), "--arch", "gemma3")
     assert "--arch gemma3" in err and str(good_gguf) in err
