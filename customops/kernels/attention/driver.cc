@@ -17,7 +17,7 @@ namespace {
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 // Query rows per job (group * tile_q): with tile_q a divisor of kTileK, query tiles line up with
 // key tiles, so a causal band's diagonal costs one tile; small enough for L2.
-constexpr int64_t kTargetRows = 128;
+constexpr int64_t kTargetRows = 64;
 
 // Per-thread buffers, reused across jobs and calls.
 struct Scratch {
@@ -53,7 +53,7 @@ Plan make_plan(const Problem& p) {
   Plan plan;
   plan.p = p;
   plan.group = p.q_heads / p.kv_heads;
-  plan.tile_q = std::max<int64_t>(16, kTargetRows / plan.group);
+  plan.tile_q = std::max<int64_t>(8, kTargetRows / plan.group);
   plan.q_tiles = (p.seq + plan.tile_q - 1) / plan.tile_q;
   plan.jobs = p.batch * p.kv_heads * plan.q_tiles;
   const int64_t s = p.seq;
