@@ -80,6 +80,8 @@ def is_gguf(path: str | Path) -> bool:
 _VALUE_SIZES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
 _STRING, _ARRAY = 8, 9
 _MAX_DIMS = 4  # GGML_MAX_DIMS
+_UINT32 = 4
+_DEFAULT_ALIGNMENT = 32  # GGUF_DEFAULT_ALIGNMENT
 
 
 class _Header:
@@ -149,16 +151,50 @@ class _Header:
         n_keys = self.count("metadata key count", 8 + 4 + 1)
         if n_tensors * (8 + 4 + 4 + 8) > len(self.data) - self.pos:
             raise self.fail(f"tensor count {n_tensors} is more than the file can hold")
+        alignment = _DEFAULT_ALIGNMENT
         for i in range(n_keys):
             key = self.skip_string(f"metadata key {i}")
             (kind,) = self.unpack("I", f"metadata {key!r}: type")
-            self.skip_value(kind, f"metadata {key!r}")
+            if key == "general.alignment" and kind == _UINT32:
+                (alignment,) = self.unpack("I", "general.alignment")
+                if alignment == 0 or alignment & (alignment - 1):
+                    raise self.fail(f"general.alignment {alignment} is not a power of two")
+            else:
+                self.skip_value(kind, f"metadata {key!r}")
+        tensors = []
         for i in range(n_tensors):
-            self.skip_string(f"tensor {i}: name")
-            (n_dims,) = self.unpack("I", f"tensor {i}: dimension count")
+            name = self.skip_string(f"tensor {i}: name")
+            (n_dims,) = self.unpack("I", f"tensor {name!r}: dimension count")
             if n_dims > _MAX_DIMS:
-                raise self.fail(f"tensor {i}: {n_dims} dimensions (at most {_MAX_DIMS})")
-            self.unpack(f"{n_dims}QIQ", f"tensor {i}: shape, type and offset")
+                raise self.fail(f"tensor {name!r}: {n_dims} dimensions (at most {_MAX_DIMS})")
+            *dims, kind, offset = self.unpack(f"{n_dims}QIQ", f"tensor {name!r}: shape, type and offset")
+            tensors.append((name, dims, kind, offset))
+        data_start = -(-self.pos // alignment) * alignment
+        for name, dims, kind, offset in tensors:
+            end = data_start + offset + self.tensor_bytes(name, dims, kind)
+            if end > len(self.data):
+                raise self.fail(f"tensor {name!r}: data ends at byte {end}, beyond the end of the file")
+
+    def tensor_bytes(self, name: str, dims: list[int], kind: int) -> int:
+        """Bytes of a tensor's data (ne order dims); an error for an unknown type or a shape it cannot hold."""
+        import gguf
+
+        register_i2s()
+        count = 1
+        for d in dims:
+            count *= d
+        k = dims[0] if dims else 1
+        if kind == I2S_TYPE:
+            if k % BLOCK:
+                raise self.fail(f"tensor {name!r}: I2_S needs K % {BLOCK} == 0, got K={k}")
+            return count // 4 + 4  # what read_i2s reads: the codes and the f32 scale (the tail's rest may be cut)
+        try:
+            block, size = gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType(kind)]
+        except (ValueError, KeyError):
+            raise self.fail(f"tensor {name!r}: unknown tensor type {kind}") from None
+        if k % block:
+            raise self.fail(f"tensor {name!r}: {k} values per row is not a multiple of its type's block of {block}")
+        return count // block * size
 
 
 def check_gguf_header(path: str | Path) -> None:

@@ -225,6 +225,10 @@ def gguf_array(key: str, item_type: int, count: int, items: bytes = b"") -> byte
     return gguf_str(key) + struct.pack("<IIQ", GGUF_ARRAY, item_type, count) + items
 
 
+def gguf_tensor(name: str, ne: tuple[int, ...], kind: int, offset: int = 0) -> bytes:
+    return gguf_str(name) + struct.pack(f"<I{len(ne)}QIQ", len(ne), *ne, kind, offset)
+
+
 def manifest_field_removed(name: str) -> Callable[[Workspace], None]:
     return edit_json("export/bitnet_onnx.json", **{name: DELETE})
 
@@ -508,6 +512,10 @@ CORRUPT_CASES = [
     Case("gguf-truncated", 5, ["inspect", "{gguf}"], r"gguf: ", setup=truncate("gguf", 0.5)),
     Case("gguf-bad-magic", 5, ["export", "bad.gguf", "-o", "out"], r"bad\.gguf: not a readable GGUF",
          setup=texts_file("bad.gguf", b"GGML" + bytes(64))),
+    Case("gguf-i2s-k-not-multiple-of-block", 5, ["inspect", "t.gguf"], r"t\.gguf: .*tensor 'blk\.0\.ffn_up\.weight': I2_S needs K % 128 == 0, got K=100",
+         setup=texts_file("t.gguf", gguf_file([], 1, gguf_tensor("blk.0.ffn_up.weight", (100, 4), 36)) + bytes(256))),
+    Case("gguf-tensor-data-beyond-end", 5, ["export", "t.gguf", "-o", "out"], r"t\.gguf: .*tensor 'token_embd\.weight': data ends at byte",
+         setup=texts_file("t.gguf", gguf_file([], 1, gguf_tensor("token_embd.weight", (32, 512), 1)) + bytes(64))),
     Case("gguf-empty", 5, ["inspect", "e.gguf"], r"e\.gguf: not a readable GGUF", setup=texts_file("e.gguf", b"")),
 ]
 

@@ -44,7 +44,10 @@ def check(path: Path) -> None:
         if int(tensor.tensor_type) == gguf_file.I2S_TYPE:
             gguf_file.read_i2s(reader, tensor)
         else:
-            gguf_file.dequantize(reader, tensor)
+            try:
+                gguf_file.dequantize(reader, tensor)
+            except ValueError:
+                pass  # its documented error: GgufModel.tensor turns it into a BitnetOnnxError naming the tensor
 
 
 if __name__ == "__main__":
