@@ -7,7 +7,9 @@ the same texts, 1 thread, interleaved repetitions (medians):
 - ids in: model.onnx on token ids made beforehand (the model alone);
 - Python tokenizer + ids in: TextTokenizer.encode (the ``tokenizers`` library and the manifest's
   rules, what Embedder does) then model.onnx;
-- strings in: model_text.onnx on the texts (tokenizer, rules and model in one ORT run).
+- strings in: model_text.onnx on the texts (tokenizer, rules and model in one ORT run);
+and the tokenizing alone: the pre-processing graph of model_text.onnx by itself (export/text_input.py)
+and TextTokenizer.encode, in ms per batch.
 
 Every text has exactly the cell's number of tokens. Qwen3 carries its real tokenizer
 (bitnet_onnx.testing.real_tokenizers); Gemma3 the factory's (the real one is refused by
@@ -34,7 +36,7 @@ from bitnet_onnx.runtime.session import SENTENCE_OUTPUT, create_session
 from bitnet_onnx.runtime.tokenization import TextTokenizer
 
 SHAPES = {"qwen3": "qwen3-0.6b", "gemma3": "gemma3-270m"}
-PATHS = ("ids in", "tokenizer + ids in", "strings in")
+PATHS = ("ids in", "tokenizer + ids in", "strings in", "graph tokenizer", "Python tokenizer")
 PROSE = ("Ternary weights take the values minus one, zero and plus one, so a matrix product needs only "
          "additions and subtractions. Search engines embed queries and documents into one vector space "
          "and rank passages by cosine similarity; café, naïve and 東京 appear too. ")
@@ -56,6 +58,19 @@ def export_folder(arch: str, cache: Path) -> Path:
 
     print(f"exporting a random-weight {SHAPES[arch]} (i2s, --text-input) into {folder} ...", flush=True)
     return build_atomically(folder, build) / "onnx"
+
+
+def preprocess_session(folder: Path, manifest: Manifest, threads: int):
+    """The pre-processing graph of model_text.onnx alone (texts -> input_ids, attention_mask)."""
+    import onnxruntime as ort
+
+    from bitnet_onnx import customops
+    from bitnet_onnx.export.text_input import preprocess_model
+
+    pre, _ = preprocess_model(folder, manifest, 21, 10)
+    options = customops.session_options(threads=threads, extensions=True, op_library=False)
+    options.log_severity_level = 3
+    return ort.InferenceSession(pre.SerializeToString(), options, providers=["CPUExecutionProvider"])
 
 
 def texts_of(tokenizer: TextTokenizer, count: int, tokens: int) -> list[str]:
@@ -86,14 +101,15 @@ def main() -> None:
     cells = [tuple(int(x) for x in c.split("x")) for c in args.cells.split(",")]
     print(f"# {cpu_name()}, {datetime.date.today()}, {args.threads} thread(s), {args.reps} interleaved repetitions")
     print("| model | batch x tokens | ids in, tok/s | tokenizer + ids in, tok/s | strings in, tok/s | "
-          "strings in / ids in | strings in / tokenizer + ids in |")
-    print("|---|---|---|---|---|---|---|")
+          "strings in / ids in | strings in / tokenizer + ids in | graph tokenizer, ms | Python tokenizer, ms |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for arch in args.arch.split(","):
         folder = export_folder(arch, cache_dir())
         manifest = Manifest.read(folder)
         tokenizer = TextTokenizer.from_folder(folder)
         ids_session = create_session(folder, manifest, threads=args.threads)
         text_session = create_session(folder, manifest, threads=args.threads, text=True)
+        pre_session = preprocess_session(folder, manifest, args.threads)
         inputs = {cell: texts_of(tokenizer, *cell) for cell in cells}
         encoded = {cell: tokenizer.encode(texts) for cell, texts in inputs.items()}
 
@@ -102,6 +118,10 @@ def main() -> None:
             start = time.perf_counter()
             if path == "strings in":
                 text_session.run([SENTENCE_OUTPUT], {"text": np.array(texts, dtype=object)})
+            elif path == "graph tokenizer":
+                pre_session.run(None, {"text": np.array(texts, dtype=object)})
+            elif path == "Python tokenizer":
+                tokenizer.encode(texts)
             else:
                 ids, mask = encoded[cell] if path == "ids in" else tokenizer.encode(texts)
                 ids_session.run([SENTENCE_OUTPUT], {"input_ids": ids, "attention_mask": mask})
@@ -111,9 +131,11 @@ def main() -> None:
         for cell in cells:
             tokens = cell[0] * cell[1]
             rate = {path: tokens / statistics.median(times[(path, cell)]) for path in PATHS}
+            ms = {path: statistics.median(times[(path, cell)]) * 1000 for path in PATHS}
             print(f"| {SHAPES[arch]} | {cell[0]} x {cell[1]} | {rate['ids in']:.0f} | {rate['tokenizer + ids in']:.0f} | "
                   f"{rate['strings in']:.0f} | {rate['strings in'] / rate['ids in']:.3f} | "
-                  f"{rate['strings in'] / rate['tokenizer + ids in']:.3f} |", flush=True)
+                  f"{rate['strings in'] / rate['tokenizer + ids in']:.3f} | {ms['graph tokenizer']:.2f} | "
+                  f"{ms['Python tokenizer']:.2f} |", flush=True)
 
 
 if __name__ == "__main__":
