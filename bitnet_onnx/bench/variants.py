@@ -67,6 +67,9 @@ VARIANTS: dict[str, Variant] = {v.name: v for v in (
     # What an ORT user does today without bitnet-onnx's variants: quantize_dynamic (defaults: per-tensor
     # int8 weights, dynamic uint8 activations) of the f32 export.
     Variant("ort-int8", _ort_quantize_dynamic, ratio_base=True, note="ORT's quantize_dynamic of the f32 export"),
+    # Strings in: the i2s export with --text-input, fed texts of the cell's token count (tokenizer in the graph).
+    Variant("i2s-text", partial(_export, weights="i2s", text_input=True), runner="onnx-text",
+            note="i2s fed texts, the tokenizer in the graph (export --text-input)"),
 )}
 DEFAULT_VARIANTS = ("i2s", "int8", "ort-int8", "nbits", "f32")
 

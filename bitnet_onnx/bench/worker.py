@@ -65,7 +65,43 @@ def _onnx_loader() -> Loader:
     return load
 
 
-RUNNERS: dict[str, Runner] = {"onnx": Runner(_onnx_loader, export_facts)}
+def text_of_tokens(tokenizer, tokens: int, source: str = SAMPLE_TEXT, start: int = 0) -> str:
+    """The shortest text ``source[start:...]`` (repeated as needed) that ``tokenizer`` (a TextTokenizer,
+    the manifest's rules included) makes at least ``tokens`` ids of: exactly that many unless no prefix has."""
+    text = source * (1 + tokens // 8)
+    lo, hi = 1, len(text) - start
+    while lo < hi:  # token counts grow with the prefix
+        mid = (lo + hi) // 2
+        if len(tokenizer.tokenize([text[start:start + mid]])[0]) >= tokens:
+            hi = mid
+        else:
+            lo = mid + 1
+    return text[start:start + lo]
+
+
+def _onnx_text_loader() -> Loader:
+    """A --text-input export's strings-in model (model_text.onnx), fed texts of the asked token count."""
+    import numpy as np
+    import onnxruntime  # noqa: F401
+
+    from bitnet_onnx.manifest import Manifest
+    from bitnet_onnx.runtime.session import SENTENCE_OUTPUT, create_session
+    from bitnet_onnx.runtime.tokenization import TextTokenizer
+
+    def load(folder: Path, threads: int):
+        session = create_session(folder, Manifest.read(folder), threads=threads, text=True)
+        tokenizer = TextTokenizer.from_folder(folder)
+
+        def job(batch: int, seq: int) -> Job:
+            feed = {"text": np.array([text_of_tokens(tokenizer, seq)] * batch, dtype=object)}
+            return lambda: session.run([SENTENCE_OUTPUT], feed)
+
+        return job
+
+    return load
+
+
+RUNNERS: dict[str, Runner] = {"onnx": Runner(_onnx_loader, export_facts), "onnx-text": Runner(_onnx_text_loader, export_facts)}
 
 
 class Worker:
