@@ -31,6 +31,7 @@ import numpy as np
 from bitnet_onnx.bench.cache import build_atomically, cache_dir, code_hash
 from bitnet_onnx.bench.host import cpu_name
 from bitnet_onnx.bench.timing import interleave
+from bitnet_onnx.bench.worker import text_of_tokens
 from bitnet_onnx.manifest import Manifest
 from bitnet_onnx.runtime.session import SENTENCE_OUTPUT, create_session
 from bitnet_onnx.runtime.tokenization import TextTokenizer
@@ -75,16 +76,9 @@ def preprocess_session(folder: Path, manifest: Manifest, threads: int):
 
 def texts_of(tokenizer: TextTokenizer, count: int, tokens: int) -> list[str]:
     """``count`` different texts of exactly ``tokens`` tokens each (the manifest's rules included)."""
-    out, start, source = [], 0, PROSE * (1 + tokens // 8)
+    out, start = [], 0
     while len(out) < count:
-        lo, hi = 1, len(source) - start
-        while lo < hi:  # the shortest prefix with at least ``tokens`` tokens
-            mid = (lo + hi) // 2
-            if len(tokenizer.tokenize([source[start:start + mid]])[0]) >= tokens:
-                hi = mid
-            else:
-                lo = mid + 1
-        text = source[start:start + lo]
+        text = text_of_tokens(tokenizer, tokens, PROSE, start)
         if len(tokenizer.tokenize([text])[0]) == tokens:
             out.append(text)
         start += 7
