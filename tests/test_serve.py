@@ -494,8 +494,9 @@ def _start_cli(folder, *flags) -> tuple[subprocess.Popen, str]:
 
 
 def test_sigterm_during_load_finishes_in_flight_requests_and_exits_0(folder, embedder):
-    # Requests wait in the queue for a fuller batch (2 s), so they are surely in flight at SIGTERM.
-    proc, url = _start_cli(folder, "--max-wait-ms", "2000", "--max-batch-size", "512",
+    # Requests wait in the queue for a fuller batch (up to 120 s), so they are surely in flight at SIGTERM;
+    # they complete within the client's 30 s timeout only if the signal makes the worker stop waiting.
+    proc, url = _start_cli(folder, "--max-wait-ms", "120000", "--max-batch-size", "512",
                            "--max-batch-tokens", "1000000")
     try:
         _wait_healthy(url)
@@ -504,10 +505,11 @@ def test_sigterm_during_load_finishes_in_flight_requests_and_exits_0(folder, emb
         queued = sum(len(p) for p in plans)
 
         async def load():
-            async with httpx.AsyncClient(base_url=url, timeout=60) as c:
+            async with httpx.AsyncClient(base_url=url, timeout=30) as c:
                 in_flight = [asyncio.ensure_future(c.post("/v1/embeddings", json={"input": p, "encoding_format": "float"}))
                              for p in plans]
                 while _sample(_metrics(url), "bitnet_onnx_queue_inputs") < queued:
+                    assert not any(t.done() for t in in_flight), "a request ended before the signal"
                     await asyncio.sleep(0.02)
                 proc.send_signal(signal.SIGTERM)
                 done = await asyncio.gather(*in_flight)
@@ -517,9 +519,7 @@ def test_sigterm_during_load_finishes_in_flight_requests_and_exits_0(folder, emb
                     late = "closed"
                 return done, late
 
-        started = time.monotonic()
         done, late = asyncio.run(load())
-        assert time.monotonic() - started < 1.9 + 10  # drained at once, not after the 2 s wait
         for plan, r in zip(plans, done):
             assert r.status_code == 200, r.text
             np.testing.assert_allclose([d["embedding"] for d in r.json()["data"]], [want[t] for t in plan],
