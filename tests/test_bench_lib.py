@@ -146,8 +146,9 @@ def test_variant_table():
     with pytest.raises(BitnetOnnxError, match="--variants 'i2s,fp8': choose from i2s, f32"):
         variants.parse_variants("i2s,fp8")
     assert variants.variants_help() == (
-        "weight variants to compare (default i2s,int8,ort-int8,nbits,f32; also f16, nbits2, nbits4; "
-        "ort-int8 = ORT's quantize_dynamic of the f32 export)")
+        "weight variants to compare (default i2s,int8,ort-int8,nbits,f32; also f16, nbits2, nbits4, i2s-text; "
+        "ort-int8 = ORT's quantize_dynamic of the f32 export; "
+        "i2s-text = i2s fed texts, the tokenizer in the graph (export --text-input))")
 
 
 def test_worker_reports_a_load_error_as_one_line(tmp_path):
