@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
+from bitnet_onnx.bench import llama_cpp
 from bitnet_onnx.errors import BitnetOnnxError
 
 
@@ -70,6 +71,11 @@ VARIANTS: dict[str, Variant] = {v.name: v for v in (
     # Strings in: the i2s export with --text-input, fed texts of the cell's token count (tokenizer in the graph).
     Variant("i2s-text", partial(_export, weights="i2s", text_input=True), runner="onnx-text",
             note="i2s fed texts, the tokenizer in the graph (export --text-input)"),
+    # Upstream llama.cpp (llama-cpp-python, when installed) on convert-gguf's file: bench/llama_cpp.py
+    Variant("llama.cpp-f16", llama_cpp.build_f16, runner="llama.cpp",
+            note="upstream llama.cpp on convert-gguf's f16 file, without BitNet's per-projection norms"),
+    Variant("llama.cpp-tq2_0", partial(llama_cpp.build_quantized, quant="tq2_0"), runner="llama.cpp",
+            note="that file quantized by llama.cpp to TQ2_0, its fastest ternary type"),
 )}
 DEFAULT_VARIANTS = ("i2s", "int8", "ort-int8", "nbits", "f32")
 

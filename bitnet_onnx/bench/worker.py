@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from bitnet_onnx.bench import llama_cpp
 from bitnet_onnx.bench.host import peak_rss_bytes
 from bitnet_onnx.bench.report import export_facts
 from bitnet_onnx.errors import BitnetOnnxError
@@ -101,7 +102,8 @@ def _onnx_text_loader() -> Loader:
     return load
 
 
-RUNNERS: dict[str, Runner] = {"onnx": Runner(_onnx_loader, export_facts), "onnx-text": Runner(_onnx_text_loader, export_facts)}
+RUNNERS: dict[str, Runner] = {"onnx": Runner(_onnx_loader, export_facts), "onnx-text": Runner(_onnx_text_loader, export_facts),
+                               "llama.cpp": Runner(llama_cpp.loader, llama_cpp.facts)}
 
 
 class Worker:

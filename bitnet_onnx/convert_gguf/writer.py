@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bitnet_onnx.arch import HEAD_NORM, LINEAR, NORM, SLIDING, TensorSpec
+from bitnet_onnx.arch import HEAD_NORM, LINEAR, NORM, NORM_IN, SLIDING, TensorSpec
 from bitnet_onnx.errors import BitnetOnnxError
 from bitnet_onnx.io import atomic_file
 from bitnet_onnx.ternary import BLOCK
@@ -68,9 +68,11 @@ class PlannedTensor:
         return {"f32": 4 * count, "f16": 2 * count}.get(self.storage) or i2s_nbytes(*self.shape)
 
 
-def plan_tensors(folder: ModelFolder, outtype: str) -> list[PlannedTensor]:
+def plan_tensors(folder: ModelFolder, outtype: str, bitnet_norms: bool = True) -> list[PlannedTensor]:
     plan = []
     for spec, layer, gguf_name, _ in folder.tensors():
+        if spec.kind == NORM_IN and not bitnet_norms:
+            continue
         shape = folder.cfg.shape(spec)
         storage = _storage(spec.kind, outtype, shape)
         if storage == "i2_s" and shape[-1] % BLOCK:
@@ -144,8 +146,12 @@ def add_st_metadata(writer, st: StModules) -> None:
 
 def convert(model_dir: str | Path, outfile: str | Path | None = None, outtype: str = "f16",
             arch: str | None = None, pre_tokenizer: str | None = None,
-            progress: bool | None = None) -> Path:
-    """Convert a HF model folder to GGUF; returns the written path. Errors leave no output."""
+            progress: bool | None = None, bitnet_norms: bool = True) -> Path:
+    """Convert a HF model folder to GGUF; returns the written path. Errors leave no output.
+
+    ``bitnet_norms=False`` leaves BitNet's per-projection norms out: a standard model of the same
+    shapes, which upstream llama.cpp loads (the bench's llama.cpp variants; not the same numbers).
+    """
     import gguf
 
     if outtype not in OUTTYPES:
@@ -165,7 +171,7 @@ def convert(model_dir: str | Path, outfile: str | Path | None = None, outtype: s
     if st.dense:
         log.warning("%s: the GGUF omits the %d sentence-transformers Dense layer(s); bitnet.cpp has no place for them",
                     folder.path, len(st.dense))
-    plan = plan_tensors(folder, outtype)
+    plan = plan_tensors(folder, outtype, bitnet_norms)
     _warn_unused(folder)
     i2s = register_i2s()
     log.info("%s: %s, %d layers%s -> %s %s, %d tensors", folder.path, folder.arch.name, folder.cfg.n_layers,

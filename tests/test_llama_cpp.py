@@ -1,0 +1,79 @@
+"""Upstream llama.cpp (through llama-cpp-python) on the GGUF files convert-gguf writes.
+
+Runs when ``llama_cpp`` is importable: llama-cpp-python builds llama.cpp from source at install
+time (far over ten minutes on a 2-vCPU machine), so CI does not install it (docs/gguf.md).
+
+The models are standard (non-BitNet) tiny Qwen3 and Gemma3 models with the real tokenizers:
+upstream llama.cpp has no place for BitNet's per-projection norms. Gemma3 gets llama.cpp's fixed
+layer pattern (every 6th layer full attention, query scale 1/sqrt(head_dim)).
+"""
+
+from __future__ import annotations
+
+import unicodedata
+
+import numpy as np
+import pytest
+
+from bitnet_onnx.convert_gguf.writer import convert
+from bitnet_onnx.runtime.embedder import Embedder
+from bitnet_onnx.testing.real_tokenizers import REAL_TOKENIZER_SHAPES, VARIED_CORPUS, real_tokenizer_dir
+
+llama_cpp = pytest.importorskip("llama_cpp")
+
+# llama.cpp's gemma3 hparams: 5 sliding layers then 1 full, query scale from head_dim
+LLAMA_CPP_SHAPES = {
+    "qwen3": REAL_TOKENIZER_SHAPES["qwen3"],
+    "gemma3": {**REAL_TOKENIZER_SHAPES["gemma3"], "num_hidden_layers": 6, "sliding_window_pattern": 6,
+               "query_pre_attn_scalar": 128, "sliding_window": 16},
+}
+TEXTS = ["Hello world", "The quick brown fox jumps over the lazy dog.",
+         "A longer text, long enough that its tokens go past the sliding window of sixteen tokens: "
+         "café, 東京, 42, https://example.com/a?b=1 and a tab\there.",
+         "def embed(texts):\n    return [model(t) for t in texts]"]
+
+
+@pytest.fixture(scope="module")
+def models(tiny_model):
+    return {arch: tiny_model(arch, bitnet=False, tokenizer=str(real_tokenizer_dir(arch)), shape=LLAMA_CPP_SHAPES[arch])
+            for arch in ("qwen3", "gemma3")}
+
+
+@pytest.fixture(scope="module")
+def gguf_files(models, tmp_path_factory):
+    root = tmp_path_factory.mktemp("llama-cpp-gguf")
+    return {(arch, outtype): convert(models[arch], root / f"{arch}-{outtype}.gguf", outtype, progress=False)
+            for arch in models for outtype in ("f32", "f16")}
+
+
+def _llama(path):
+    return llama_cpp.Llama(model_path=str(path), embedding=True, n_ctx=512, n_batch=512, n_ubatch=512,
+                           n_threads=1, verbose=False)
+
+
+def _cos(a, b):
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+@pytest.mark.parametrize("outtype, threshold", [("f32", 0.9999), ("f16", 0.999)])
+@pytest.mark.parametrize("arch", ["qwen3", "gemma3"])
+def test_llama_cpp_embeddings_match_the_f32_export(models, gguf_files, tiny_export, arch, outtype, threshold):
+    ours = Embedder(tiny_export(models[arch], "f32")).encode(TEXTS)
+    llm = _llama(gguf_files[(arch, outtype)])
+    theirs = [llm.embed(text) for text in TEXTS]  # pooled by the GGUF's pooling type (qwen3 last, gemma3 mean)
+    for text, a, b in zip(TEXTS, ours, theirs):
+        assert np.shape(b) == a.shape and _cos(a, b) >= threshold, (arch, outtype, text, _cos(a, b))
+
+
+@pytest.mark.parametrize("arch", ["qwen3", "gemma3"])
+def test_llama_cpp_token_ids_equal_ours(models, gguf_files, tiny_export, arch):
+    """llama.cpp's tokenizer on our GGUF (its pre-tokenizer from tokenizer.ggml.pre, or SentencePiece
+    with the GGUF's scores) gives the ids our runtime gives from tokenizer.json."""
+    tokenizer = Embedder(tiny_export(models[arch], "f32")).tokenizer
+    llm = llama_cpp.Llama(model_path=str(gguf_files[(arch, "f32")]), vocab_only=True, verbose=False)
+    for text in VARIED_CORPUS:  # tokenizer.json's ids plus the runtime's rule (Qwen3: <|endoftext|> appended)
+        ours = tokenizer.encode_plain(text) + ([tokenizer.eos_id] if tokenizer.eos_id is not None else [])
+        if arch == "qwen3":  # llama.cpp has no NFC normalizer (Qwen's tokenizer.json has): NFD text differs
+            text = unicodedata.normalize("NFC", text)
+        assert llm.tokenize(text.encode("utf-8"), add_bos=True, special=False) == ours, (arch, repr(text[:50]))
