@@ -146,9 +146,12 @@ def test_variant_table():
     with pytest.raises(BitnetOnnxError, match="--variants 'i2s,fp8': choose from i2s, f32"):
         variants.parse_variants("i2s,fp8")
     assert variants.variants_help() == (
-        "weight variants to compare (default i2s,int8,ort-int8,nbits,f32; also f16, nbits2, nbits4, i2s-text; "
+        "weight variants to compare (default i2s,int8,ort-int8,nbits,f32; also f16, nbits2, nbits4, i2s-text, "
+        "llama.cpp-f16, llama.cpp-tq2_0; "
         "ort-int8 = ORT's quantize_dynamic of the f32 export; "
-        "i2s-text = i2s fed texts, the tokenizer in the graph (export --text-input))")
+        "i2s-text = i2s fed texts, the tokenizer in the graph (export --text-input); "
+        "llama.cpp-f16 = upstream llama.cpp on convert-gguf's f16 file, without BitNet's per-projection norms; "
+        "llama.cpp-tq2_0 = that file quantized by llama.cpp to TQ2_0, its fastest ternary type)")
 
 
 def test_worker_reports_a_load_error_as_one_line(tmp_path):
