@@ -77,3 +77,26 @@ def test_llama_cpp_token_ids_equal_ours(models, gguf_files, tiny_export, arch):
         if arch == "qwen3":  # llama.cpp has no NFC normalizer (Qwen's tokenizer.json has): NFD text differs
             text = unicodedata.normalize("NFC", text)
         assert llm.tokenize(text.encode("utf-8"), add_bos=True, special=False) == ours, (arch, repr(text[:50]))
+
+
+def test_bench_llama_cpp_variants(tmp_path, tiny_model):
+    """bench's llama.cpp rows: convert-gguf's f16 file without BitNet's norms, and llama.cpp's TQ2_0 of it,
+    each run by a bench worker."""
+    import gguf
+
+    from bitnet_onnx.bench.variants import build_variant
+    from bitnet_onnx.bench.worker import Worker
+
+    model = tiny_model("qwen3", dtype="bfloat16", shape={"hidden_size": 256, "intermediate_size": 512})  # K % 256 == 0
+    expected = {"llama.cpp-f16": gguf.GGMLQuantizationType.F16, "llama.cpp-tq2_0": gguf.GGMLQuantizationType.TQ2_0}
+    for name, qtype in expected.items():
+        folder = build_variant(model, tmp_path / name, name)
+        tensors = {t.name: t for t in gguf.GGUFReader(folder / "model.gguf").tensors}
+        assert not any("_norm_in" in n for n in tensors) and "blk.0.attn_q.weight" in tensors
+        assert tensors["blk.0.attn_q.weight"].tensor_type == qtype
+        assert tensors["blk.0.attn_norm.weight"].tensor_type == gguf.GGMLQuantizationType.F32
+        worker = Worker(name, folder, threads=1, runner="llama.cpp")
+        try:
+            assert worker.time_ms(2, 16) > 0 and worker.time_ms(4, 200) > 0  # the second widens the context
+        finally:
+            assert worker.close()["peak_rss_bytes"] > 0
