@@ -23,7 +23,7 @@ struct Avx2Ops {
   static constexpr int64_t kChunkQuads = 32;
   static constexpr int kMr = 3;  // 3 tokens x 2 groups: int16 + int32 sums fill the 16 ymm registers
   static constexpr int kNg = 2;
-  static constexpr int kDirectMr = 3, kDirectNg = 2;
+  static constexpr int kDirectMr = 3, kDirectNg = 2, kSingleNg = 2;  // kSingleNg unused: int16 steps
   static constexpr int64_t kKc = 2048;  // 2 groups x 8 rows x 2 KB of unpacked codes = 32 KB of L1
   static constexpr int64_t kBufferedMinM = 8;
   static __m256i step(__m256i acc, __m256i codes, __m256i x) {

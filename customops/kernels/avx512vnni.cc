@@ -21,6 +21,7 @@ struct VnniZmm {
   static constexpr int kMr = 12;  // 12 tokens x 2 groups = 24 zmm accumulators of 32
   static constexpr int kNg = 2;
   static constexpr int kDirectMr = 4, kDirectNg = 4;
+  static constexpr int kSingleNg = 3;  // one token: 3 x 16 rows, measured ~20% faster than 4 on Zen 4
   static constexpr int64_t kKc = 1024;  // 2 groups x 16 rows x 1 KB of unpacked codes = 32 KB of L1
   static constexpr int64_t kBufferedMinM = 16;
   static __m512i step(__m512i acc, __m512i codes, __m512i x) { return _mm512_dpbusd_epi32(acc, codes, x); }

@@ -19,7 +19,7 @@ struct VnniYmm {
   static constexpr int64_t kChunkQuads = int64_t{1} << 40;  // int32 accumulators: no chunking
   static constexpr int kMr = 6;  // 6 tokens x 2 groups = 12 ymm accumulators of 16
   static constexpr int kNg = 2;
-  static constexpr int kDirectMr = 3, kDirectNg = 2;
+  static constexpr int kDirectMr = 3, kDirectNg = 2, kSingleNg = 2;
   static constexpr int64_t kKc = 2048;  // 2 groups x 8 rows x 2 KB of unpacked codes = 32 KB of L1
   static constexpr int64_t kBufferedMinM = 8;
   static __m256i step(__m256i acc, __m256i codes, __m256i x) {

@@ -10,6 +10,7 @@
 //     kMr            tokens per buffered microkernel (x kNg groups of V::G rows, all in registers)
 //     kNg            groups per buffered microkernel
 //     kDirectMr      tokens per direct microkernel, kDirectNg groups
+//     kSingleNg      groups of the one-token microkernel (int32 steps only)
 //     kKc            K block of the buffered path (its unpacked codes stay in L1)
 //     kBufferedMinM  from this many tokens on, the buffered path
 //   };
@@ -51,7 +52,7 @@ template <class V, class Ops>
 struct PanelDot {
   using I = typename V::I;
   static constexpr int64_t G = V::G;
-  static constexpr int kMaxNg = Ops::kNg > Ops::kDirectNg ? Ops::kNg : Ops::kDirectNg;
+  static constexpr int kMaxNg = std::max({Ops::kNg, Ops::kDirectNg, Ops::kSingleNg});
   // Outputs from this size on are written with streaming stores (no read-for-ownership): on the
   // 2 MiB-L2 Xeon of BENCHMARKS.md they paid off at M=2048 (8-25 MB per projection) and cost at
   // M=512 (2-6 MB).
@@ -260,15 +261,20 @@ struct PanelDot {
     const int64_t g0 = n0 / G, g1 = panel_groups(n1, G);
     for (int64_t i = m0; i < m1; i += Ops::kDirectMr) {
       const int mr = static_cast<int>(std::min<int64_t>(Ops::kDirectMr, m1 - i));
-      for (int64_t g = g0; g < g1; g += Ops::kDirectNg) {
-        const int ng = static_cast<int>(std::min<int64_t>(Ops::kDirectNg, g1 - g));
+      const bool single = Ops::kInt32Steps && mr == 1;
+      const int64_t step_ng = single ? Ops::kSingleNg : Ops::kDirectNg;
+      for (int64_t g = g0; g < g1; g += step_ng) {
+        const int ng = static_cast<int>(std::min<int64_t>(step_ng, g1 - g));
         const Dest d = make_dest(out, ld, rows, i, m0, g, ng, n0, n1, true, true, sc);
         const uint8_t* grp = packed + g * gstride;
         const int8_t* q = rows.q + i * k;
-        with_const<Ops::kDirectNg>(ng, [&](auto NG) {
-          if (Ops::kInt32Steps && mr == 1) return micro_single<NG>(grp, gstride, k / kSpan, q, d);
-          with_const<Ops::kDirectMr>(mr, [&](auto MR) { micro_direct<MR, NG>(grp, gstride, k / kSpan, q, k, d); });
-        });
+        if (single) {
+          with_const<Ops::kSingleNg>(ng, [&](auto NG) { micro_single<NG>(grp, gstride, k / kSpan, q, d); });
+        } else {
+          with_const<Ops::kDirectNg>(ng, [&](auto NG) {
+            with_const<Ops::kDirectMr>(mr, [&](auto MR) { micro_direct<MR, NG>(grp, gstride, k / kSpan, q, k, d); });
+          });
+        }
       }
     }
   }
