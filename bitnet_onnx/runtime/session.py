@@ -39,6 +39,7 @@ def create_session(folder: str | Path, manifest: Manifest, threads: int | None =
     _check_ort_version(ort.__version__, manifest.min_onnxruntime, folder)
 
     if manifest.needs_custom_ops or text:
+        _check_domain_version(model_path)
         options = _session_options(manifest, threads, text)
     else:
         options = ort.SessionOptions()
@@ -52,6 +53,23 @@ def create_session(folder: str | Path, manifest: Manifest, threads: int | None =
         raise BitnetOnnxError(_load_error(model_path, manifest, e)) from None
     _check_io(session, model_path, TEXT_INPUTS if text else INPUTS)
     return session
+
+
+def _check_domain_version(model_path: Path) -> None:
+    """ORT matches custom ops by name whatever version of their domain a graph imports, so the
+    version check is ours: a graph importing another version than the library's is refused."""
+    import onnx
+
+    from bitnet_onnx import customops
+
+    try:
+        model = onnx.load(str(model_path), load_external_data=False)
+    except Exception:  # a corrupt file: ORT's load reports it below
+        return
+    imported = {o.domain: o.version for o in model.opset_import}.get(customops.DOMAIN)
+    if imported is not None and imported != customops.DOMAIN_VERSION:
+        raise BitnetOnnxError(f"{model_path}: imports domain {customops.DOMAIN!r} version {imported}; this op library "
+                              f"implements version {customops.DOMAIN_VERSION} (a newer bitnet-onnx wrote it?)")
 
 
 def _session_options(manifest: Manifest, threads: int | None, text: bool = False):

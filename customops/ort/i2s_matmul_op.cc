@@ -20,6 +20,10 @@ namespace {
 
 enum Input : size_t { kX = 0, kW = 1, kScale = 2, kNorm = 3 };
 constexpr int64_t kBlock = 128;
+// The widest K every kernel sums exactly (tests/test_op_validation.py checks it on each ISA).
+// The int32 bound of unsigned codes x int8 (2 * 128 * K < 2^31) would allow 2^23, but the
+// avx512vnni kernel loses exactness between 2^19 and 3 * 2^18; real projections have K <= 16384.
+constexpr int64_t kMaxK = int64_t{1} << 19;
 constexpr float kDefaultEps = 1e-6f;
 // Rows per quantization job: split across threads only when there is enough work.
 constexpr int64_t kQuantRowsPerJob = 64;
@@ -90,6 +94,9 @@ int64_t check_w(const std::vector<int64_t>& dims, int64_t k) {
 void check_k(int64_t k, const char* source) {
   if (k <= 0 || k % kBlock != 0)
     throw InvalidInput{std::string(source) + ": K = " + std::to_string(k) + " must be a positive multiple of 128"};
+  if (k > kMaxK)
+    throw InvalidInput{std::string(source) + ": K = " + std::to_string(k) + " is beyond " + std::to_string(kMaxK) +
+                       ", the widest K the kernels sum exactly"};
 }
 
 // Everything one Compute call's jobs read; jobs write disjoint parts of y.
@@ -332,6 +339,23 @@ Ort::ConstValue constant_input(const Ort::ConstKernelInfo& info, size_t index) {
   return is_constant && v ? Ort::ConstValue(v) : Ort::ConstValue(nullptr);
 }
 
+// An attribute `name` of another type than float (int, string or a list): reading it as float
+// failed for its type, not because it is absent.
+bool has_non_float_attribute(const OrtKernelInfo* raw, const char* name) {
+  const OrtApi& api = Ort::GetApi();
+  auto found = [&api](OrtStatus* st) {
+    if (st == nullptr) return true;
+    api.ReleaseStatus(st);
+    return false;
+  };
+  int64_t i = 0;
+  size_t size = 0;
+  return found(api.KernelInfoGetAttribute_int64(raw, name, &i)) ||
+         found(api.KernelInfoGetAttribute_string(raw, name, nullptr, &size)) ||
+         found(api.KernelInfoGetAttributeArray_float(raw, name, nullptr, &size)) ||
+         found(api.KernelInfoGetAttributeArray_int64(raw, name, nullptr, &size));
+}
+
 void init_state(I2SMatMulKernelState& s, const OrtKernelInfo* raw) {
   const Ort::ConstKernelInfo info(raw);
   s.node = info.GetNodeName();
@@ -344,6 +368,7 @@ void init_state(I2SMatMulKernelState& s, const OrtKernelInfo* raw) {
   if (OrtStatus* st = Ort::GetApi().KernelInfoGetAttribute_float(raw, "epsilon", &s.eps)) {
     Ort::GetApi().ReleaseStatus(st);
     s.eps = kDefaultEps;
+    if (has_non_float_attribute(raw, "epsilon")) throw InvalidInput{"attribute 'epsilon' must be a float"};
   }
   if (!(s.eps >= 0.0f) || std::isinf(s.eps))
     throw InvalidInput{"attribute 'epsilon' must be a finite float >= 0, got " + std::to_string(s.eps)};

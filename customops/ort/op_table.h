@@ -3,6 +3,7 @@
 // op is one row here plus its own files (docs/contributing.md, "Add a custom op").
 #pragma once
 
+#include "domain.h"
 #include "encoder_attention_op.h"
 #include "i2s_matmul_op.h"
 #include "ort_api.h"
@@ -18,7 +19,5 @@ inline constexpr OpRow kOpTable[] = {
     {"I2STernaryMatMul", i2s_ternary_matmul_op},
     {"EncoderAttention", encoder_attention_op},
 };
-
-inline constexpr const char* kDomain = "bitnet_onnx";
 
 }  // namespace bitnet_onnx
