@@ -33,10 +33,11 @@ from bitnet_onnx.customops import DOMAIN as OP_DOMAIN
 from bitnet_onnx.customops.i2s_matmul import NAME as OP_NAME
 from bitnet_onnx.errors import BitnetOnnxError
 from bitnet_onnx.ternary import ACT_EPS, pack_i2s, ternarize, unpack_i2s
+from bitnet_onnx.weights import to_float16
 from bitnet_onnx.export.builder import MS_DOMAIN, GraphBuilder
 from bitnet_onnx.export.ops import quantize_per_token, rms_norm, rms_norm_as_op
 
-NBITS_BLOCK = 128  # K % 128 == 0 for every projection (DESIGN.md)
+NBITS_BLOCK = 128  # K % 128 == 0 for every projection (docs/architecture.md)
 NBITS_ACCURACY = 4  # int8 activations: ORT's fast MatMulNBits path
 
 
@@ -100,7 +101,7 @@ def f32(b: GraphBuilder, x: str, lw: LinearWeights, bits: int) -> str:
 
 def f16(b: GraphBuilder, x: str, lw: LinearWeights, bits: int) -> str:
     x = _norm_in(b, x, lw)
-    w16 = b.initializer("weight_f16", np.ascontiguousarray(_dense_weight(lw)).astype(np.float16))
+    w16 = b.initializer("weight_f16", to_float16(np.ascontiguousarray(_dense_weight(lw)), lw.name))
     return b.op("MatMul", [x, b.op("Cast", [w16], to=TensorProto.FLOAT)], name="matmul")
 
 
