@@ -49,9 +49,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     module = importlib.import_module(VERBS[args.verb][0])
-    exit_cleanly_on_termination()  # SIGTERM/SIGHUP remove temp outputs like Ctrl-C
     try:
-        return int(module.run(args) or 0)
+        with exit_cleanly_on_termination():  # SIGTERM/SIGHUP remove temp outputs like Ctrl-C
+            return int(module.run(args) or 0)
     except BitnetOnnxError as e:
         print(f"bitnet-onnx {args.verb}: error: {e}", file=sys.stderr)
         return 1

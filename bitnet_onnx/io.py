@@ -195,13 +195,20 @@ def check_replaceable_folder(path: Path, overwrite: bool, what: str = "output",
                               "folders it wrote")
 
 
-def exit_cleanly_on_termination() -> None:
-    """SIGTERM and SIGHUP unwind like Ctrl-C (exit status 128 + signal), so every atomic_* block
-    removes its temp output. For command-line entry points (a server installs its own handlers)."""
+@contextmanager
+def exit_cleanly_on_termination() -> Iterator[None]:
+    """Within the block, SIGTERM and SIGHUP unwind like Ctrl-C (exit status 128 + signal), so every
+    atomic_* block removes its temp output; the previous handlers come back after it. For
+    command-line entry points (a server installs its own handlers inside)."""
     def unwind(signum, _frame):
         raise SystemExit(128 + signum)
 
     if threading.current_thread() is not threading.main_thread():
-        return  # only the main thread may set handlers (e.g. main() called from a test's thread)
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, unwind)
+        yield  # only the main thread may set handlers (e.g. main() called from a test's thread)
+        return
+    previous = {sig: signal.signal(sig, unwind) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
