@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 
 from bitnet_onnx.errors import BitnetOnnxError
 
@@ -42,11 +43,9 @@ def run(args: argparse.Namespace) -> int:
     for name in ("workers", "threads_per_worker", "batch_size", "block_rows"):
         if getattr(args, name) < 1:
             raise BitnetOnnxError(f"--{name.replace('_', '-')} must be >= 1")
-    try:
-        from bitnet_onnx.runtime.dataset import EmbedOptions, run_job
-        import ray  # noqa: F401
-    except ImportError:
-        raise BitnetOnnxError("embed-dataset needs Ray: pip install 'bitnet-onnx[ray]'") from None
+    if importlib.util.find_spec("ray") is None or importlib.util.find_spec("pyarrow") is None:
+        raise BitnetOnnxError("embed-dataset needs Ray: pip install 'bitnet-onnx[ray]'")
+    from bitnet_onnx.runtime.dataset import EmbedOptions, run_job
     opts = EmbedOptions(text_column=args.text_column, id_column=args.id_column, prompt_name=args.prompt_name,
                         dimensions=args.dimensions, batch_size=args.batch_size,
                         threads_per_worker=args.threads_per_worker)

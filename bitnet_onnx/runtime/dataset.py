@@ -293,9 +293,6 @@ class JobSummary:
 def run_job(export_dir: str | Path, inputs: str | Path, output_dir: str | Path, opts: EmbedOptions,
             workers: int = 1, block_rows: int = 4096, ray_address: str | None = None) -> JobSummary:
     """Embeds every text of ``inputs`` into Parquet parts under ``output_dir``; resumable (see module doc)."""
-    import ray
-    import ray.data
-
     from bitnet_onnx.manifest import Manifest
 
     start = time.perf_counter()
@@ -313,6 +310,9 @@ def run_job(export_dir: str | Path, inputs: str | Path, output_dir: str | Path, 
     todo = [b for b in blocks if not (out / b.part_name).is_file()]
     texts = tokens = 0
     if todo:
+        import ray  # after every check: importing it takes seconds
+        import ray.data
+
         if not ray.is_initialized():
             ray.init(address=ray_address, include_dashboard=False, log_to_driver=False,
                      **({} if ray_address else {"num_cpus": max(workers * opts.threads_per_worker, 1)}))
