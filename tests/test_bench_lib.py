@@ -141,13 +141,14 @@ def test_variant_table():
     assert set(WEIGHT_VARIANTS) <= set(variants.VARIANTS)  # every exporter variant can be benched
     assert set(variants.DEFAULT_VARIANTS) <= set(variants.VARIANTS)
     assert {v.runner for v in variants.VARIANTS.values()} <= set(RUNNERS)
-    assert variants.ratio_bases() == ["f32", "int8", "ort-int8"]
+    assert variants.ratio_bases() == ["i2s-onnx-attn", "f32", "int8", "ort-int8"]
     assert variants.parse_variants(" i2s,f32,i2s,") == ["i2s", "f32"]
     with pytest.raises(BitnetOnnxError, match="--variants 'i2s,fp8': choose from i2s, f32"):
         variants.parse_variants("i2s,fp8")
     assert variants.variants_help() == (
-        "weight variants to compare (default i2s,int8,ort-int8,nbits,f32; also f16, nbits2, nbits4, i2s-text, "
-        "llama.cpp-f16, llama.cpp-tq2_0; "
+        "weight variants to compare (default i2s,int8,ort-int8,nbits,f32; also i2s-onnx-attn, f16, nbits2, nbits4, "
+        "i2s-text, llama.cpp-f16, llama.cpp-tq2_0; "
+        "i2s-onnx-attn = i2s with the stock ONNX attention instead of EncoderAttention (export --attention onnx); "
         "ort-int8 = ORT's quantize_dynamic of the f32 export; "
         "i2s-text = i2s fed texts, the tokenizer in the graph (export --text-input); "
         "llama.cpp-f16 = upstream llama.cpp on convert-gguf's f16 file, without BitNet's per-projection norms; "

@@ -59,6 +59,8 @@ def _ort_quantize_dynamic(model_dir: Path, out_dir: Path) -> Path:
 
 VARIANTS: dict[str, Variant] = {v.name: v for v in (
     Variant("i2s", partial(_export, weights="i2s")),
+    Variant("i2s-onnx-attn", partial(_export, weights="i2s", attention_name="onnx"), ratio_base=True,
+            note="i2s with the stock ONNX attention instead of EncoderAttention (export --attention onnx)"),
     Variant("f32", partial(_export, weights="f32"), ratio_base=True),
     Variant("f16", partial(_export, weights="f16")),
     Variant("int8", partial(_export, weights="int8"), ratio_base=True),
