@@ -143,7 +143,7 @@ def test_variant_table():
     assert {v.runner for v in variants.VARIANTS.values()} <= set(RUNNERS)
     assert variants.ratio_bases() == ["i2s-onnx-attn", "f32", "int8", "ort-int8"]
     assert variants.parse_variants(" i2s,f32,i2s,") == ["i2s", "f32"]
-    with pytest.raises(BitnetOnnxError, match="--variants 'i2s,fp8': choose from i2s, f32"):
+    with pytest.raises(BitnetOnnxError, match="--variants 'i2s,fp8': choose from i2s, i2s-onnx-attn, f32"):
         variants.parse_variants("i2s,fp8")
     assert variants.variants_help() == (
         "weight variants to compare (default i2s,int8,ort-int8,nbits,f32; also i2s-onnx-attn, f16, nbits2, nbits4, "
