@@ -109,6 +109,7 @@ def test_nbits_holds_the_ternary_weights(tiny_model, tiny_export, bits):
     out = tiny_export(model, "nbits", bits=bits)
     manifest = Manifest.read(out)
     assert manifest.nbits == bits and not manifest.needs_custom_ops
+    assert manifest.min_onnxruntime == ("1.24" if bits == 2 else "1.21")  # 2-bit MatMulNBits: ORT >= 1.24
     ids, mask = batch([12, 7], 12)
     sent, _ = run(session(out), ids, mask)
     ref, _ = Reference(model).encode(ids, mask)

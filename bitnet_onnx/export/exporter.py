@@ -21,6 +21,7 @@ from bitnet_onnx.export.writer import check_output, write_folder
 log = logging.getLogger("bitnet_onnx")
 
 NBITS_CHOICES = (2, 4)
+NBITS2_MIN_ONNXRUNTIME = "1.24"  # MatMulNBits has a 2-bit CPU kernel from 1.24 on (1.21-1.23.2 checked)
 TERNARY_ONLY = ("i2s", "nbits")  # variants that exist only for ternary weights
 
 
@@ -94,6 +95,7 @@ def make_manifest(folder: ModelFolder, st: StModules, tf: dict, variant: str, bi
         padding_side=tf["padding_side"], pad_token_id=tf["pad_token_id"],
         append_eos_token_id=tf["append_eos_token_id"], prompts=dict(st.prompts),
         default_prompt_name=st.default_prompt_name, nbits=bits if variant == "nbits" else None,
+        min_onnxruntime=NBITS2_MIN_ONNXRUNTIME if (variant, bits) == ("nbits", 2) else Manifest.min_onnxruntime,
         ternarized=ternarize, attention=attention_name, custom_ops=custom_ops, needs_custom_ops=bool(custom_ops),
         source_model=folder.path.resolve().name,
     )
