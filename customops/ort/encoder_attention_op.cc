@@ -13,22 +13,13 @@
 #include <vector>
 
 #include "attention.h"
+#include "op_errors.h"
 
 namespace bitnet_onnx {
 namespace {
 
 enum Input : size_t { kQ = 0, kK = 1, kV = 2, kMask = 3 };
 constexpr const char* kName = "EncoderAttention";
-
-struct InvalidInput {
-  std::string message;
-};
-
-std::string shape_str(const std::vector<int64_t>& dims) {
-  std::string s = "[";
-  for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
-  return s + "]";
-}
 
 struct Job {
   const attention::TileOps* ops;
@@ -53,9 +44,6 @@ struct EncoderAttentionKernelState {
 
   OrtStatusPtr ComputeV2(OrtKernelContext* context) const;
   void compute(Ort::KernelContext& ctx) const;
-  OrtStatusPtr error(OrtErrorCode code, const std::string& what) const {
-    return Ort::GetApi().CreateStatus(code, (std::string(kName) + " node '" + node + "': " + what).c_str());
-  }
 };
 
 void EncoderAttentionKernelState::compute(Ort::KernelContext& ctx) const {
@@ -122,19 +110,10 @@ void EncoderAttentionKernelState::compute(Ort::KernelContext& ctx) const {
 }
 
 OrtStatusPtr EncoderAttentionKernelState::ComputeV2(OrtKernelContext* context) const {
-  try {
+  return status_of(kName, node, [&] {
     Ort::KernelContext ctx(context);
     compute(ctx);
-    return nullptr;
-  } catch (const InvalidInput& e) {
-    return error(ORT_INVALID_ARGUMENT, e.message);
-  } catch (const Ort::Exception& e) {
-    return error(e.GetOrtErrorCode(), e.what());
-  } catch (const std::bad_alloc&) {
-    return error(ORT_FAIL, "out of memory");
-  } catch (const std::exception& e) {
-    return error(ORT_FAIL, e.what());
-  }
+  });
 }
 
 namespace {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "i2s_kernel.h"
+#include "op_errors.h"
 #include "onnxruntime_float16.h"
 
 namespace bitnet_onnx {
@@ -46,17 +47,6 @@ struct AlignedBytes {
   }
   uint8_t* data() const { return ptr.get(); }
 };
-
-// A failure to report to ORT as an INVALID_ARGUMENT status.
-struct InvalidInput {
-  std::string message;
-};
-
-std::string shape_str(const std::vector<int64_t>& dims) {
-  std::string s = "[";
-  for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
-  return s + "]";
-}
 
 // Norm weight of length k as float32, from an f32 or f16 tensor.
 std::vector<float> norm_to_f32(const Ort::ConstValue& v, int64_t k) {
@@ -173,9 +163,6 @@ struct I2SMatMulKernelState {
 
   OrtStatusPtr ComputeV2(OrtKernelContext* context) const;
   void compute(Ort::KernelContext& ctx) const;
-  OrtStatusPtr error(OrtErrorCode code, const std::string& what) const {
-    return Ort::GetApi().CreateStatus(code, ("I2STernaryMatMul node '" + node + "': " + what).c_str());
-  }
 };
 
 void I2SMatMulKernelState::compute(Ort::KernelContext& ctx) const {
@@ -284,19 +271,10 @@ void I2SMatMulKernelState::compute(Ort::KernelContext& ctx) const {
 }
 
 OrtStatusPtr I2SMatMulKernelState::ComputeV2(OrtKernelContext* context) const {
-  try {
+  return status_of("I2STernaryMatMul", node, [&] {
     Ort::KernelContext ctx(context);
     compute(ctx);
-    return nullptr;
-  } catch (const InvalidInput& e) {
-    return error(ORT_INVALID_ARGUMENT, e.message);
-  } catch (const Ort::Exception& e) {
-    return error(e.GetOrtErrorCode(), e.what());
-  } catch (const std::bad_alloc&) {
-    return error(ORT_FAIL, "out of memory");
-  } catch (const std::exception& e) {
-    return error(ORT_FAIL, e.what());
-  }
+  });
 }
 
 namespace {
