@@ -232,6 +232,17 @@ class ModelConfig:
         w = self.sliding_window
         return (w - 1, 0) if self.causal else (w // 2, w // 2)
 
+    def tensor_spec(self, role: str, layer: int | None) -> TensorSpec:
+        """The architecture's tensor of ``role``; an error unless ``layer`` indexes a layer of this
+        model for a per-layer role."""
+        try:
+            spec = self.arch.tensor(role)
+        except KeyError as e:
+            raise BitnetOnnxError(str(e.args[0])) from None
+        if spec.per_layer and (layer is None or not 0 <= layer < self.n_layers):
+            raise BitnetOnnxError(f"tensor role {role} needs a layer index in 0..{self.n_layers - 1}, got {layer}")
+        return spec
+
     def key_span(self, layer_type: str) -> tuple[int | None, int | None]:
         """Keys a query of this layer type sees, as (before, after) token distances; None = unbounded.
 

@@ -103,15 +103,6 @@ class GgufModel:
         return config
 
     # -- tensors ----------------------------------------------------------------------------------
-    def _spec(self, role: str, layer: int | None) -> TensorSpec:
-        try:
-            spec = self.arch.tensor(role)
-        except KeyError as e:
-            raise BitnetOnnxError(str(e.args[0])) from None
-        if spec.per_layer and (layer is None or not 0 <= layer < self.cfg.n_layers):
-            raise BitnetOnnxError(f"tensor role {role} needs a layer index in 0..{self.cfg.n_layers - 1}, got {layer}")
-        return spec
-
     def _layers(self, spec: TensorSpec) -> range:
         return range(self.cfg.n_layers) if spec.per_layer else range(1)
 
@@ -132,14 +123,14 @@ class GgufModel:
         return bool(present) and all(present)
 
     def has(self, role: str, layer: int | None = None) -> bool:
-        return self._find(self._spec(role, layer), layer) is not None
+        return self._find(self.cfg.tensor_spec(role, layer), layer) is not None
 
     def hf_name(self, role: str, layer: int | None = None) -> str:
         """The tensor's name in the file (for messages; the GGUF name)."""
-        return self._spec(role, layer).gguf.format(i=layer)
+        return self.cfg.tensor_spec(role, layer).gguf.format(i=layer)
 
     def _stored(self, role: str, layer: int | None):
-        spec = self._spec(role, layer)
+        spec = self.cfg.tensor_spec(role, layer)
         tensor = self._find(spec, layer)
         if tensor is None:
             raise BitnetOnnxError(f"{self.path}: required tensor {spec.gguf.format(i=layer)} is missing")

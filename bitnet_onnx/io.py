@@ -78,6 +78,14 @@ def _existing_folder(path: Path, what: str) -> Path:
     return folder
 
 
+def _rename_new(tmp: Path, path: Path, what: str) -> None:
+    """``tmp`` becomes ``path``, which did not exist when the write began and must not now."""
+    try:
+        rename_noreplace(tmp, path)
+    except FileExistsError:
+        raise _appeared(path, what) from None
+
+
 def _appeared(path: Path, what: str) -> BitnetOnnxError:
     return BitnetOnnxError(f"{what} {path}: appeared while this run was writing; left as it is, nothing written")
 
@@ -123,10 +131,7 @@ def atomic_file(path: str | Path, what: str = "output",
         if existed:
             os.replace(tmp, path)
         else:
-            try:
-                rename_noreplace(tmp, path)
-            except FileExistsError:
-                raise _appeared(path, what) from None
+            _rename_new(tmp, path, what)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
@@ -155,10 +160,7 @@ def atomic_folder(path: str | Path, overwrite: bool = False, what: str = "output
             check_replaceable_folder(path, overwrite, what, ours)
             _swap_in(tmp, path, what)
         else:
-            try:
-                rename_noreplace(tmp, path)
-            except FileExistsError:
-                raise _appeared(path, what) from None
+            _rename_new(tmp, path, what)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -170,26 +170,17 @@ class ModelFolder:
                 return candidate
         return None
 
-    def _spec(self, role: str, layer: int | None) -> TensorSpec:
-        try:
-            spec = self.arch.tensor(role)
-        except KeyError as e:
-            raise BitnetOnnxError(str(e.args[0])) from None
-        if spec.per_layer and (layer is None or not 0 <= layer < self.cfg.n_layers):
-            raise BitnetOnnxError(f"tensor role {role} needs a layer index in 0..{self.cfg.n_layers - 1}, got {layer}")
-        return spec
-
     def has(self, role: str, layer: int | None = None) -> bool:
-        return self._find(self._spec(role, layer), layer) is not None
+        return self._find(self.cfg.tensor_spec(role, layer), layer) is not None
 
     def hf_name(self, role: str, layer: int | None = None) -> str:
         """The tensor's name as stored in the file (with or without the "model." prefix)."""
-        spec = self._spec(role, layer)
+        spec = self.cfg.tensor_spec(role, layer)
         return self._find(spec, layer) or spec.hf.format(i=layer)
 
     def tensor(self, role: str, layer: int | None = None) -> np.ndarray:
         """The tensor as float32, shape- and finiteness-checked; errors name the file and tensor."""
-        spec = self._spec(role, layer)
+        spec = self.cfg.tensor_spec(role, layer)
         name = self._find(spec, layer)
         if name is None:
             raise BitnetOnnxError(f"{self._source()}: required tensor {spec.hf.format(i=layer)} is missing")
@@ -210,7 +201,7 @@ class ModelFolder:
 
     def ternary_codes(self, role: str, layer: int | None = None) -> None:
         """A folder holds latent weights, never ready I2_S codes (GgufModel may)."""
-        self._spec(role, layer)
+        self.cfg.tensor_spec(role, layer)
         return None
 
     def st_modules(self, pooling: str | None = None):
