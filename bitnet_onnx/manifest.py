@@ -7,6 +7,8 @@ so both sides agree on every field.
 from __future__ import annotations
 
 import json
+import types
+import typing
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 
@@ -80,9 +82,14 @@ class Manifest:
         missing = [name for name in required if name not in data]
         if missing:
             raise BitnetOnnxError(f"{path}: missing field(s) {', '.join(missing)}")
-        if data.get("format_version", FORMAT_VERSION) > FORMAT_VERSION:
-            raise BitnetOnnxError(f"{path}: format_version {data['format_version']} is newer than this bitnet-onnx reads")
         m = cls(**{k: v for k, v in data.items() if k in known})
+        hints = typing.get_type_hints(cls)
+        for f in fields(cls):
+            value = getattr(m, f.name)
+            if not _has_type(value, hints[f.name]):
+                raise BitnetOnnxError(f"{path}: field {f.name!r} must be {_type_name(hints[f.name])}, got {value!r}")
+        if m.format_version > FORMAT_VERSION:
+            raise BitnetOnnxError(f"{path}: format_version {m.format_version} is newer than this bitnet-onnx reads")
         if m.pooling not in POOLINGS:
             raise BitnetOnnxError(f"{path}: unknown pooling {m.pooling!r}")
         if m.padding_side not in ("left", "right"):
@@ -92,3 +99,24 @@ class Manifest:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise BitnetOnnxError(f"{path}: {name} must be a positive integer, got {value!r}")
         return m
+
+
+def _has_type(value, hint) -> bool:
+    """``value`` as JSON gives it, checked against a field's annotation (bool is not an int here)."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_has_type(value, a) for a in args)
+    if hint is type(None):
+        return value is None
+    if origin is list:
+        return isinstance(value, list) and all(_has_type(v, args[0]) for v in value)
+    if origin is dict:
+        return isinstance(value, dict) and all(_has_type(k, args[0]) and _has_type(v, args[1]) for k, v in value.items())
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, hint)
+
+
+def _type_name(hint) -> str:
+    return str(hint).replace("typing.", "").replace("<class '", "").replace("'>", "")
+

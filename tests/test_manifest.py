@@ -37,3 +37,20 @@ def test_errors_name_the_file(tmp_path):
     path.write_text(json.dumps(data), encoding="utf-8")
     with pytest.raises(BitnetOnnxError, match="unknown pooling 'max'"):
         Manifest.read(tmp_path)
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("format_version", None, "field 'format_version' must be int, got None"),  # found by the manifest fuzzer
+    ("pad_token_id", None, "field 'pad_token_id' must be int"),
+    ("normalize", "yes", "field 'normalize' must be bool"),
+    ("prompts", {"query": 3}, r"field 'prompts' must be dict\[str, str\]"),
+    ("custom_ops", "I2STernaryMatMul", r"field 'custom_ops' must be list\[str\]"),
+    ("dimension", True, "field 'dimension' must be int, got True"),
+    ("append_eos_token_id", 1.5, r"field 'append_eos_token_id' must be int \| None"),
+])
+def test_fields_of_the_wrong_type_are_one_line_errors(tmp_path, field, value, message):
+    data = json.loads(json.dumps(_manifest().__dict__))
+    data[field] = value
+    (tmp_path / MANIFEST_NAME).write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(BitnetOnnxError, match=message):
+        Manifest.read(tmp_path)
