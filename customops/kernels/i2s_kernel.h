@@ -28,7 +28,7 @@ struct I2SKernel {
   // Bytes of the kernel's own weight layout for an [n, k] matrix (k % 128 == 0).
   size_t (*packed_bytes)(int64_t n, int64_t k);
 
-  // I2_S bytes [n, k/4] (DESIGN.md layout) -> the kernel's layout, done once per constant W.
+  // I2_S bytes [n, k/4] (docs/architecture.md, "I2_S byte layout") -> the kernel's layout, done once per constant W.
   void (*repack)(const uint8_t* i2s, int64_t n, int64_t k, uint8_t* packed);
 
   // Optional fused RMSNorm (norm_w may be null) then per-token absmax int8 quantization of
