@@ -245,3 +245,11 @@ def test_custom_op_graph_without_library_says_so(exports, private_copy):
     (folder / "bitnet_onnx.json").write_text(json.dumps(manifest))
     with pytest.raises(BitnetOnnxError, match="operator this onnxruntime does not know.*needs_custom_ops"):
         Embedder(folder)
+
+
+def test_encode_ids_equals_encode(embedders):
+    e = embedders["qwen3"]
+    name = next(iter(e.prompts))
+    ids = e.tokenize(TEXTS, prompt_name=name)
+    got = e.encode_ids(ids, batch_size=3, prompt_length=e.prompt_length(e.resolve_prompt(name)), dimensions=32)
+    np.testing.assert_allclose(got, e.encode(TEXTS, prompt_name=name, dimensions=32), rtol=0, atol=1e-6)

@@ -197,11 +197,11 @@ class _EmbedderActor:
 
     def embed(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """(float32 [n, dim], int32 token counts [n]), as Embedder.encode gives them."""
-        o = self.opts
-        counts = np.array([len(x) for x in self.embedder.tokenize(texts, prompt_name=o.prompt_name)], np.int32)
-        vectors = self.embedder.encode(texts, batch_size=o.batch_size, prompt_name=o.prompt_name,
-                                       dimensions=o.dimensions)
-        return vectors.reshape(len(texts), -1), counts
+        o, emb = self.opts, self.embedder
+        ids = emb.tokenize(texts, prompt_name=o.prompt_name)  # once: the counts and the model's input
+        skip = emb.prompt_length(emb.resolve_prompt(o.prompt_name))
+        vectors = emb.encode_ids(ids, batch_size=o.batch_size, prompt_length=skip, dimensions=o.dimensions)
+        return vectors, np.array([len(x) for x in ids], np.int32)
 
 
 class EmbedColumn(_EmbedderActor):

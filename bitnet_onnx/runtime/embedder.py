@@ -138,6 +138,20 @@ class Embedder:
         (values,) = self.session.run([SENTENCE_OUTPUT], self._feed(input_ids, mask, prompt_lengths))
         return values
 
+    def encode_ids(self, ids: Sequence[Sequence[int]], batch_size: int = 32, prompt_length: int = 0,
+                   dimensions: int | None = None, normalize: bool | None = None,
+                   max_batch_tokens: int = MAX_BATCH_TOKENS) -> np.ndarray:
+        """``encode``'s sentence embeddings [len(ids), dim] for token id lists from ``tokenize``, for a
+        caller that needs the ids too (token counts) and so tokenizes once. ``prompt_length``:
+        ``prompt_length(resolve_prompt(...))`` of the prompt the ids start with."""
+        width = self._check_dimensions(dimensions)
+        lengths = [len(x) for x in ids]
+        rows = np.zeros((len(ids), self.dimension), dtype=np.float32)
+        for chunk in plan_batches(lengths, _positive_int(batch_size, "batch_size"),
+                                  _positive_int(max_batch_tokens, "max_batch_tokens")):
+            rows[chunk] = self.run_batch([ids[i] for i in chunk], [prompt_length] * len(chunk))
+        return self.finish(rows, dimensions=width, normalize=normalize)
+
     @property
     def pools_without_prompt(self) -> bool:
         """True when the model's pooling leaves the prompt's tokens out (include_prompt: false)."""
