@@ -20,13 +20,14 @@ from pathlib import Path
 
 import numpy as np
 
-from bitnet_onnx.arch import ARCHITECTURES, HEAD_NORM, LINEAR, NORM, NORM_IN, ArchSpec, ModelConfig, TensorSpec
+from bitnet_onnx.arch import ARCHITECTURES, HEAD_NORM, LINEAR, NORM, ArchSpec, ModelConfig, TensorSpec
 from bitnet_onnx.errors import BitnetOnnxError
 from bitnet_onnx.gguf_file import (
     DEFAULT_PROMPT_KEY, I2S_TYPE, INCLUDE_PROMPT_KEY, MAX_SEQ_LENGTH_KEY, NORMALIZE_KEY, POOLING_NAMES,
     PROMPT_NAMES_KEY, PROMPTS_KEY, dequantize, metadata, open_gguf, read_i2s_packed, tensor_shape,
 )
 from bitnet_onnx.gguf_tokenizer import tokenizer_files
+from bitnet_onnx.weights import bitnet_norms_present
 from bitnet_onnx.st_modules import POOLINGS, StModules
 
 log = logging.getLogger(__name__)
@@ -103,24 +104,18 @@ class GgufModel:
         return config
 
     # -- tensors ----------------------------------------------------------------------------------
-    def _layers(self, spec: TensorSpec) -> range:
-        return range(self.cfg.n_layers) if spec.per_layer else range(1)
-
     def _find(self, spec: TensorSpec, layer: int | None):
         return self._tensors.get(spec.gguf.format(i=layer))
 
     def _detect_bitnet(self) -> bool:
-        wanted = [(s, i) for s in self.arch.tensors if s.kind == NORM_IN for i in self._layers(s)]
-        present = [self._find(s, i) is not None for s, i in wanted]
-        if any(present) and not all(present):
-            spec, i = wanted[present.index(False)]
-            raise BitnetOnnxError(f"{self.path}: BitNet per-projection norms are incomplete: "
-                                  f"tensor {spec.gguf.format(i=i)} is missing")
+        bitnet = bitnet_norms_present(self.cfg, lambda s, i: self._find(s, i) is not None,
+                                      lambda s, i: f"{self.path}: BitNet per-projection norms are incomplete: "
+                                                   f"tensor {s.gguf.format(i=i)} is missing")
         i2s = [t.name for t in self.reader.tensors if int(t.tensor_type) == I2S_TYPE]
-        if i2s and not all(present):
+        if i2s and not bitnet:
             raise BitnetOnnxError(f"{self.path}: tensor {i2s[0]} is I2_S but the file has no BitNet "
                                   "per-projection norms (*_norm_in.weight)")
-        return bool(present) and all(present)
+        return bitnet
 
     def has(self, role: str, layer: int | None = None) -> bool:
         return self._find(self.cfg.tensor_spec(role, layer), layer) is not None

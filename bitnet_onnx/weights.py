@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -89,6 +89,18 @@ def index_safetensors(file: Path) -> dict[str, _Entry]:
     return entries
 
 
+def bitnet_norms_present(cfg: ModelConfig, found: Callable[[TensorSpec, int | None], bool],
+                         incomplete: Callable[[TensorSpec, int | None], str]) -> bool:
+    """Whether a source is BitNet: every per-projection norm present (True) or none (False); some but
+    not all is an error, worded by ``incomplete`` for the first missing one. Both sources use it."""
+    wanted = [(s, i) for s in cfg.arch.tensors if s.kind == NORM_IN
+              for i in (range(cfg.n_layers) if s.per_layer else (None,))]
+    present = [found(s, i) for s, i in wanted]
+    if any(present) and not all(present):
+        raise BitnetOnnxError(incomplete(*wanted[present.index(False)]))
+    return bool(present) and all(present)
+
+
 def to_float16(values: np.ndarray, name: str) -> np.ndarray:
     """``values`` as float16; an error naming the tensor when a value is beyond float16's range
     (it would become Inf, and the model's output NaN)."""
@@ -149,16 +161,9 @@ class ModelFolder:
         return entries
 
     def _detect_bitnet(self) -> bool:
-        wanted = [(s, i) for s in self.arch.tensors if s.kind == NORM_IN for i in self._layers(s)]
-        present = [self._find(s, i) is not None for s, i in wanted]
-        if any(present) and not all(present):
-            spec, i = wanted[present.index(False)]
-            raise BitnetOnnxError(f"{self._source()}: BitNet per-projection norms are incomplete: "
-                                  f"tensor {spec.hf.format(i=i)} is missing")
-        return bool(present) and all(present)
-
-    def _layers(self, spec: TensorSpec) -> range:
-        return range(self.cfg.n_layers) if spec.per_layer else range(1)
+        return bitnet_norms_present(self.cfg, lambda s, i: self._find(s, i) is not None,
+                                    lambda s, i: f"{self._source()}: BitNet per-projection norms are incomplete: "
+                                                 f"tensor {s.hf.format(i=i)} is missing")
 
     def _source(self) -> str:
         return WEIGHTS_NAME if (self.path / WEIGHTS_NAME).is_file() else INDEX_NAME
