@@ -6,6 +6,7 @@
 #include "domain.h"
 #include "encoder_attention_op.h"
 #include "i2s_matmul_op.h"
+#include "normalize_nfc_op.h"
 #include "ort_api.h"
 
 namespace bitnet_onnx {
@@ -18,6 +19,7 @@ struct OpRow {
 inline constexpr OpRow kOpTable[] = {
     {"I2STernaryMatMul", i2s_ternary_matmul_op},
     {"EncoderAttention", encoder_attention_op},
+    {"NormalizeNFC", normalize_nfc_op},
 };
 
 }  // namespace bitnet_onnx

@@ -1,0 +1,145 @@
+// NormalizeNFC: text (strings, any shape) -> the same shape of strings in Unicode NFC. The tables
+// (attributes, from Python's unicodedata at export) are validated and indexed once per kernel.
+#include "normalize_nfc_op.h"
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nfc.h"
+#include "op_errors.h"
+
+namespace bitnet_onnx {
+namespace {
+
+constexpr const char* kName = "NormalizeNFC";
+
+}  // namespace
+
+struct NormalizeNfcKernelState {
+  std::string node;  // for error messages
+  std::unique_ptr<text::NfcNormalizer> nfc;
+
+  OrtStatusPtr ComputeV2(OrtKernelContext* context) const;
+  void compute(Ort::KernelContext& ctx) const;
+};
+
+void NormalizeNfcKernelState::compute(Ort::KernelContext& ctx) const {
+  if (ctx.GetInputCount() != 1) throw InvalidInput{"expects 1 input (text)"};
+  Ort::ConstValue input = ctx.GetInput(0);
+  if (!input) throw InvalidInput{"input 'text' is missing"};
+  auto info = input.GetTensorTypeAndShapeInfo();
+  if (info.GetElementType() != ONNX_TENSOR_ELEMENT_DATA_TYPE_STRING) throw InvalidInput{"input 'text' must be strings"};
+  const std::vector<int64_t> dims = info.GetShape();
+  const size_t count = info.GetElementCount();
+  Ort::UnownedValue output = ctx.GetOutput(0, dims);
+  if (count == 0) return;
+
+  // All strings in one buffer: element i is bytes[offsets[i], offsets[i + 1]).
+  const size_t total = input.GetStringTensorDataLength();
+  std::string bytes(total, '\0');
+  std::vector<size_t> offsets(count + 1);
+  input.GetStringTensorContent(bytes.data(), total, offsets.data(), count);
+  offsets[count] = total;
+
+  text::NfcScratch scratch;
+  std::string normalized;
+  for (size_t i = 0; i < count; ++i) {
+    if (offsets[i] > offsets[i + 1] || offsets[i + 1] > total)
+      throw InvalidInput{"input 'text': inconsistent string offsets from ONNX Runtime"};
+    const std::string_view element(bytes.data() + offsets[i], offsets[i + 1] - offsets[i]);
+    text::Utf8Error error;
+    if (!nfc->normalize(element, &normalized, &error, &scratch))
+      throw InvalidInput{"input 'text' element " + std::to_string(i) + " (row-major) is not valid UTF-8: " +
+                         error.problem + " at byte " + std::to_string(error.byte_offset)};
+    if (normalized.empty()) continue;  // output elements start empty
+    char* out = output.GetResizedStringTensorElementBuffer(i, normalized.size());
+    std::memcpy(out, normalized.data(), normalized.size());
+  }
+}
+
+OrtStatusPtr NormalizeNfcKernelState::ComputeV2(OrtKernelContext* context) const {
+  return status_of(kName, node, [&] {
+    Ort::KernelContext ctx(context);
+    compute(ctx);
+  });
+}
+
+namespace {
+
+struct NormalizeNfcOp : Ort::CustomOpBase<NormalizeNfcOp, NormalizeNfcKernelState, /*WithStatus=*/true> {
+  OrtStatusPtr CreateKernelV2(const OrtApi& api, const OrtKernelInfo* info, void** kernel) const;
+
+  const char* GetName() const { return kName; }
+  const char* GetExecutionProviderType() const { return "CPUExecutionProvider"; }
+
+  size_t GetInputTypeCount() const { return 1; }  // text
+  ONNXTensorElementDataType GetInputType(size_t) const { return ONNX_TENSOR_ELEMENT_DATA_TYPE_STRING; }
+  size_t GetOutputTypeCount() const { return 1; }
+  ONNXTensorElementDataType GetOutputType(size_t) const { return ONNX_TENSOR_ELEMENT_DATA_TYPE_STRING; }
+};
+
+// A required ints attribute holding `width`-int entries; `layout` describes one entry for errors.
+// Empty is refused too: ORT reads an attribute of another type (floats) as an empty list, and
+// real tables are never empty.
+std::vector<int64_t> int_table(const Ort::ConstKernelInfo& info, const char* name, size_t width, const char* layout) {
+  const std::string expected = std::string("a non-empty list of ints, ") + layout +
+                               " per entry (bitnet_onnx.customops.normalize_nfc.nfc_tables())";
+  std::vector<int64_t> values;
+  try {
+    values = info.GetAttributes<int64_t>(name);
+  } catch (const Ort::Exception&) {
+  }
+  if (values.empty()) throw InvalidInput{std::string("attribute '") + name + "' must be set to " + expected};
+  if (values.size() % width != 0)
+    throw InvalidInput{std::string("attribute '") + name + "' has " + std::to_string(values.size()) +
+                       " ints, not a multiple of " + std::to_string(width) + " (" + expected + ")"};
+  return values;
+}
+
+text::NfcTables read_tables(const Ort::ConstKernelInfo& info) {
+  text::NfcTables tables;
+  const auto classes = int_table(info, "combining_classes", 2, "[code point, class]");
+  for (size_t k = 0; k < classes.size(); k += 2) tables.combining_classes.push_back({classes[k], classes[k + 1]});
+  const auto decompositions = int_table(info, "decompositions", 3, "[code point, first, second or -1]");
+  for (size_t k = 0; k < decompositions.size(); k += 3)
+    tables.decompositions.push_back({decompositions[k], decompositions[k + 1], decompositions[k + 2]});
+  const auto compositions = int_table(info, "compositions", 3, "[first, second, composite]");
+  for (size_t k = 0; k < compositions.size(); k += 3)
+    tables.compositions.push_back({compositions[k], compositions[k + 1], compositions[k + 2]});
+  return tables;
+}
+
+void init_state(NormalizeNfcKernelState& s, const OrtKernelInfo* raw) {
+  const Ort::ConstKernelInfo info(raw);
+  s.node = info.GetNodeName();
+  text::NfcTableError error;
+  s.nfc = text::NfcNormalizer::build(read_tables(info), &error);
+  if (!s.nfc)
+    throw InvalidInput{std::string("attribute '") + error.table + "' entry " + std::to_string(error.entry) + ": " +
+                       error.problem};
+}
+
+OrtStatusPtr NormalizeNfcOp::CreateKernelV2(const OrtApi& api, const OrtKernelInfo* info, void** kernel) const {
+  auto state = std::make_unique<NormalizeNfcKernelState>();
+  try {
+    init_state(*state, info);
+  } catch (const InvalidInput& e) {
+    const std::string message = std::string(kName) + " node '" + state->node + "': " + e.message;
+    return api.CreateStatus(ORT_INVALID_ARGUMENT, message.c_str());
+  } catch (const std::exception& e) {
+    return api.CreateStatus(ORT_FAIL, (std::string(kName) + " node '" + state->node + "': " + e.what()).c_str());
+  }
+  *kernel = state.release();
+  return nullptr;
+}
+
+}  // namespace
+
+OrtCustomOp* normalize_nfc_op() {
+  static NormalizeNfcOp op;
+  return &op;
+}
+
+}  // namespace bitnet_onnx
