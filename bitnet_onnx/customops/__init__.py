@@ -19,6 +19,7 @@ import os
 from pathlib import Path
 
 from bitnet_onnx.customops import encoder_attention, i2s_matmul, normalize_nfc
+from bitnet_onnx.customops import byte_fallback_bpe
 from bitnet_onnx.errors import BitnetOnnxError
 
 DOMAIN = "bitnet_onnx"
@@ -26,6 +27,7 @@ DOMAIN_VERSION = 1
 # op_type -> function building its onnx OpSchema: one row per op of the domain
 SCHEMAS = {i2s_matmul.NAME: i2s_matmul.schema, encoder_attention.NAME: encoder_attention.schema}
 SCHEMAS[normalize_nfc.NAME] = normalize_nfc.schema
+SCHEMAS[byte_fallback_bpe.NAME] = byte_fallback_bpe.schema
 
 LIBRARY_NAME = "libbitnet_onnx_ops.so"
 LIBRARY_ENV = "BITNET_ONNX_LIBRARY"  # path of the library to use instead of the installed one

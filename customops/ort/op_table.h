@@ -3,6 +3,7 @@
 // op is one row here plus its own files (docs/contributing.md, "Add a custom op").
 #pragma once
 
+#include "byte_fallback_bpe_op.h"
 #include "domain.h"
 #include "encoder_attention_op.h"
 #include "i2s_matmul_op.h"
@@ -19,6 +20,7 @@ struct OpRow {
 inline constexpr OpRow kOpTable[] = {
     {"I2STernaryMatMul", i2s_ternary_matmul_op},
     {"EncoderAttention", encoder_attention_op},
+    {"ByteFallbackBpe", byte_fallback_bpe_op},
     {"NormalizeNFC", normalize_nfc_op},
 };
 
