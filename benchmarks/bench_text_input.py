@@ -11,9 +11,9 @@ the same texts, 1 thread, interleaved repetitions (medians):
 and the tokenizing alone: the pre-processing graph of model_text.onnx by itself (export/text_input.py)
 and TextTokenizer.encode, in ms per batch.
 
-Every text has exactly the cell's number of tokens. Qwen3 carries its real tokenizer
-(bitnet_onnx.testing.real_tokenizers); Gemma3 the factory's (the real one is refused by
---text-input, docs/hosts.md).
+Every text has exactly the cell's number of tokens. Both carry their real tokenizers
+(bitnet_onnx.testing.real_tokenizers): Qwen3's runs NormalizeNFC + onnxruntime-extensions'
+HfJsonTokenizer in the graph, Gemma3's our ByteFallbackBpe.
 
     python benchmarks/bench_text_input.py [--reps 5] [--cells 1x16,16x128] [--arch qwen3,gemma3]
 """
@@ -53,8 +53,8 @@ def export_folder(arch: str, cache: Path) -> Path:
         return folder / "onnx"
 
     def build(tmp: Path) -> None:
-        tokenizer = {"tokenizer": real_tokenizer_dir(arch)} if arch == "qwen3" else {}
-        model = make_model(tmp / "model", arch, bitnet=True, seed=0, shape=SHAPES[arch], **tokenizer)
+        model = make_model(tmp / "model", arch, bitnet=True, seed=0, shape=SHAPES[arch],
+                           tokenizer=real_tokenizer_dir(arch))
         export(model, tmp / "onnx", text_input=True)
 
     print(f"exporting a random-weight {SHAPES[arch]} (i2s, --text-input) into {folder} ...", flush=True)
@@ -68,8 +68,8 @@ def preprocess_session(folder: Path, manifest: Manifest, threads: int):
     from bitnet_onnx import customops
     from bitnet_onnx.export.text_input import preprocess_model
 
-    pre, _ = preprocess_model(folder, manifest, 21, 10)
-    options = customops.session_options(threads=threads, extensions=True, op_library=False)
+    pre = preprocess_model(folder, manifest, 21, 10)
+    options = customops.session_options(threads=threads, extensions=manifest.text_needs_extensions)
     options.log_severity_level = 3
     return ort.InferenceSession(pre.SerializeToString(), options, providers=["CPUExecutionProvider"])
 

@@ -47,10 +47,11 @@ class Manifest:
     attention: str = "onnx"  # the exporter's attention strategy (export --attention)
     custom_ops: list[str] = field(default_factory=lambda: ["I2STernaryMatMul"])  # our library's ops in the graph
     needs_custom_ops: bool = True  # custom_ops is not empty: register the op library (hosts read this flag)
-    # export --text-input: the strings-in graph (text [N], prompt [1] -> ...), which needs onnxruntime-extensions'
-    # library registered; with text_requires_nfc it rejects a text Unicode NFC would change (normalize first)
+    # export --text-input: the strings-in graph (text [N], prompt [1] -> ...); our library's ops in it
+    # (tokenizer, NFC) and whether it also needs onnxruntime-extensions' library (its HfJsonTokenizer)
     text_model_file: str | None = None
-    text_requires_nfc: bool = False
+    text_custom_ops: list[str] = field(default_factory=list)
+    text_needs_extensions: bool = False
     op_domain: str = OP_DOMAIN
     op_domain_version: int = OP_DOMAIN_VERSION
     min_onnxruntime: str = "1.21"

@@ -1,14 +1,14 @@
 """The C and C++ examples in strings-in mode (--text): UTF-8 texts into model_text.onnx of a
---text-input export, with our op library and onnxruntime-extensions' registered.
+--text-input export, with our op library and (Qwen3's byte-level BPE) onnxruntime-extensions' registered.
 
 The programs are built from examples/ against the onnxruntime wheel's libonnxruntime (conftest's
 host_programs), and their sentence embeddings must equal onnxruntime-in-Python's for the same
 texts (1e-5). The extensions library this environment has is the one the PyPI wheel ships, a Python
 extension module: a non-Python process loads it only with libpython present, so the programs run
-with libpython preloaded (LD_PRELOAD). A C/C++ service would register the native library of
+with libpython preloaded (LD_PRELOAD) when the model needs it (Gemma3's needs only our library). A C/C++ service would register the native library of
 onnxruntime-extensions' release packages (docs/hosts.md) and needs no Python.
-Bad input (bytes that are not UTF-8, an empty batch, one empty text, a text that is not NFC) gives
-a one-line error or a defined result.
+Bad input (bytes that are not UTF-8, an empty batch, one empty text) gives a one-line error or a
+defined result; decomposed (NFD) text is normalized in the graph like the tokenizer does.
 """
 
 from __future__ import annotations
@@ -59,11 +59,16 @@ def exported(tiny_model, tiny_export):
 
 
 def _host(program: Path, folder: Path, texts_file: Path, *extra) -> subprocess.CompletedProcess:
+    """The program on the folder's strings-in model, with the libraries its manifest asks for."""
     manifest = Manifest.read(folder)
-    library = [customops.library_path()] if manifest.needs_custom_ops else ["--no-op-library"]
-    env = {**os.environ, "LD_PRELOAD": str(_libpython())}
-    return _run([program, "--threads", "1", "--text", customops.extensions_library_path(), *extra, *library,
-                 folder / manifest.text_model_file, texts_file], env=env)
+    ours = manifest.needs_custom_ops or manifest.text_custom_ops
+    library = [customops.library_path()] if ours else ["--no-op-library"]
+    env = dict(os.environ)
+    if manifest.text_needs_extensions:
+        extra = ("--extensions", customops.extensions_library_path(), *extra)
+        env["LD_PRELOAD"] = str(_libpython())
+    return _run([program, "--threads", "1", "--text", *extra, *library, folder / manifest.text_model_file, texts_file],
+                env=env)
 
 
 def _floats(stdout: bytes) -> np.ndarray:
@@ -72,7 +77,8 @@ def _floats(stdout: bytes) -> np.ndarray:
 
 def _python(folder: Path, texts: list[str], prompt: str | None = None) -> np.ndarray:
     manifest = Manifest.read(folder)
-    options = customops.session_options(threads=1, extensions=True, op_library=manifest.needs_custom_ops)
+    options = customops.session_options(threads=1, extensions=manifest.text_needs_extensions,
+                                        op_library=manifest.needs_custom_ops or bool(manifest.text_custom_ops))
     session = ort.InferenceSession(str(folder / manifest.text_model_file), options, providers=["CPUExecutionProvider"])
     feed = {"text": np.array(texts, dtype=object).reshape(-1)}
     if prompt is not None:
@@ -101,7 +107,6 @@ def test_hosts_embed_texts_like_python(programs, exported, model, tmp_path):
     ("not_utf8", b"ok\n\xff\xfe bad\n", "utf8_guard: a text is not valid UTF-8"),
     ("truncated_utf8", b"caf\xc3\n", "utf8_guard"),
     ("surrogate", b"\xed\xa0\x80\n", "utf8_guard"),
-    ("not_nfc", "cafe\u0301\n".encode(), "nfc_guard: a text is not in Unicode NFC"),
 ])
 def test_hosts_reject_bad_texts(programs, exported, tmp_path, case, content, expect):
     texts_file = tmp_path / "bad.txt"
@@ -131,7 +136,18 @@ def test_hosts_with_a_missing_extensions_library(programs, exported, tmp_path):
     texts_file = _write(tmp_path / "t.txt", ["x"])
     folder = exported["qwen3-int8"]
     for name, program in programs.items():
-        res = _run([program, "--text", tmp_path / "missing.so", "--no-op-library", folder / "model_text.onnx",
-                    texts_file])
+        res = _run([program, "--text", "--extensions", tmp_path / "missing.so", customops.library_path(),
+                    folder / "model_text.onnx", texts_file])
         lines = res.stderr.decode().strip().splitlines()
         assert res.returncode == 1 and len(lines) == 1 and "missing.so" in lines[0], (name, res.stderr)
+
+
+def test_hosts_normalize_to_nfc(programs, exported, tmp_path):
+    """Qwen3's tokenizer.json normalizes to NFC: decomposed accents embed like the composed text."""
+    folder = exported["qwen3"]
+    nfd = _write(tmp_path / "nfd.txt", ["cafe\u0301 nai\u0308ve", "\u1100\u1161\u11a8"])  # é ï, Hangul 각 as jamo
+    expected = _python(folder, ["café naïve", "각"])
+    for name, program in programs.items():
+        res = _host(program, folder, nfd)
+        assert res.returncode == 0, (name, res.stderr)
+        np.testing.assert_allclose(_floats(res.stdout), expected, rtol=0, atol=1e-5, err_msg=name)

@@ -4,32 +4,25 @@
 same model (same weights, same external data file) behind a pre-processing graph
 
     text: string [N], prompt: string [1] (optional, default: the manifest's default prompt or "")
-      -> StringConcat(prompt, text)
+      -> StringConcat(prompt, text)  (and the prompt alone in row 0 when the pooling leaves it out)
       -> UTF-8 guard: bytes that are not UTF-8 (or U+0000) are an ORT error naming the reason
-      -> NFC guard (tokenizers whose normalizer is NFC): a text that NFC would change is an error
-      -> onnxruntime-extensions' HfJsonTokenizer, built from tokenizer.json + tokenizer_config.json
-         by the extensions' own ``gen_processing_models``
+      -> NormalizeNFC (our op) when tokenizer.json's normalizer is NFC
+      -> the tokenizer: our ByteFallbackBpe for SentencePiece-style BPE with byte fallback (Gemma3),
+         else onnxruntime-extensions' HfJsonTokenizer built by the extensions' own
+         ``gen_processing_models`` (byte-level BPE: Qwen3)
       -> the special tokens of tokenizer.json's post-processor, the EOS rule, truncation to
          max_length, the mask from the true lengths, padding on the manifest's side
-      -> the model: sentence_embedding, token_embeddings, plus input_ids and attention_mask.
+      -> the model: sentence_embedding, token_embeddings, plus input_ids and attention_mask
+         (and prompt_length, the prompt's tokens less one, for include_prompt: false poolings).
 
-The two graphs are joined by ``onnx.compose.merge_graphs``. The export runs the extensions'
-tokenizer on a probe corpus against the ``tokenizers`` library and refuses when they differ (so
-Gemma3's real tokenizer is refused: docs/hosts.md).
-
-NFC: the extensions' tokenizer does not apply tokenizer.json's NFC normalizer, and ONNX Runtime
-has no Unicode normalization op. The graph therefore rejects every text that NFC would change,
-found by RE2 patterns (``nfc_unstable_patterns``, RegexFullMatch) built from Python's Unicode data;
-on every text it accepts the ids equal the ``tokenizers`` library's. Hosts normalize to NFC first
-(one library call in every language); ``Embedder`` does.
+The two graphs are joined by ``onnx.compose.merge_graphs``. The export runs the chosen tokenizer on
+a probe corpus against the ``tokenizers`` library and refuses when they differ.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import unicodedata
-from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -37,6 +30,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from bitnet_onnx import customops
+from bitnet_onnx.customops import byte_fallback_bpe, normalize_nfc
 from bitnet_onnx.errors import BitnetOnnxError
 from bitnet_onnx.manifest import PROMPT_INPUT, PROMPT_LENGTH_INPUT, TEXT_INPUT, TEXT_MODEL_NAME, Manifest
 from bitnet_onnx.export.builder import GraphBuilder
@@ -45,15 +39,14 @@ INT64 = TensorProto.INT64
 IDS, MASK = "input_ids", "attention_mask"
 MODEL_OUTPUTS = ("sentence_embedding", "token_embeddings")
 EXTENSIONS_DOMAIN = "ai.onnx.contrib"
-TOKENIZER_OP = "HfJsonTokenizer"
-NORMALIZERS_IN_GRAPH = {"Replace"}  # applied by the extensions' tokenizer (checked by the probe corpus)
+EXTENSIONS_TOKENIZER = "HfJsonTokenizer"
+# tokenizer.json normalizers the graph applies: NFC by our op, Replace inside the extensions' tokenizer
+# (both checked by the probe corpus)
+EXTENSIONS_NORMALIZERS = {"NFC", "Replace"}
 UTF8_GUARD_NAME = "/text_input/utf8_guard: a text is not valid UTF-8 or holds U+0000"
 # Unicode scalar values but U+0000, which the extensions' tokenizer takes for the end of the text
 UTF8_PATTERN = r"(?s)[\x{1}-\x{D7FF}\x{E000}-\x{10FFFF}]*"
 PROTOBUF_ENV = "PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION"
-PATTERN_CHARS = 12000  # per RegexFullMatch pattern of the NFC guard
-NFC_GUARD_NAME = ("/text_input/nfc_guard: a text is not in Unicode NFC (tokenizer.json normalizes to NFC, "
-                  "the in-graph tokenizer does not); normalize texts to NFC before feeding them")
 
 # Probe texts the export checks the in-graph ids on (the tests use a far larger corpus).
 PROBE_TEXTS = [
@@ -66,106 +59,40 @@ PROBE_TEXTS = [
 ]
 
 
-# -- the NFC guard ------------------------------------------------------------------------------
-def _cls(chars) -> str:
-    """An RE2 character class of code points (ranges merged)."""
-    cps = sorted(set(chars))
-    parts, start = [], None
-    for i, cp in enumerate(cps):
-        if start is None:
-            start = cp
-        if i + 1 == len(cps) or cps[i + 1] != cp + 1:
-            parts.append(f"\\x{{{start:X}}}" if start == cp else f"\\x{{{start:X}}}-\\x{{{cp:X}}}")
-            start = None
-    return "[" + "".join(parts) + "]"
-
-
-def _tail_ccc(ch: str) -> int:
-    """Combining class of the last character of ``ch``'s canonical decomposition (its own for marks)."""
-    return unicodedata.combining(unicodedata.normalize("NFD", ch)[-1])
-
-
-@lru_cache(maxsize=1)
-def nfc_unstable_patterns(max_chars: int = PATTERN_CHARS) -> tuple[str, ...]:
-    """RE2 patterns that together find a place where NFC changes a text; none matches an NFC text.
-
-    The alternatives: a character NFC always replaces (Quick_Check=No); a combining mark after a
-    mark of a higher class (canonical order broken; a precomposed character counts with the class of
-    the last mark of its decomposition); a starter, marks of lower classes, then a mark NFC composes
-    with that starter (a primary composite); Hangul L+V and LV+T jamo. Split into patterns of at most
-    ``max_chars`` so that each compiles to a small automaton (RE2's DFA has a memory budget).
-    """
-    changed, precomposed, marks, pairs = [], [], {}, {}
-    for cp in range(0x110000):
-        if 0xD800 <= cp <= 0xDFFF:
-            continue
-        ch = chr(cp)
-        if unicodedata.normalize("NFC", ch) != ch:
-            changed.append(cp)
-            continue
-        if c := unicodedata.combining(ch):
-            marks.setdefault(c, []).append(cp)
-        elif _tail_ccc(ch):
-            precomposed.append(cp)
-        d = unicodedata.decomposition(ch)
-        if d and not d.startswith("<") and len(d.split()) == 2:  # a primary composite: NFC composes its pair
-            first, second = (int(x, 16) for x in d.split())
-            pairs.setdefault(second, []).append(first)
-
-    def lower(k: int) -> list[int]:
-        return [cp for c in sorted(marks) if 0 < c < k for cp in marks[c]]
-
-    alts = [_cls(changed)]
-    alts += [_cls(marks[k]) + _cls(lower(k)) for k in sorted(marks) if lower(k)]  # marks out of order
-    # A precomposed character, then marks of lower classes than its last mark: NFC decomposes and
-    # reorders, then composes again; the result differs only for some marks (found by NFC itself).
-    reordered: dict[tuple, list[int]] = {}
-    for cp in precomposed:
-        t = _tail_ccc(chr(cp))
-        bad = tuple(m for m in lower(t) if unicodedata.normalize("NFC", chr(cp) + chr(m)) != chr(cp) + chr(m))
-        if bad:
-            reordered.setdefault((t, bad), []).append(cp)
-    for (t, bad), cps in sorted(reordered.items()):
-        alts.append(_cls(cps) + _cls(lower(t)) + "*" + _cls(bad))
-    for mark, starters in sorted(pairs.items()):
-        between = lower(unicodedata.combining(chr(mark)))
-        alts.append(_cls(starters) + (_cls(between) + "*" if between else "") + f"\\x{{{mark:X}}}")
-    lv = [cp for cp in range(0xAC00, 0xD7A4) if (cp - 0xAC00) % 28 == 0]
-    alts += [r"[\x{1100}-\x{1112}][\x{1161}-\x{1175}]", _cls(lv) + r"[\x{11A8}-\x{11C2}]"]
-    chunks: list[list[str]] = [[]]
-    for alt in alts:
-        if chunks[-1] and sum(map(len, chunks[-1])) + len(alt) > max_chars:
-            chunks.append([])
-        chunks[-1].append(alt)
-    return tuple("(?s).*(?:" + "|".join(c) + ").*" for c in chunks)
-
-
-def needs_nfc_guard(tokenizer_json: dict, source: Path) -> bool:
-    """True when tokenizer.json normalizes to NFC; refuses normalizers the in-graph tokenizer lacks."""
-    norm = tokenizer_json.get("normalizer")
-    steps = [] if norm is None else norm.get("normalizers", []) if norm.get("type") == "Sequence" else [norm]
-    nfc = False
-    for step in steps:
-        kind = step.get("type")
-        if kind == "NFC":
-            nfc = True
-        elif kind not in NORMALIZERS_IN_GRAPH:
-            raise BitnetOnnxError(f"{source}: --text-input: normalizer {kind!r} is not applied by "
-                                  "onnxruntime-extensions' tokenizer; export without --text-input")
-    return nfc
-
-
-# -- the pre-processing graph -------------------------------------------------------------------
-def tokenizer_node(folder: Path) -> onnx.NodeProto:
-    """onnxruntime-extensions' HfJsonTokenizer node for the folder's tokenizer files, from its own API."""
+# -- the tokenizer node ------------------------------------------------------------------------
+def tokenizer_node(folder: Path, max_length: int) -> onnx.NodeProto:
+    """The node that turns texts into (ids, mask), right-padded: our ByteFallbackBpe when the folder's
+    tokenizer.json is of its family (its ids capped at ``max_length``: later ones are cut anyway),
+    else onnxruntime-extensions' HfJsonTokenizer built by the extensions' own API."""
+    tok_file = folder / "tokenizer.json"
+    tok_json = json.loads(tok_file.read_text(encoding="utf-8"))
+    if byte_fallback_bpe.supports(tok_json):
+        return byte_fallback_bpe.bpe_node(tok_json, tok_file, "text", ["ids", "mask"], max_length=max_length)
+    check_extensions_normalizer(tok_json, tok_file)
     gen_processing_models = _extensions_api()
-
-    vocab = (folder / "tokenizer.json").read_text(encoding="utf-8")
     cfg_file = folder / "tokenizer_config.json"
     config = cfg_file.read_text(encoding="utf-8") if cfg_file.is_file() else "{}"
-    pre, _ = gen_processing_models(TOKENIZER_OP, pre_kwargs={"tokenizer_vocab": vocab, "tokenizer_config": config})
-    (node,) = [n for n in pre.graph.node if n.op_type == TOKENIZER_OP]
+    pre, _ = gen_processing_models(EXTENSIONS_TOKENIZER, pre_kwargs={"tokenizer_vocab": tok_file.read_text(
+        encoding="utf-8"), "tokenizer_config": config})
+    (node,) = [n for n in pre.graph.node if n.op_type == EXTENSIONS_TOKENIZER]
     return node
+
+
+def normalizer_steps(tokenizer_json: dict) -> list[dict]:
+    norm = tokenizer_json.get("normalizer")
+    return [] if norm is None else norm.get("normalizers", []) if norm.get("type") == "Sequence" else [norm]
+
+
+def needs_nfc(tokenizer_json: dict) -> bool:
+    """tokenizer.json normalizes to NFC (the extensions' tokenizer skips it: our NormalizeNFC runs first)."""
+    return any(step.get("type") == "NFC" for step in normalizer_steps(tokenizer_json))
+
+
+def check_extensions_normalizer(tokenizer_json: dict, source: Path) -> None:
+    for step in normalizer_steps(tokenizer_json):
+        if step.get("type") not in EXTENSIONS_NORMALIZERS:
+            raise BitnetOnnxError(f"{source}: --text-input: normalizer {step.get('type')!r} is not applied by "
+                                  "the in-graph tokenizer; export without --text-input")
 
 
 def _extensions_api():
@@ -276,60 +203,105 @@ def _default_prompt(manifest: Manifest) -> str:
     return manifest.prompts.get(name, "") if name else ""
 
 
-def preprocess_model(folder: Path, manifest: Manifest, opset: int, ir_version: int) -> tuple[onnx.ModelProto, bool]:
-    """The strings -> (input_ids, attention_mask) model and whether it has the NFC guard."""
-    import onnxruntime as ort
+def preprocess_model(folder: Path, manifest: Manifest, opset: int, ir_version: int,
+                     prompt_length: bool = False) -> onnx.ModelProto:
+    """The strings -> (input_ids, attention_mask[, prompt_length]) model; ``prompt_length``: also the
+    prompt's own token count less one, per text (pooling that leaves the prompt out)."""
     from tokenizers import Tokenizer
 
     tok_file = folder / "tokenizer.json"
-    tok_json = json.loads(tok_file.read_text(encoding="utf-8"))
-    nfc = needs_nfc_guard(tok_json, tok_file)
-    node = tokenizer_node(folder)
+    nfc = needs_nfc(json.loads(tok_file.read_text(encoding="utf-8")))
+    node = tokenizer_node(folder, int(manifest.max_length) + 2)  # + the specials a row may lose
 
-    # The special tokens around a text: tokenizer.json's post-processor and the extensions' op.
+    # The special tokens around a text: tokenizer.json's post-processor and the tokenizer op's.
     tok = Tokenizer.from_file(str(tok_file))
     tok.no_truncation()
     tok.no_padding()
     probe = "a"
     plain = tok.encode(probe, add_special_tokens=False).ids
     frame = _frame(tok.encode(probe, add_special_tokens=True).ids, plain)
-    so = customops.session_options(extensions=True, op_library=False)
-    so.log_severity_level = 3
-    op_session = ort.InferenceSession(_op_only_model(node, opset, ir_version).SerializeToString(), so,
-                                      providers=["CPUExecutionProvider"])
-    op_ids = op_session.run(None, {"text": np.array([probe], dtype=object)})[0][0].tolist()
+    front = _front_session(node, nfc, opset, ir_version)
+    op_ids = front.run(None, {"text": np.array([probe], dtype=object)})[0][0].tolist()
     op_frame = _frame(op_ids, plain)
     if frame is None or op_frame is None:
-        raise BitnetOnnxError(f"{tok_file}: --text-input: onnxruntime-extensions' tokenizer gives {op_ids} for "
-                              f"{probe!r}, tokenizer.json {tok.encode(probe).ids}; it cannot run in the graph")
-    check_tokenizer(folder, op_session, (op_frame, frame), nfc)
+        raise BitnetOnnxError(f"{tok_file}: --text-input: the in-graph tokenizer gives {op_ids} for {probe!r}, "
+                              f"tokenizer.json {tok.encode(probe).ids}; it cannot run in the graph")
+    cap = next((a.i for a in node.attribute if a.name == "max_length"), 0)
+    check_tokenizer(folder, front, (op_frame, frame), cap)
 
     b = GraphBuilder(opset=opset)
-    b.opsets[EXTENSIONS_DOMAIN] = 1  # the extensions register their ops at version 1
     text = b.add_input(TEXT_INPUT, TensorProto.STRING, ["batch"])
     prompt = b.add_input(PROMPT_INPUT, TensorProto.STRING, [1])
     b.initializers.append(numpy_helper.from_array(np.array([_default_prompt(manifest)], dtype=object), PROMPT_INPUT))
     with b.scope("text_input"):
         full = b.op("StringConcat", [prompt, text], name="prompt_and_text")
-        # RE2 decodes UTF-8; bytes that are not UTF-8 (truncated, overlong, surrogates, > U+10FFFF)
-        # match no class of code points.
-        valid = b.op("RegexFullMatch", [full], pattern=UTF8_PATTERN, name="utf8_valid")
-        full = _guard(b, full, b.op("Not", [valid]), UTF8_GUARD_NAME)
-        if nfc:
-            unstable = None
-            for pattern in nfc_unstable_patterns():
-                found = b.op("RegexFullMatch", [full], pattern=pattern, name="nfc_unstable")
-                unstable = found if unstable is None else b.op("Or", [unstable, found])
-            full = _guard(b, full, unstable, NFC_GUARD_NAME)
-        raw, raw_mask = b.op(TOKENIZER_OP, [full], outputs=2, domain=EXTENSIONS_DOMAIN, name="tokenizer")
-        b.nodes[-1].attribute.extend(node.attribute)
-        ids, mask = _Rules(b, raw, raw_mask, manifest, op_frame, frame).build()
+        if prompt_length:  # the prompt alone is row 0: one tokenizer run for both
+            full = b.op("Concat", [prompt, full], axis=0, name="prompt_row_and_texts")
+        raw, raw_mask = _front(b, full, node, nfc)
+        rows = {}
+        if prompt_length:
+            for key, start, end in (("prompt", 0, 1), ("texts", 1, np.iinfo(np.int64).max)):
+                rows[key] = [b.op("Slice", [x, b.i64([start]), b.i64([end]), b.i64([0])], name=f"{key}_rows")
+                             for x in (raw, raw_mask)]
+            raw, raw_mask = rows["texts"]
+        rules = _Rules(b, raw, raw_mask, manifest, op_frame, frame)
+        ids, mask = rules.build()
+        if prompt_length:
+            count = _prompt_length(b, _Rules(b, *rows["prompt"], manifest, op_frame, frame), prompt, text)
     b.add_output(ids, IDS, INT64, ["batch", "sequence"])
     b.add_output(mask, MASK, INT64, ["batch", "sequence"])
+    if prompt_length:
+        b.add_output(count, PROMPT_LENGTH_INPUT, INT64, ["batch"])
     model = b.model("bitnet_onnx_text_input", doc="texts -> input_ids, attention_mask")
     model.ir_version = ir_version
     _prefix_constants(model, "/text_input")
-    return model, nfc
+    return model
+
+
+def _front(b: GraphBuilder, texts: str, tokenizer: onnx.NodeProto, nfc: bool) -> list[str]:
+    """Texts -> the tokenizer op's right-padded (ids, mask): the UTF-8 guard, NFC when tokenizer.json
+    normalizes to it, the tokenizer node."""
+    # RE2 decodes UTF-8; bytes that are not UTF-8 (truncated, overlong, surrogates, > U+10FFFF)
+    # match no class of code points.
+    valid = b.op("RegexFullMatch", [texts], pattern=UTF8_PATTERN, name="utf8_valid")
+    texts = _guard(b, texts, b.op("Not", [valid]), UTF8_GUARD_NAME)
+    if nfc:
+        texts = _copy_node(b, normalize_nfc.nfc_node("in", "out"), [texts], 1, "nfc")
+    return _copy_node(b, tokenizer, [texts], 2, "tokenizer")
+
+
+def _copy_node(b: GraphBuilder, proto: onnx.NodeProto, inputs: list[str], outputs: int, name: str):
+    """``proto``'s op and attributes on the builder's own names."""
+    if proto.domain == EXTENSIONS_DOMAIN:
+        b.opsets[EXTENSIONS_DOMAIN] = 1  # the extensions register their ops at version 1
+    out = b.op(proto.op_type, inputs, outputs=outputs, domain=proto.domain, name=name)
+    b.nodes[-1].attribute.extend(proto.attribute)
+    return out
+
+
+def _prompt_length(b: GraphBuilder, prompt_rules: "_Rules", prompt: str, text: str) -> str:
+    """Per text, the prompt's tokens with tokenizer.json's specials less one (sentence-transformers'
+    count; Embedder.prompt_length); 0 for an empty prompt."""
+    count = b.op("Max", [b.op("Sub", [prompt_rules.full_length(), b.i64(1)]), b.i64(0)])
+    empty = b.op("Equal", [prompt, b.const([""], dtype=object)], name="prompt_is_empty")
+    count = b.op("Where", [empty, b.i64([0]), count], name="prompt_tokens")
+    return b.op("Expand", [count, b.op("Shape", [text])], name="prompt_length")
+
+
+def _front_session(tokenizer: onnx.NodeProto, nfc: bool, opset: int, ir_version: int):
+    """An ORT session of ``_front`` alone (texts -> the op's ids, mask), for the probe check."""
+    import onnxruntime as ort
+
+    b = GraphBuilder(opset=opset)
+    text = b.add_input("text", TensorProto.STRING, ["N"])
+    for out, name in zip(_front(b, text, tokenizer, nfc), ("ids", "mask")):
+        b.add_output(out, name, INT64, ["N", "S"])
+    model = b.model("text_front")
+    model.ir_version = ir_version
+    so = customops.session_options(extensions=tokenizer.domain == EXTENSIONS_DOMAIN,
+                                   op_library=nfc or tokenizer.domain == customops.DOMAIN)
+    so.log_severity_level = 3
+    return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
 
 
 def _guard(b: GraphBuilder, texts: str, bad: str, name: str) -> str:
@@ -350,22 +322,13 @@ def _prefix_constants(model: onnx.ModelProto, prefix: str) -> None:
         node.input[:] = [names.get(x, x) for x in node.input]
 
 
-def _op_only_model(node: onnx.NodeProto, opset: int, ir_version: int) -> onnx.ModelProto:
-    op = helper.make_node(TOKENIZER_OP, ["text"], ["ids", "mask"], domain=EXTENSIONS_DOMAIN)
-    op.attribute.extend(node.attribute)
-    graph = helper.make_graph([op], "tokenizer", [helper.make_tensor_value_info("text", TensorProto.STRING, ["N"])],
-                              [helper.make_tensor_value_info(name, INT64, ["N", "S"]) for name in ("ids", "mask")])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset),
-                                                    helper.make_opsetid(EXTENSIONS_DOMAIN, 1)])
-    model.ir_version = ir_version
-    return model
-
-
 def compose(pre: onnx.ModelProto, model: onnx.ModelProto) -> onnx.ModelProto:
     """``pre`` feeding ``model`` (one graph, by onnx.compose); the model's initializers are shared, not
     copied, when ``model`` already points at external data."""
     outputs = [o.name for o in model.graph.output if o.name in MODEL_OUTPUTS] + [IDS, MASK]
-    graph = onnx.compose.merge_graphs(pre.graph, model.graph, io_map=[(IDS, IDS), (MASK, MASK)],
+    fed = {i.name for i in model.graph.input}
+    io_map = [(name, name) for name in (IDS, MASK, PROMPT_LENGTH_INPUT) if name in fed]
+    graph = onnx.compose.merge_graphs(pre.graph, model.graph, io_map=io_map,
                                       outputs=outputs, name=model.graph.name + "_text", doc_string=model.doc_string)
     order = {name: i for i, name in enumerate(outputs)}
     ordered = sorted(graph.output, key=lambda o: order[o.name])
@@ -383,23 +346,26 @@ def compose(pre: onnx.ModelProto, model: onnx.ModelProto) -> onnx.ModelProto:
     return text_model
 
 
-def check_tokenizer(folder: Path, op_session, frames, nfc: bool) -> None:
-    """Refuses the export when the extensions' tokenizer and tokenizer.json disagree on a PROBE_TEXTS text
-    (the op's ids, its special tokens swapped for tokenizer.json's, against the ``tokenizers`` library)."""
+def check_tokenizer(folder: Path, front_session, frames, cap: int) -> None:
+    """Refuses the export when the in-graph tokenizer and tokenizer.json disagree on a PROBE_TEXTS text
+    (the op's ids, its special tokens swapped for tokenizer.json's, against the ``tokenizers`` library;
+    a row the op cut at ``cap`` ids (0: no cap) against as many of the library's)."""
     from tokenizers import Tokenizer
 
     tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
     tok.no_truncation()
     tok.no_padding()
-    texts = [unicodedata.normalize("NFC", t) if nfc else t for t in PROBE_TEXTS]
+    texts = PROBE_TEXTS
     (op_prefix, op_suffix), (prefix, suffix) = frames
-    raw, mask = op_session.run(None, {"text": np.array(texts, dtype=object)})
+    raw, mask = front_session.run(None, {"text": np.array(texts, dtype=object)})
     for text, row, row_mask in zip(texts, raw, mask):
         ids = row[row_mask == 1].tolist()
         body = ids[len(op_prefix):len(ids) - len(op_suffix)]
         want = tok.encode(text).ids
+        if cap and len(ids) == cap:
+            want = want[:len(prefix) + len(body)] + suffix
         if prefix + body + suffix != want:
-            raise BitnetOnnxError(f"{folder / 'tokenizer.json'}: --text-input: onnxruntime-extensions' tokenizer gives "
+            raise BitnetOnnxError(f"{folder / 'tokenizer.json'}: --text-input: the in-graph tokenizer gives "
                                   f"{ids} for {text!r}, the tokenizers library {want}; this tokenizer cannot run "
                                   "in the graph, export without --text-input")
 
@@ -418,9 +384,9 @@ def save_text_model(folder: Path, pre: onnx.ModelProto, model: onnx.ModelProto) 
 
 def text_input_for(tokenizer_dir: Path, manifest: Manifest, model: onnx.ModelProto) -> onnx.ModelProto:
     """The exporter's step: the pre-processing graph for ``model``, and the manifest's text fields set."""
-    if any(i.name == PROMPT_LENGTH_INPUT for i in model.graph.input):
-        raise BitnetOnnxError(f"{tokenizer_dir}: --text-input is not available for a model whose pooling leaves the "
-                              "prompt out (include_prompt: false): export without --text-input")
-    pre, nfc = preprocess_model(Path(tokenizer_dir), manifest, opset_of(model), model.ir_version)
-    manifest.text_model_file, manifest.text_requires_nfc = TEXT_MODEL_NAME, nfc
+    pools_without_prompt = any(i.name == PROMPT_LENGTH_INPUT for i in model.graph.input)
+    pre = preprocess_model(Path(tokenizer_dir), manifest, opset_of(model), model.ir_version, pools_without_prompt)
+    manifest.text_model_file = TEXT_MODEL_NAME
+    manifest.text_custom_ops = sorted({n.op_type for n in pre.graph.node if n.domain == customops.DOMAIN})
+    manifest.text_needs_extensions = any(n.domain == EXTENSIONS_DOMAIN for n in pre.graph.node)
     return pre

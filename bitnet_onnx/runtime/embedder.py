@@ -8,7 +8,6 @@ are in the graph; this class adds prompts, Matryoshka truncation (``dimensions``
 from __future__ import annotations
 
 import sys
-import unicodedata
 from pathlib import Path
 from typing import Sequence
 
@@ -93,24 +92,21 @@ class Embedder:
         max_batch_tokens = _positive_int(max_batch_tokens, "max_batch_tokens")
         if output_value not in OUTPUT_VALUES:
             raise BitnetOnnxError(f"output_value must be one of {', '.join(OUTPUT_VALUES)}, got {output_value!r}")
-        if self.text_session is not None:
-            prefix = self._prompt(prompt_name, prompt)
-            texts = [prefix + t for t in check_texts(items)]
-            if self.manifest.text_requires_nfc:  # as tokenizer.json's normalizer; the graph rejects other texts
-                texts = [unicodedata.normalize("NFC", t) for t in texts]
-            bound = [min(len(t.encode("utf-8")) + 2, int(self.manifest.max_length)) for t in texts]  # >= tokens
-            batches = plan_batches(bound, batch_size, max_batch_tokens)
-            ids = texts
+        prefix = self._prompt(prompt_name, prompt)
+        if self.text_session is not None:  # the graph tokenizes (the prompt is its own input)
+            ids = check_texts(items)
+            prefix_bytes = len(prefix.encode("utf-8"))
+            bound = [min(len(t.encode("utf-8")) + prefix_bytes + 2, int(self.manifest.max_length)) for t in ids]
+            batches = plan_batches(bound, batch_size, max_batch_tokens)  # bound >= tokens
         else:
-            ids = self.tokenize(items, prompt_name=prompt_name, prompt=prompt)
+            ids = self.tokenize(items, prompt=prefix)
             batches = plan_batches([len(x) for x in ids], batch_size, max_batch_tokens)
-        skip = self.prompt_length(self._prompt(prompt_name, prompt))
 
         if output_value == TOKEN_OUTPUT:
-            tokens = self._run(ids, batches, TOKEN_OUTPUT, show_progress_bar, skip)
+            tokens = self._run(ids, batches, TOKEN_OUTPUT, show_progress_bar, prefix)
             return tokens[0] if single else tokens
         width = self._check_dimensions(dimensions)
-        rows = self._run(ids, batches, SENTENCE_OUTPUT, show_progress_bar, skip)
+        rows = self._run(ids, batches, SENTENCE_OUTPUT, show_progress_bar, prefix)
         out = np.stack(rows) if rows else np.zeros((0, self.dimension), dtype=np.float32)
         out = self.finish(out, dimensions=width, normalize=normalize)
         return out[0] if single else out
@@ -161,7 +157,7 @@ class Embedder:
         """Leading tokens the pooling leaves out for texts with ``prompt`` in front, counted as
         sentence-transformers does: the prompt's own tokens (tokenizer.json's specials included)
         minus one. 0 without a prompt or for models whose pooling includes the prompt."""
-        if not prompt or self.text_session is not None or not self.pools_without_prompt:
+        if not prompt or not self.pools_without_prompt:
             return 0
         return max(len(self.tokenizer.encode_plain(prompt)) - 1, 0)
 
@@ -203,31 +199,29 @@ class Embedder:
         a, b = (np.atleast_2d(np.asarray(x, dtype=np.float32)) for x in (a, b))
         return _l2_normalize(a) @ _l2_normalize(b).T
 
-    def _run(self, ids: list[list[int]], batches: list[list[int]], output: str, show_progress_bar: bool | None,
-             prompt_length: int = 0) -> list:
-        """Runs the batches (lists of text indices); returns one array per text, in input order."""
+    def _run(self, ids: list, batches: list[list[int]], output: str, show_progress_bar: bool | None,
+             prompt: str = "") -> list:
+        """Runs the batches (lists of text indices) of token id lists, or of texts on the strings-in
+        session, with ``prompt`` in front of each; returns one array per text, in input order."""
         from tqdm.auto import tqdm
 
+        skip = 0 if self.text_session is not None else self.prompt_length(prompt)
         results: list = [None] * len(ids)
         bar = tqdm(total=len(ids), unit="text", desc="embed", file=sys.stderr,
                    disable=not show_progress_bar, leave=False, delay=1.0)
         with bar:
             for chunk in batches:
-                if self.text_session is not None:  # ids holds the texts: the graph tokenizes
+                if self.text_session is not None:
                     feed = {TEXT_INPUT: np.array([ids[i] for i in chunk], dtype=object),
-                            PROMPT_INPUT: np.array([""], dtype=object)}  # the prompt is in the texts already
+                            PROMPT_INPUT: np.array([prompt], dtype=object)}
                     values, mask = self.text_session.run([output, MASK_OUTPUT], feed)
-                    for row, i in enumerate(chunk):
-                        results[i] = values[row] if output == SENTENCE_OUTPUT else values[row][mask[row] == 1]
                 elif output == SENTENCE_OUTPUT:
-                    values = self.run_batch([ids[i] for i in chunk], [prompt_length] * len(chunk))
-                    for row, i in enumerate(chunk):
-                        results[i] = values[row]
+                    values, mask = self.run_batch([ids[i] for i in chunk], [skip] * len(chunk)), None
                 else:
                     input_ids, mask = self.tokenizer.pad([ids[i] for i in chunk])
-                    (values,) = self.session.run([output], self._feed(input_ids, mask, [prompt_length] * len(chunk)))
-                    for row, i in enumerate(chunk):
-                        results[i] = values[row][mask[row] == 1]
+                    (values,) = self.session.run([output], self._feed(input_ids, mask, [skip] * len(chunk)))
+                for row, i in enumerate(chunk):
+                    results[i] = values[row] if output == SENTENCE_OUTPUT else values[row][mask[row] == 1]
                 bar.update(len(chunk))
         return results
 

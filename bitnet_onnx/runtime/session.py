@@ -23,8 +23,9 @@ TOKEN_OUTPUT = "token_embeddings"
 def create_session(folder: str | Path, manifest: Manifest, threads: int | None = None, text: bool = False):
     """An ``onnxruntime.InferenceSession`` on the folder's model, CPU provider, ``threads`` intra-op threads.
 
-    ``text``: the strings-in model (``text_model_file``, export --text-input) with onnxruntime-extensions
-    registered, instead of the token-ids model.
+    ``text``: the strings-in model (``text_model_file``, export --text-input) instead of the token-ids
+    model, with the libraries its tokenizer needs (the manifest's ``text_custom_ops``, and
+    onnxruntime-extensions' when ``text_needs_extensions``).
     """
     import onnxruntime as ort
 
@@ -73,12 +74,12 @@ def _check_domain_version(model_path: Path) -> None:
 
 
 def _session_options(manifest: Manifest, threads: int | None, text: bool = False):
-    """SessionOptions with the op library (and for ``text`` onnxruntime-extensions') registered
-    (bitnet_onnx.customops owns the how)."""
+    """SessionOptions with the libraries the model needs registered (bitnet_onnx.customops owns the how)."""
     from bitnet_onnx import customops
 
     try:
-        return customops.session_options(threads=threads, extensions=text, op_library=manifest.needs_custom_ops)
+        return customops.session_options(threads=threads, extensions=text and manifest.text_needs_extensions,
+                                         op_library=manifest.needs_custom_ops or (text and bool(manifest.text_custom_ops)))
     except BitnetOnnxError:
         raise
     except Exception as e:  # ORT's Fail on a file that is not a loadable library, OSError, ...

@@ -2,12 +2,15 @@
  *
  *   embed_c [--threads N] [--pad-side left|right] [--pad-id ID] LIBRARY MODEL IDS_FILE
  *   embed_c [options] --no-op-library MODEL IDS_FILE     (ORT-native exports: --weights f32/f16/int8/nbits)
- *   embed_c [--threads N] --text EXT_LIBRARY [--prompt P] (LIBRARY | --no-op-library) TEXT_MODEL TEXTS_FILE
+ *   embed_c [--threads N] --text [--extensions EXT_LIBRARY] [--prompt P] (LIBRARY | --no-op-library)
+ *           TEXT_MODEL TEXTS_FILE
  *
  * Strings in (--text): TEXT_MODEL is model_text.onnx of an export made with --text-input, which
- * tokenizes in the graph with onnxruntime-extensions' ops: EXT_LIBRARY is that library, registered
- * like ours. TEXTS_FILE holds one UTF-8 text per line (only "\n" ends a line; an empty line is an
- * empty text; no lines is an empty batch); --prompt feeds the graph's optional prompt input.
+ * tokenizes in the graph: with our ops (NormalizeNFC, ByteFallbackBpe) and, when the manifest says
+ * "text_needs_extensions": true, onnxruntime-extensions' HfJsonTokenizer: EXT_LIBRARY is that
+ * library, registered like ours. TEXTS_FILE holds one UTF-8 text per line (only "\n" ends a line;
+ * an empty line is an empty text; no lines is an empty batch); --prompt feeds the graph's optional
+ * prompt input.
  *
  * LIBRARY   the op library, libbitnet_onnx_ops.so (registered with RegisterCustomOpsLibrary_V2)
  * MODEL     model.onnx of a folder written by `bitnet-onnx export`
@@ -156,16 +159,16 @@ static OrtValue* string_tensor(const char* const* texts, size_t count, const cha
 
 static void usage(void) {
   die("usage: embed_c [--threads N] [--pad-side left|right] [--pad-id ID] (LIBRARY | --no-op-library) MODEL "
-      "IDS_FILE, or embed_c [--threads N] --text EXT_LIBRARY [--prompt P] (LIBRARY | --no-op-library) "
-      "TEXT_MODEL TEXTS_FILE");
+      "IDS_FILE, or embed_c [--threads N] --text [--extensions EXT_LIBRARY] [--prompt P] "
+      "(LIBRARY | --no-op-library) TEXT_MODEL TEXTS_FILE");
 }
 
 static void print_embeddings(OrtValue* output, size_t batch, const char* model);
 
 int main(int argc, char** argv) {
   long threads = 0, pad_id = 0; /* 0 threads: ORT's default */
-  int left = 0, use_library = 1;
-  const char *extensions = NULL, *prompt = NULL; /* --text, --prompt */
+  int left = 0, use_library = 1, strings_in = 0; /* strings_in: --text */
+  const char *extensions = NULL, *prompt = NULL; /* --extensions, --prompt */
   const char* positional[3];
   int npos = 0;
   for (int i = 1; i < argc; i++) {
@@ -178,8 +181,9 @@ int main(int argc, char** argv) {
         die("--pad-side must be 'left' or 'right'");
       left = strcmp(next, "left") == 0;
       i++;
-    } else if (strcmp(a, "--text") == 0) {
-      if (next == NULL) die("--text needs the onnxruntime-extensions library");
+    } else if (strcmp(a, "--text") == 0) strings_in = 1;
+    else if (strcmp(a, "--extensions") == 0) {
+      if (next == NULL) die("--extensions needs the onnxruntime-extensions library");
       extensions = argv[++i];
     } else if (strcmp(a, "--prompt") == 0) {
       if (next == NULL) die("--prompt needs a value");
@@ -190,13 +194,14 @@ int main(int argc, char** argv) {
     else usage();
   }
   if (npos != 2 + use_library) usage();
-  if (prompt != NULL && extensions == NULL) die("--prompt needs --text (a strings-in model)");
+  if (prompt != NULL && !strings_in) die("--prompt needs --text (a strings-in model)");
+  if (extensions != NULL && !strings_in) die("--extensions needs --text (a strings-in model)");
   const char* library = use_library ? positional[0] : NULL;
   const char* model = positional[use_library];
   Texts texts = {NULL, NULL, 0};
   char** strings = NULL;
   size_t nstrings = 0;
-  if (extensions) strings = read_texts(positional[use_library + 1], &nstrings);
+  if (strings_in) strings = read_texts(positional[use_library + 1], &nstrings);
   else texts = read_ids(positional[use_library + 1]);
 
   /* The headers' API version must exist in the loaded runtime (a newer runtime serves older ones). */
@@ -218,7 +223,7 @@ int main(int argc, char** argv) {
   OrtSession* session;
   check(api->CreateSession(env, model, options, &session), "CreateSession (model)");
 
-  if (extensions) { /* strings in: the graph tokenizes, truncates, pads and builds the mask */
+  if (strings_in) { /* strings in: the graph tokenizes, truncates, pads and builds the mask */
     OrtValue* inputs[2] = {string_tensor((const char* const*)strings, nstrings, "text tensor"), NULL};
     const char* input_names[2] = {"text", "prompt"};
     if (prompt) inputs[1] = string_tensor(&prompt, 1, "prompt tensor");

@@ -2,15 +2,17 @@
 //
 //   embed_cpp [--threads N] [--pad-side left|right] [--pad-id ID] LIBRARY MODEL IDS_FILE
 //   embed_cpp [options] --no-op-library MODEL IDS_FILE     (ORT-native exports: --weights f32/f16/int8/nbits)
-//   embed_cpp [--threads N] --text EXT_LIBRARY [--prompt P] (LIBRARY | --no-op-library) TEXT_MODEL TEXTS_FILE
+//   embed_cpp [--threads N] --text [--extensions EXT_LIBRARY] [--prompt P] (LIBRARY | --no-op-library)
+//             TEXT_MODEL TEXTS_FILE
 //
 // Same arguments and output as examples/c/embed.c: LIBRARY is libbitnet_onnx_ops.so (registered
 // with Ort::SessionOptions::RegisterCustomOpsLibrary), MODEL an exported model.onnx, IDS_FILE one
 // text per line of token ids separated by spaces or commas ("-" reads stdin). Prints one line per
 // text: its sentence_embedding. Errors (Ort::Exception included) print one line and exit 1.
 // Strings in (--text), as in embed.c: TEXT_MODEL is an export's model_text.onnx (--text-input),
-// EXT_LIBRARY onnxruntime-extensions' library, TEXTS_FILE one UTF-8 text per line ("\n" ends a
-// line, an empty line is an empty text); --prompt feeds the graph's optional prompt input.
+// EXT_LIBRARY onnxruntime-extensions' library (needed when the manifest says "text_needs_extensions":
+// true), TEXTS_FILE one UTF-8 text per line ("\n" ends a line, an empty line is an empty text);
+// --prompt feeds the graph's optional prompt input.
 #define ORT_API_MANUAL_INIT  // check the runtime's API version ourselves instead of at static init
 #include "onnxruntime_cxx_api.h"
 
@@ -37,8 +39,8 @@ struct Args {
   int64_t pad_id = 0;
   bool left = false, use_library = true;  // use_library false: --no-op-library
   std::string library, model, ids_file;
-  std::string extensions, prompt;  // --text: strings in; --prompt (has_prompt)
-  bool has_prompt = false;
+  std::string extensions, prompt;  // --extensions; --prompt (has_prompt)
+  bool strings_in = false, has_prompt = false;  // strings_in: --text
 };
 
 long long parse_int(const std::string& flag, const char* value, long long lo, long long hi) {
@@ -59,8 +61,8 @@ long long parse_int(const std::string& flag, const char* value, long long lo, lo
 Args parse_args(int argc, char** argv) {
   const std::string usage =
       "usage: embed_cpp [--threads N] [--pad-side left|right] [--pad-id ID] (LIBRARY | --no-op-library) MODEL "
-      "IDS_FILE, or embed_cpp [--threads N] --text EXT_LIBRARY [--prompt P] (LIBRARY | --no-op-library) "
-      "TEXT_MODEL TEXTS_FILE";
+      "IDS_FILE, or embed_cpp [--threads N] --text [--extensions EXT_LIBRARY] [--prompt P] "
+      "(LIBRARY | --no-op-library) TEXT_MODEL TEXTS_FILE";
   Args args;
   std::vector<std::string> positional;
   for (int i = 1; i < argc; i++) {
@@ -77,9 +79,11 @@ Args parse_args(int argc, char** argv) {
       if (side != "left" && side != "right") throw Error("--pad-side must be 'left' or 'right'");
       args.left = side == "left";
       i++;
-    } else if (a == "--text" || a == "--prompt") {
+    } else if (a == "--text") {
+      args.strings_in = true;
+    } else if (a == "--extensions" || a == "--prompt") {
       if (next == nullptr) throw Error(a + " needs a value");
-      (a == "--text" ? args.extensions : args.prompt) = next;
+      (a == "--extensions" ? args.extensions : args.prompt) = next;
       args.has_prompt = args.has_prompt || a == "--prompt";
       i++;
     } else if (a == "--no-op-library") {
@@ -95,7 +99,8 @@ Args parse_args(int argc, char** argv) {
   if (args.use_library) args.library = positional[0];
   args.model = positional[first];
   args.ids_file = positional[first + 1];
-  if (args.has_prompt && args.extensions.empty()) throw Error("--prompt needs --text (a strings-in model)");
+  if (args.has_prompt && !args.strings_in) throw Error("--prompt needs --text (a strings-in model)");
+  if (!args.extensions.empty() && !args.strings_in) throw Error("--extensions needs --text (a strings-in model)");
   return args;
 }
 
@@ -154,7 +159,7 @@ std::vector<std::string> read_texts(const std::string& path) {
   return texts;
 }
 
-// The session with our op library and, for --text, onnxruntime-extensions' registered.
+// The session with our op library and, with --extensions, onnxruntime-extensions' registered.
 std::unique_ptr<Ort::Session> open_session(const Ort::Env& env, const Args& args) {
   Ort::SessionOptions options;
   if (args.threads > 0) options.SetIntraOpNumThreads(args.threads);
@@ -242,7 +247,7 @@ std::vector<std::vector<float>> embed(const Args& args, const std::vector<std::v
 int main(int argc, char** argv) {
   try {
     Args args = parse_args(argc, argv);
-    bool strings_in = !args.extensions.empty();
+    const bool strings_in = args.strings_in;
     auto texts = strings_in ? std::vector<std::vector<int64_t>>{} : read_ids(args.ids_file);
     auto strings = strings_in ? read_texts(args.ids_file) : std::vector<std::string>{};
     // The headers' API version must exist in the loaded runtime (a newer runtime serves older ones).
