@@ -9,6 +9,9 @@ customops/tests/make_kernel_vectors.py (bitnet_onnx.ternary):
   aarch64    cross-compiled (g++-aarch64-linux-gnu, static; also with UBSan) and run under
              qemu-aarch64 for scalar and NEON, with -cpu max (SDOT path) and -cpu cortex-a53
              (no dotprod: the widening path).
+Release builds also run kernel_test's --extreme-k cases (built in memory): int8 extremes against
++-1 weights at K around 2^19 (beyond which the one-token path of the int32-step x86 kernels used
+to wrap) and at the op's largest K, 2^24 - 128, where the sums reach the int32 limit.
 Builds are cached in build/kernel-tests/<variant>. A missing tool fails with what to install.
 """
 
@@ -95,10 +98,30 @@ def _small(vectors: dict[str, int]) -> list[str]:
     return [f for f, macs in vectors.items() if macs <= SMALL_MACS]
 
 
+# K for --extreme-k: 2^19 and 2^19 + 128 bracket the old one-token wrap (a row of -128 against +1
+# weights) and where one token leaves that path for the few-token one (x86_dot.h kSingleMaxK);
+# 3 * 2^18 is well past it, and 2^24 - 128 is kMaxK of customops/ort/i2s_matmul_op.cc.
+MAX_K = (1 << 24) - 128
+EXTREME_K = [1 << 19, (1 << 19) + 128, 3 << 18, MAX_K]
+
+
+def _extreme(ks: list[int]) -> list[str]:
+    return ["--extreme-k", ",".join(map(str, ks))]
+
+
+def _check_extreme(res: subprocess.CompletedProcess, kernels: list[str], ks: list[int]) -> None:
+    """Each kernel ran each extreme K and passed (dot; dot_scaled on the SIMD kernels)."""
+    for name in kernels:
+        for k in ks:
+            assert f"{name} extreme K={k}: ok" in res.stdout, res.stdout[-6000:]
+
+
 def test_native(vectors):
     exe = _build("native") / "kernel_test"
     kernels = _native_kernels()
-    _check(_run([str(exe), "--kernels", ",".join(kernels), *vectors]), kernels)
+    res = _run([str(exe), "--kernels", ",".join(kernels), *_extreme(EXTREME_K), *vectors])
+    _check(res, kernels)
+    _check_extreme(res, kernels, EXTREME_K)
 
 
 def test_sanitizers(vectors):
@@ -119,7 +142,9 @@ AVXVNNI_BY_EVEX_ONLY = ON_X86 and {"avx512_vnni", "avx512vl"} <= cpu_flags() and
 @pytest.mark.skipif(not AVXVNNI_BY_EVEX_ONLY, reason="CPU runs avxvnni natively (test_native) or has no VNNI at all")
 def test_avxvnni_code_as_evex(vectors):
     exe = _build("avxvnni-evex", "-DBITNET_ONNX_AVXVNNI_AS_EVEX=ON") / "kernel_test"
-    _check(_run([str(exe), "--kernels", "scalar,avxvnni", *vectors]), ["scalar", "avxvnni"])
+    res = _run([str(exe), "--kernels", "scalar,avxvnni", *_extreme(EXTREME_K), *vectors])
+    _check(res, ["scalar", "avxvnni"])
+    _check_extreme(res, ["scalar", "avxvnni"], EXTREME_K)
     env = dict(os.environ, UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1")
     exe = _build("avxvnni-evex-sanitize", "-DBITNET_ONNX_AVXVNNI_AS_EVEX=ON", f"-DCMAKE_CXX_FLAGS={SANITIZE}",
                  f"-DCMAKE_EXE_LINKER_FLAGS={SANITIZE}") / "kernel_test"
@@ -164,8 +189,11 @@ def test_aarch64_qemu(vectors, aarch64_build, variant, cpu, kernels, all_cases):
     exe = aarch64_build(variant)
     qemu = _tool("qemu-aarch64")
     files = list(vectors) if all_cases else _small(vectors)
-    res = _run([qemu, "-cpu", cpu, str(exe), "--kernels", kernels, *files])
+    extreme = _extreme([MAX_K]) if all_cases else []  # the int32 limit; emulated, K = 2^24 takes seconds
+    res = _run([qemu, "-cpu", cpu, str(exe), "--kernels", kernels, *extreme, *files])
     out = _check(res, kernels.split(","))
+    if all_cases:
+        _check_extreme(res, kernels.split(","), [MAX_K])
     dotprod = 0 if cpu == "cortex-a53" else 1
     assert f"dotprod={dotprod}" in out.splitlines()[0], out.splitlines()[0]
     assert "runtime error" not in res.stderr, res.stderr[-6000:]

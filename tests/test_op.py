@@ -195,6 +195,50 @@ def test_scalar_scale_is_accepted(monkeypatch):
 
 
 # ---------------------------------------------------------------------------------------------
+# Large K: the largest sums each kernel path makes. Rows of +-1 quantize to q = +-127 (a = 127),
+# so against rows of +-1 weights the sums reach +-127 * K. The one-token path of the int32-step
+# kernels (avx512vnni, avxvnni, and amx's token tails) kept them exact up to K = 2^19 + 4096; from
+# 2^19 + 4224 on, the sum of its top code field wrapped (it now serves K <= 2^19 only). 2^24 - 128
+# is the op's largest K (the sums' int32 limit). customops/tests/kernel_test.cc --extreme-k adds
+# q = -128 and every x86 ISA.
+
+LARGE_K = [1 << 19, (1 << 19) + 4224, 3 << 18, (1 << 24) - 128]
+
+# Column c mod 16: constant, alternating, and the top code field (c % 16 >= 12, the 2-bit field
+# the one-token path scales by 64) against the rest.
+_TOP = np.arange(16) >= 12
+X_PATTERNS = [np.ones(16), -np.ones(16), np.resize([1, -1], 16), np.resize([-1, 1], 16), np.where(_TOP, -1, 1)]
+T_PATTERNS = [np.ones(16), -np.ones(16), np.resize([1, -1], 16), np.where(_TOP, 1, -1)]
+
+
+def _block_rows(patterns: list, count: int) -> np.ndarray:
+    """count rows of one 128-column block, cycling through the 16-periodic patterns."""
+    return np.stack([np.tile(patterns[i % len(patterns)], 8) for i in range(count)])
+
+
+@pytest.mark.parametrize("k", LARGE_K)
+def test_large_k_extreme_sums_match_reference_on_every_isa(k, monkeypatch):
+    # One 128-column block repeated: I2_S packs each block on its own, so W is its bytes tiled.
+    w = np.tile(pack_i2s(_block_rows(T_PATTERNS, len(T_PATTERNS)).astype(np.int8)), (1, k // 128))
+    # 1 token: the one-token path (beyond 2^19, the few-token path with one token); 2 and 5: the
+    # few-token paths (5 = 4 + a one-token tail on avx512vnni); 16: the many-token paths. At 2^24,
+    # 2 tokens keep X within 128 MB.
+    counts = (1, 2) if k > 3 << 18 else (1, 5, 16)
+    x = np.tile(_block_rows(X_PATTERNS, max(counts)).astype(np.float32), (1, k // 128))
+    # The reference one (token, W row) pair at a time: rows are independent, and at K = 2^24 its
+    # float and int32 temporaries of all of X and T would take gigabytes.
+    ref = np.array([[i2s_matmul_reference(x[i:i + 1], w[j:j + 1], 1.0)[0, 0] for j in range(len(w))]
+                    for i in range(max(counts))])
+    assert np.abs(ref[0]).max() == k  # the top sum, 127 * K, is there (y = sum / a, a = 127)
+    model = make_model(k, len(w), w, 1.0)
+    for isa in ISAS:
+        sess = session(model, isa, monkeypatch)
+        for m in counts:
+            np.testing.assert_array_equal(sess.run(None, {"X": x[:m]})[0], ref[:m], err_msg=f"{isa}, M = {m}")
+        del sess  # one session's repacked W at a time
+
+
+# ---------------------------------------------------------------------------------------------
 # Threads
 
 

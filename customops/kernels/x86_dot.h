@@ -20,8 +20,8 @@
 //    buffer of bytes [quad][group][V::kBytes]; then a register-blocked microkernel (kMr tokens x
 //    kNg groups of accumulators) runs load + step over it, activations broadcast 4 bytes at a time;
 //  - few tokens (direct): codes are unpacked in registers (shift + mask) and reused across the
-//    tokens; a single token with int32 steps skips the shifts (mask only, per-field accumulators
-//    rescaled at the end) and prefetches its weight streams (bound by cache bandwidth).
+//    tokens; a single token with int32 steps and K <= 2^19 skips the shifts (mask only, per-field
+//    accumulators rescaled at the end) and prefetches its weight streams (bound by cache bandwidth).
 // dot_scaled() fuses the op's epilogue (y = (float(sum) / a) * s_w) into the stores.
 #pragma once
 
@@ -227,6 +227,12 @@ struct PanelDot {
   // One token with int32 steps: field s masked in place is c * 4^s (<= 128, still a u8), so each
   // field gets its own accumulator and an exact arithmetic shift at the end: one op per code
   // vector instead of shift + mask. (int16 steps would overflow on the scaled codes.)
+  // The shift is exact only while 4^s times the field's sum fits int32: field 3 holds
+  // 64 * sum over K/4 columns, |sum| <= 2 * 128 * K/4, so K <= kSingleMaxK. Beyond, one token
+  // takes micro_direct, whose accumulators hold unscaled sums (exact modulo 2^32, so exact once
+  // the result fits int32).
+  static constexpr int64_t kSingleMaxK = int64_t{1} << 19;
+
   template <int NG>
   static void micro_single(const uint8_t* grp, int64_t gstride, int64_t nspans, const int8_t* q, const Dest& d) {
     I acc[4][NG];
@@ -261,7 +267,7 @@ struct PanelDot {
     const int64_t g0 = n0 / G, g1 = panel_groups(n1, G);
     for (int64_t i = m0; i < m1; i += Ops::kDirectMr) {
       const int mr = static_cast<int>(std::min<int64_t>(Ops::kDirectMr, m1 - i));
-      const bool single = Ops::kInt32Steps && mr == 1;
+      const bool single = Ops::kInt32Steps && mr == 1 && k <= kSingleMaxK;
       const int64_t step_ng = single ? Ops::kSingleNg : Ops::kDirectNg;
       for (int64_t g = g0; g < g1; g += step_ng) {
         const int ng = static_cast<int>(std::min<int64_t>(step_ng, g1 - g));

@@ -21,10 +21,13 @@ namespace {
 
 enum Input : size_t { kX = 0, kW = 1, kScale = 2, kNorm = 3 };
 constexpr int64_t kBlock = 128;
-// The widest K every kernel sums exactly (tests/test_op_validation.py checks it on each ISA).
-// The int32 bound of unsigned codes x int8 (2 * 128 * K < 2^31) would allow 2^23, but the
-// avx512vnni kernel loses exactness between 2^19 and 3 * 2^18; real projections have K <= 16384.
-constexpr int64_t kMaxK = int64_t{1} << 19;
+// The widest K every kernel sums exactly (tests/test_op_validation.py checks it on each ISA):
+// the largest multiple of 128 whose sums |sum_k q * T| <= 128 * K fit int32, i.e. K < 2^24. The
+// kernels' int32 lanes wrap, so partial sums of unsigned codes (up to 2 * 128 * K) and the qsum
+// correction are exact modulo 2^32, hence exact once the result fits (int16 sums are bounded per
+// block, whatever K). The one step that is not modular, the x86 one-token path's rescaling
+// shifts, serves K <= 2^19 only (x86_dot.h). Real projections have K <= 16384.
+constexpr int64_t kMaxK = (int64_t{1} << 24) - kBlock;
 constexpr float kDefaultEps = 1e-6f;
 // Rows per quantization job: split across threads only when there is enough work.
 constexpr int64_t kQuantRowsPerJob = 64;

@@ -1,8 +1,11 @@
 // Checks I2SKernel implementations (no ONNX Runtime) against reference vectors written by
 // make_kernel_vectors.py (numpy: bitnet_onnx.ternary).
 //
-//   kernel_test --kernels scalar,avx2,... FILE.i2sv...
+//   kernel_test --kernels scalar,avx2,... [--extreme-k K,K,...] [FILE.i2sv...]
 //
+// --extreme-k builds its cases in memory (files that large would take gigabytes): for each K,
+// 128-periodic rows of q at the int8 extremes against 128-periodic ternary rows, so that the
+// exact sums, (K / 128) times one block's, reach +-128 * K (the int32 limit just below K = 2^24).
 // For every named kernel and every file: repack + dot over the whole [M x N], over odd sub-tiles
 // (with a padded leading dimension whose padding must stay untouched) and over the kernel's own
 // tile grid == the reference int32 sums; quantize without and with the norm weight == the
@@ -255,6 +258,129 @@ void check_dot(const I2SKernel& kern, const Vectors& v, const std::string& tag) 
 }
 
 
+// ---- --extreme-k
+
+// Column c (mod 128) of q row pattern p: the int8 extremes, constant, alternating, or split by
+// the panel layout's code field (c % 16 / 4 == 3 is the field the one-token path scales by 64).
+int8_t extreme_q(int p, int64_t c) {
+  const bool odd = c % 2 == 1, top_field = c % 16 >= 12;
+  switch (p % 8) {
+    case 0: return 127;
+    case 1: return -128;
+    case 2: return odd ? -128 : 127;
+    case 3: return odd ? 127 : -128;
+    case 4: return top_field ? -128 : 127;
+    case 5: return top_field ? 127 : -128;
+    case 6: return -127;
+    default: return 0;
+  }
+}
+
+// Column c (mod 128) of ternary row pattern p: all +1, all -1, alternating, the top code field
+// against the rest, and the I2_S byte's 32-column fields alternating.
+int8_t extreme_t(int p, int64_t c) {
+  switch (p) {
+    case 0: return 1;
+    case 1: return -1;
+    case 2: return c % 2 == 1 ? -1 : 1;
+    case 3: return c % 16 >= 12 ? 1 : -1;
+    default: return (c / 32) % 2 == 1 ? 1 : -1;
+  }
+}
+
+struct ExtremeCase {
+  static constexpr int64_t m = 16, n = 5;  // 16 tokens: the buffered path of every x86 kernel
+  int64_t k = 0;
+  std::vector<int8_t> q;
+  std::vector<int32_t> qsum;
+  std::vector<float> a;
+  std::vector<uint8_t> i2s;
+  std::vector<int32_t> sums;
+};
+
+// "" on success; the reason when the sums of this K do not fit int32 (no kernel could be exact).
+// Every row is one 128-column block repeated: q's block, and W's 32 I2_S bytes.
+std::string make_extreme(int64_t k, ExtremeCase* e) {
+  e->k = k;
+  const int64_t blocks = k / 128;
+  int8_t q_block[16][128], t_block[5][128];
+  for (int64_t c = 0; c < 128; ++c) {
+    for (int64_t i = 0; i < e->m; ++i) q_block[i][c] = extreme_q(static_cast<int>(i < 8 ? i : 15 - i), c);
+    for (int64_t j = 0; j < e->n; ++j) t_block[j][c] = extreme_t(static_cast<int>(j), c);
+  }
+  e->q.resize(static_cast<size_t>(e->m * k));
+  e->qsum.resize(static_cast<size_t>(e->m));
+  e->a.assign(static_cast<size_t>(e->m), 1.0f);
+  for (int64_t i = 0; i < e->m; ++i) {
+    int64_t block_sum = 0;
+    for (int64_t c = 0; c < 128; ++c) block_sum += q_block[i][c];
+    for (int64_t b = 0; b < blocks; ++b) std::memcpy(&e->q[i * k + b * 128], q_block[i], 128);
+    e->qsum[i] = static_cast<int32_t>(block_sum * blocks);
+  }
+  e->i2s.resize(static_cast<size_t>(e->n * k / 4));
+  for (int64_t j = 0; j < e->n; ++j) {
+    uint8_t bytes[32] = {};  // byte p holds columns p, p+32, p+64, p+96 in bits 7-6 .. 1-0
+    for (int64_t c = 0; c < 128; ++c)
+      bytes[c % 32] |= static_cast<uint8_t>((t_block[j][c] + 1) << (6 - 2 * (c / 32)));  // -1,0,+1 -> 0b00,01,10
+    for (int64_t b = 0; b < blocks; ++b) std::memcpy(&e->i2s[j * (k / 4) + b * 32], bytes, 32);
+  }
+  e->sums.resize(static_cast<size_t>(e->m * e->n));
+  for (int64_t i = 0; i < e->m; ++i)
+    for (int64_t j = 0; j < e->n; ++j) {
+      int64_t block = 0;
+      for (int64_t c = 0; c < 128; ++c) block += int64_t{q_block[i][c]} * t_block[j][c];
+      const int64_t sum = block * blocks;
+      if (sum > INT32_MAX || sum < INT32_MIN) return fmt("sum %" PRId64 " does not fit int32", sum);
+      e->sums[i * e->n + j] = static_cast<int32_t>(sum);
+    }
+  return "";
+}
+
+// "" when dot over rows [m0, m1) x all columns gives the closed-form sums.
+std::string check_extreme_tile(const I2SKernel& kern, const uint8_t* packed, const ExtremeCase& e,
+                               const QuantizedRows& rows, int64_t m0, int64_t m1) {
+  std::vector<int32_t> out(static_cast<size_t>((m1 - m0) * e.n), kSentinel);
+  kern.dot(packed, e.n, e.k, rows, m0, m1, 0, e.n, out.data(), e.n);
+  for (int64_t i = m0; i < m1; ++i)
+    for (int64_t j = 0; j < e.n; ++j)
+      if (out[(i - m0) * e.n + j] != e.sums[i * e.n + j])
+        return fmt("rows [%" PRId64 ",%" PRId64 "): sum[%" PRId64 ",%" PRId64 "] = %d, want %d", m0, m1, i, j,
+                   out[(i - m0) * e.n + j], e.sums[i * e.n + j]);
+  return "";
+}
+
+// All tokens (the buffered path), each token alone (the one-token path up to K = 2^19, then the
+// direct one) and three (the direct path), by dot and by dot_scaled (bit for bit against the
+// epilogue of the exact sums).
+void check_extreme(const I2SKernel& kern, const ExtremeCase& e, const std::string& tag) {
+  std::unique_ptr<uint8_t, decltype(&std::free)> packed(
+      static_cast<uint8_t*>(std::aligned_alloc(64, (kern.packed_bytes(e.n, e.k) + 63) / 64 * 64)), std::free);
+  kern.repack(e.i2s.data(), e.n, e.k, packed.get());
+  const QuantizedRows rows{e.q.data(), e.a.data(), e.qsum.data(), e.m, e.k};
+  std::vector<std::array<int64_t, 2>> tiles = {{0, e.m}, {0, 3}};
+  for (int64_t i = 0; i < e.m; ++i) tiles.push_back({i, i + 1});
+  std::string err;
+  for (size_t t = 0; t < tiles.size() && err.empty(); ++t)
+    err = check_extreme_tile(kern, packed.get(), e, rows, tiles[t][0], tiles[t][1]);
+  report(err.empty(), tag + " dot", err);
+  if (!kern.dot_scaled) return;
+  const float s_w = 0.0123f;
+  err.clear();
+  for (size_t t = 0; t < tiles.size() && err.empty(); ++t) {
+    const int64_t m0 = tiles[t][0], m1 = tiles[t][1];
+    std::vector<float> y(static_cast<size_t>((m1 - m0) * e.n));
+    kern.dot_scaled(packed.get(), e.n, e.k, rows, s_w, m0, m1, 0, e.n, y.data(), e.n);
+    for (int64_t i = m0; i < m1 && err.empty(); ++i)
+      for (int64_t j = 0; j < e.n && err.empty(); ++j) {
+        const float got = y[(i - m0) * e.n + j], want = (static_cast<float>(e.sums[i * e.n + j]) / e.a[i]) * s_w;
+        if (!same_float(got, want))
+          err = fmt("rows [%" PRId64 ",%" PRId64 "): y[%" PRId64 ",%" PRId64 "] = %.9g, want %.9g", m0, m1, i, j, got,
+                    want);
+      }
+  }
+  report(err.empty(), tag + " dot_scaled", err);
+}
+
 void check_quantize(const I2SKernel& kern, const Vectors& v, bool norm, const std::string& tag) {
   const std::vector<int8_t>& want_q = norm ? v.q_norm : v.q_plain;
   const std::vector<float>& want_a = norm ? v.a_norm : v.a_plain;
@@ -295,14 +421,25 @@ std::vector<std::string> split(const std::string& s, char sep) {
 
 int main(int argc, char** argv) {
   std::vector<std::string> kernels, files;
+  std::vector<int64_t> extreme_ks;
   for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--kernels") == 0 && i + 1 < argc)
+    if (std::strcmp(argv[i], "--kernels") == 0 && i + 1 < argc) {
       kernels = split(argv[++i], ',');
-    else
+    } else if (std::strcmp(argv[i], "--extreme-k") == 0 && i + 1 < argc) {
+      for (const std::string& k : split(argv[++i], ',')) {
+        const int64_t v = std::atoll(k.c_str());
+        if (v < 128 || v % 128 != 0) {
+          std::fprintf(stderr, "--extreme-k: %s is not a positive multiple of 128\n", k.c_str());
+          return 2;
+        }
+        extreme_ks.push_back(v);
+      }
+    } else {
       files.push_back(argv[i]);
+    }
   }
-  if (kernels.empty() || files.empty()) {
-    std::fprintf(stderr, "usage: kernel_test --kernels scalar,avx2,... FILE.i2sv...\n");
+  if (kernels.empty() || (files.empty() && extreme_ks.empty())) {
+    std::fprintf(stderr, "usage: kernel_test --kernels scalar,avx2,... [--extreme-k K,...] [FILE.i2sv...]\n");
     return 2;
   }
   const bitnet_onnx::CpuFeatures& cpu = bitnet_onnx::cpu_features();
@@ -331,6 +468,14 @@ int main(int argc, char** argv) {
       check_dot(*kern, v, tag);
       check_quantize(*kern, v, false, tag);
       if (v.has_norm) check_quantize(*kern, v, true, tag);
+    }
+    for (const int64_t k : extreme_ks) {  // built per kernel: one case in memory at a time
+      ExtremeCase e;
+      const std::string tag = name + fmt(" extreme K=%" PRId64, k), err = make_extreme(k, &e);
+      report(err.empty(), tag, err);
+      const int before_k = g_failed;
+      if (err.empty()) check_extreme(*kern, e, tag);
+      std::printf("%s: %s\n", tag.c_str(), g_failed == before_k ? "ok" : "FAILED");
     }
     std::printf("kernel %s: %s\n", name.c_str(), g_failed == before ? "ok" : "FAILED");
     std::fflush(stdout);
