@@ -212,16 +212,8 @@ void init_state(ByteFallbackBpeKernelState& s, const OrtKernelInfo* raw) {
 }
 
 OrtStatusPtr ByteFallbackBpeOp::CreateKernelV2(const OrtApi& api, const OrtKernelInfo* info, void** kernel) const {
-  auto state = std::make_unique<ByteFallbackBpeKernelState>();
-  try {
-    init_state(*state, info);
-  } catch (const InvalidInput& e) {
-    return api.CreateStatus(ORT_INVALID_ARGUMENT, (std::string(kName) + " node '" + state->node + "': " + e.message).c_str());
-  } catch (const std::exception& e) {
-    return api.CreateStatus(ORT_FAIL, (std::string(kName) + " node '" + state->node + "': " + e.what()).c_str());
-  }
-  *kernel = state.release();
-  return nullptr;
+  return create_kernel<ByteFallbackBpeKernelState>(
+      api, kName, [info](ByteFallbackBpeKernelState& state) { init_state(state, info); }, kernel);
 }
 
 }  // namespace

@@ -374,16 +374,8 @@ void init_state(I2SMatMulKernelState& s, const OrtKernelInfo* raw) {
 }
 
 OrtStatusPtr I2STernaryMatMulOp::CreateKernelV2(const OrtApi& api, const OrtKernelInfo* info, void** kernel) const {
-  auto state = std::make_unique<I2SMatMulKernelState>();
-  try {
-    init_state(*state, info);
-  } catch (const InvalidInput& e) {
-    return api.CreateStatus(ORT_INVALID_ARGUMENT, ("I2STernaryMatMul node '" + state->node + "': " + e.message).c_str());
-  } catch (const std::exception& e) {
-    return api.CreateStatus(ORT_FAIL, ("I2STernaryMatMul node '" + state->node + "': " + e.what()).c_str());
-  }
-  *kernel = state.release();
-  return nullptr;
+  return create_kernel<I2SMatMulKernelState>(
+      api, "I2STernaryMatMul", [info](I2SMatMulKernelState& state) { init_state(state, info); }, kernel);
 }
 
 }  // namespace

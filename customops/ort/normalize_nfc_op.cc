@@ -122,17 +122,8 @@ void init_state(NormalizeNfcKernelState& s, const OrtKernelInfo* raw) {
 }
 
 OrtStatusPtr NormalizeNfcOp::CreateKernelV2(const OrtApi& api, const OrtKernelInfo* info, void** kernel) const {
-  auto state = std::make_unique<NormalizeNfcKernelState>();
-  try {
-    init_state(*state, info);
-  } catch (const InvalidInput& e) {
-    const std::string message = std::string(kName) + " node '" + state->node + "': " + e.message;
-    return api.CreateStatus(ORT_INVALID_ARGUMENT, message.c_str());
-  } catch (const std::exception& e) {
-    return api.CreateStatus(ORT_FAIL, (std::string(kName) + " node '" + state->node + "': " + e.what()).c_str());
-  }
-  *kernel = state.release();
-  return nullptr;
+  return create_kernel<NormalizeNfcKernelState>(
+      api, kName, [info](NormalizeNfcKernelState& state) { init_state(state, info); }, kernel);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <exception>
+#include <memory>
 #include <new>
 #include <string>
 #include <vector>
@@ -41,6 +42,25 @@ OrtStatusPtr status_of(const char* op, const std::string& node, Body&& body) {
   } catch (const std::exception& e) {
     return error(ORT_FAIL, e.what());
   }
+}
+
+// A CreateKernelV2: a new State filled by `init` (which reads and checks the node's attributes),
+// handed to ORT, or what `init` threw as a status naming `op` and the node (State has `node`).
+template <typename State, typename Init>
+OrtStatusPtr create_kernel(const OrtApi& api, const char* op, Init&& init, void** kernel) {
+  auto state = std::make_unique<State>();
+  auto error = [&](OrtErrorCode code, const std::string& what) {
+    return api.CreateStatus(code, (std::string(op) + " node '" + state->node + "': " + what).c_str());
+  };
+  try {
+    init(*state);
+  } catch (const InvalidInput& e) {
+    return error(ORT_INVALID_ARGUMENT, e.message);
+  } catch (const std::exception& e) {
+    return error(ORT_FAIL, e.what());
+  }
+  *kernel = state.release();
+  return nullptr;
 }
 
 }  // namespace bitnet_onnx
