@@ -151,10 +151,17 @@ def _models(tiny_model, arch):
 
 
 @pytest.fixture(scope="module")
-def real_qwen3(tmp_path_factory):
-    """A tiny BitNet Qwen3 carrying the real tokenizer, exported with --text-input."""
-    root = tmp_path_factory.mktemp("real-qwen3")
-    return export(make_real_tokenizer_model(root / "model", "qwen3", dtype="float32"), root / "onnx", text_input=True)
+def real_exports(tmp_path_factory):
+    """Tiny BitNet models carrying the real tokenizers, exported with --text-input (built on first use)."""
+    built = {}
+
+    def get(arch: str) -> Path:
+        if arch not in built:
+            root = tmp_path_factory.mktemp(f"real-{arch}")
+            model = make_real_tokenizer_model(root / "model", arch, dtype="float32")
+            built[arch] = export(model, root / "onnx", text_input=True)
+        return built[arch]
+    return get
 
 
 def _text_session(folder: Path):
@@ -191,10 +198,14 @@ def test_strings_in_equals_embedder(tiny_model, tiny_export, arch, weights):
     np.testing.assert_allclose(got, _reference(folder, MIXED, prompt_name=named), rtol=0, atol=ATOL)
 
 
-def test_real_qwen3_strings_in_equals_embedder(real_qwen3):
+@pytest.mark.parametrize("arch", ["qwen3", "gemma3"])
+def test_real_tokenizer_strings_in_equals_embedder(real_exports, arch):
+    folder = real_exports(arch)
     texts = CORPUS[:48]
-    got = _text_session(real_qwen3).run(["sentence_embedding"], {"text": _strings(texts)})[0]
-    np.testing.assert_allclose(got, _reference(real_qwen3, texts), rtol=0, atol=ATOL)
+    for prompt in (None, "query: "):
+        feed = {"text": _strings(texts), **({"prompt": _strings([prompt])} if prompt else {})}
+        got = _text_session(folder).run(["sentence_embedding"], feed)[0]
+        np.testing.assert_allclose(got, _reference(folder, texts, prompt=prompt), rtol=0, atol=ATOL)
 
 
 def test_default_prompt_is_the_graph_default(tiny_model):
