@@ -12,6 +12,10 @@ customops/tests/make_kernel_vectors.py (bitnet_onnx.ternary):
 Release builds also run kernel_test's --extreme-k cases (built in memory): int8 extremes against
 +-1 weights at K around 2^19 (beyond which the one-token path of the int32-step x86 kernels used
 to wrap) and at the op's largest K, 2^24 - 128, where the sums reach the int32 limit.
+customops/tests/text_kernel_test.cc checks the text kernels (NFC, byte-fallback BPE) natively and
+sanitized (own folder text-sanitize: libstdc++'s vector annotations too) on vectors from
+customops/tests/make_text_vectors.py (unicodedata; tokenizers with the factory's and the real Gemma3
+tokenizer), then on seeded hostile texts and malformed tables.
 Builds are cached in build/kernel-tests/<variant>. A missing tool fails with what to install.
 """
 
@@ -237,3 +241,77 @@ def test_harness_refuses_missing_kernel_and_bad_file(vectors, tmp_path):
     truncated.write_bytes(Path(first).read_bytes()[:-1])
     res = _run([str(exe), "--kernels", "scalar", str(truncated)])
     assert res.returncode != 0 and "file size does not match" in res.stdout, res.stdout
+
+
+# -- the text kernels (customops/kernels/text) -----------------------------------------------------
+TEXT_SEED = 20260217  # fixed: every run sees the same hostile texts and table mutations
+# libstdc++'s vector annotations on top: the kernels index vectors they reserve() ahead (a word's
+# symbols, a segment's marks), where a read past size() is still inside the allocation. Their own
+# build folder: the flag must be on in every file of a binary, and kernel_test's build stays as is.
+TEXT_SANITIZE = SANITIZE + " -D_GLIBCXX_SANITIZE_VECTOR"
+SANITIZER_ENV = dict(ASAN_OPTIONS="abort_on_error=0:detect_leaks=1", UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1")
+
+
+@pytest.fixture(scope="module")
+def text_vectors(tmp_path_factory) -> tuple[Path, list[str]]:
+    """(folder of tables + vectors, names of its table sets)."""
+    out = tmp_path_factory.mktemp("text-vectors")
+    res = _run([sys.executable, str(TEST_SRC / "make_text_vectors.py"), str(out)], cwd=REPO)
+    assert res.returncode == 0, res.stderr[-4000:]
+    names = [line.split()[1] for line in (out / "index.txt").read_text().splitlines()]
+    assert names == ["nfc-unicodedata", "bpe-factory-gemma3", "bpe-real-gemma3"], names
+    return out, names
+
+
+def _check_text(res: subprocess.CompletedProcess, names: list[str]) -> None:
+    """Exit 0, the summary line, and every section of every table set ran and passed."""
+    out = res.stdout + res.stderr
+    lines = res.stdout.strip().splitlines()
+    assert res.returncode == 0 and lines and lines[-1].endswith(" 0 failed"), f"text_kernel_test failed:\n{out[-6000:]}"
+    assert int(lines[-1].split()[0]) > 10_000, lines[-1]
+    sections = [f"{name} {part}: ok" for name in names for part in ("vectors", "stress")]
+    sections += ["nfc malformed tables: ok", "nfc mutated tables: ok",
+                 "bpe-factory-gemma3 malformed tables: ok", "bpe-factory-gemma3 mutated tables: ok"]
+    for section in sections:
+        assert section in res.stdout, f"{section!r} missing:\n{out[-6000:]}"
+    assert f"seed {TEXT_SEED}, 2000 texts + 10 of 1 MB" in res.stdout, res.stdout
+
+
+def test_text_kernels_native(text_vectors):
+    folder, names = text_vectors
+    exe = _build("native", target="text_kernel_test") / "text_kernel_test"
+    _check_text(_run([str(exe), "--seed", str(TEXT_SEED), str(folder)]), names)
+
+
+def test_text_kernels_sanitizers(text_vectors):
+    """Under ASan + UBSan (+ vector annotations), aborting at the first report: hostile texts and
+    malformed tables never make the kernels read out of bounds."""
+    folder, names = text_vectors
+    exe = _build("text-sanitize", f"-DCMAKE_CXX_FLAGS={TEXT_SANITIZE}", f"-DCMAKE_EXE_LINKER_FLAGS={TEXT_SANITIZE}",
+                 target="text_kernel_test") / "text_kernel_test"
+    res = _run([str(exe), "--seed", str(TEXT_SEED), str(folder)], env=dict(os.environ, **SANITIZER_ENV))
+    _check_text(res, names)
+    assert "runtime error" not in res.stderr and "AddressSanitizer" not in res.stderr, res.stderr[-6000:]
+
+
+def test_text_harness_refuses_bad_files(text_vectors, tmp_path):
+    """text_kernel_test never passes on what it could not read: a truncated vectors file, a wrong
+    expectation and an empty index fail."""
+    folder, _ = text_vectors
+    exe = _build("native", target="text_kernel_test") / "text_kernel_test"
+    for suffix in (".tables", ".vectors"):
+        shutil.copyfile(folder / f"nfc-unicodedata{suffix}", tmp_path / f"nfc-unicodedata{suffix}")
+    (tmp_path / "index.txt").write_text("nfc nfc-unicodedata\n")
+    vectors = tmp_path / "nfc-unicodedata.vectors"
+    whole = vectors.read_bytes()
+    vectors.write_bytes(whole[:-1])
+    res = _run([str(exe), "--rounds", "10", str(tmp_path)])
+    assert res.returncode != 0 and "the file is cut short" in res.stdout, res.stdout[-3000:]
+    # One expected output made wrong (the last occurrence of the text: inputs come first).
+    at = whole.rindex(b" leading space")
+    vectors.write_bytes(whole[:at] + b" leading spacE" + whole[at + len(b" leading spacE"):])
+    res = _run([str(exe), "--rounds", "10", str(tmp_path)])
+    assert res.returncode != 0 and "FAIL nfc-unicodedata vector" in res.stdout, res.stdout[-3000:]
+    (tmp_path / "index.txt").write_text("")
+    res = _run([str(exe), str(tmp_path)])
+    assert res.returncode != 0 and "no table sets listed" in res.stdout, res.stdout[-3000:]
