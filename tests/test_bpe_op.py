@@ -334,6 +334,7 @@ def test_hand_made_tables_tokenize():
     ({"added_token_ids": [-1]}, "attribute 'added_token_ids': id -1 is outside"),
     ({"fuse_unk": 2}, "attribute 'fuse_unk' must be 0 or 1"),
     ({"max_length": -1}, "attribute 'max_length' must be >= 0"),
+    ({"space_replacement": b"\xe2\x96"}, "attribute 'space_replacement': is not valid UTF-8"),
 ])
 def test_bad_attributes_are_refused_when_the_kernel_is_created(overrides, message):
     with pytest.raises(Exception, match=rf"{NAME} node 'bpe': {message}"):

@@ -272,6 +272,9 @@ std::unique_ptr<ByteFallbackBpe> ByteFallbackBpe::build(const BpeTables& t, BpeT
   bpe->unk_id_ = static_cast<int32_t>(t.unk_id);
   bpe->fuse_unk_ = t.fuse_unk;
   bpe->byte_fallback_ = t.byte_fallback;
+  const char* problem;
+  if (first_invalid_utf8(t.space_replacement, &problem) != t.space_replacement.size())
+    return fail("space_replacement", std::string("is not valid UTF-8 (") + problem + ")");
   bpe->space_replacement_ = t.space_replacement;
   return bpe;
 }
