@@ -60,12 +60,11 @@ PROBE_TEXTS = [
 
 
 # -- the tokenizer node ------------------------------------------------------------------------
-def tokenizer_node(folder: Path, max_length: int) -> onnx.NodeProto:
+def tokenizer_node(folder: Path, tok_json: dict, max_length: int) -> onnx.NodeProto:
     """The node that turns texts into (ids, mask), right-padded: our ByteFallbackBpe when the folder's
-    tokenizer.json is of its family (its ids capped at ``max_length``: later ones are cut anyway),
-    else onnxruntime-extensions' HfJsonTokenizer built by the extensions' own API."""
+    tokenizer.json (parsed: ``tok_json``) is of its family (its ids capped at ``max_length``: later
+    ones are cut anyway), else onnxruntime-extensions' HfJsonTokenizer built by the extensions' own API."""
     tok_file = folder / "tokenizer.json"
-    tok_json = json.loads(tok_file.read_text(encoding="utf-8"))
     if byte_fallback_bpe.supports(tok_json):
         return byte_fallback_bpe.bpe_node(tok_json, tok_file, "text", ["ids", "mask"], max_length=max_length)
     check_extensions_normalizer(tok_json, tok_file)
@@ -210,8 +209,9 @@ def preprocess_model(folder: Path, manifest: Manifest, opset: int, ir_version: i
     from tokenizers import Tokenizer
 
     tok_file = folder / "tokenizer.json"
-    nfc = needs_nfc(json.loads(tok_file.read_text(encoding="utf-8")))
-    node = tokenizer_node(folder, int(manifest.max_length) + 2)  # + the specials a row may lose
+    tok_json = json.loads(tok_file.read_text(encoding="utf-8"))
+    nfc = needs_nfc(tok_json)
+    node = tokenizer_node(folder, tok_json, int(manifest.max_length) + 2)  # + the specials a row may lose
 
     # The special tokens around a text: tokenizer.json's post-processor and the tokenizer op's.
     tok = Tokenizer.from_file(str(tok_file))
