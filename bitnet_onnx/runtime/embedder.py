@@ -93,20 +93,22 @@ class Embedder:
         if output_value not in OUTPUT_VALUES:
             raise BitnetOnnxError(f"output_value must be one of {', '.join(OUTPUT_VALUES)}, got {output_value!r}")
         prefix = self._prompt(prompt_name, prompt)
-        if self.text_session is not None:  # the graph tokenizes (the prompt is its own input)
-            ids = check_texts(items)
+        # inputs: the texts for the strings-in session (the graph tokenizes; the prompt is its own
+        # input), else their token id lists
+        if self.text_session is not None:
+            inputs = check_texts(items)
             prefix_bytes = len(prefix.encode("utf-8"))
-            bound = [min(len(t.encode("utf-8")) + prefix_bytes + 2, int(self.manifest.max_length)) for t in ids]
+            bound = [min(len(t.encode("utf-8")) + prefix_bytes + 2, int(self.manifest.max_length)) for t in inputs]
             batches = plan_batches(bound, batch_size, max_batch_tokens)  # bound >= tokens
         else:
-            ids = self.tokenize(items, prompt=prefix)
-            batches = plan_batches([len(x) for x in ids], batch_size, max_batch_tokens)
+            inputs = self.tokenize(items, prompt=prefix)
+            batches = plan_batches([len(x) for x in inputs], batch_size, max_batch_tokens)
 
         if output_value == TOKEN_OUTPUT:
-            tokens = self._run(ids, batches, TOKEN_OUTPUT, show_progress_bar, prefix)
+            tokens = self._run(inputs, batches, TOKEN_OUTPUT, show_progress_bar, prefix)
             return tokens[0] if single else tokens
         width = self._check_dimensions(dimensions)
-        rows = self._run(ids, batches, SENTENCE_OUTPUT, show_progress_bar, prefix)
+        rows = self._run(inputs, batches, SENTENCE_OUTPUT, show_progress_bar, prefix)
         out = np.stack(rows) if rows else np.zeros((0, self.dimension), dtype=np.float32)
         out = self.finish(out, dimensions=width, normalize=normalize)
         return out[0] if single else out
