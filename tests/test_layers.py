@@ -3,10 +3,16 @@
 The contracts are kept in pyproject.toml only; these tests run them on the package, check that no
 module escapes them, and show on a synthetic tree that they do catch a core module importing a
 target and one target importing another.
+
+The package's parts live in several top-level folders (bitnet_onnx/, export/, runtime/,
+convert_gguf/) that the build maps onto one import root. import-linter walks one folder per
+package, so the contracts run on the package as a wheel installs it: a staged copy laid out by the
+build's own mapping (``[tool.scikit-build] wheel.packages``), imported without the editable finder.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -18,32 +24,78 @@ import pytest
 import bitnet_onnx
 
 ROOT = Path(__file__).resolve().parents[1]
-LINT = str(Path(sys.executable).with_name("lint-imports"))
+
+
+def _pyproject() -> dict:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 
 
 def _config() -> dict:
-    return tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"]
+    return _pyproject()["tool"]["importlinter"]
+
+
+def package_mapping() -> dict[str, Path]:
+    """Installed package folder (``bitnet_onnx/export``) -> its source folder, as the wheel maps them."""
+    return {target: ROOT / source for target, source in _pyproject()["tool"]["scikit-build"]["wheel"]["packages"].items()}
+
+
+def stage_package(dest: Path) -> Path:
+    """Copies the package's Python files to ``dest`` as a wheel lays them out; returns ``dest``."""
+    for target, source in sorted(package_mapping().items(), key=lambda item: item[0].count("/")):
+        for module in source.rglob("*.py"):
+            if "__pycache__" in module.parts:
+                continue
+            copy = dest / target / module.relative_to(source)
+            if copy.exists():
+                continue  # a deeper mapping's folder, copied from its own source
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            copy.write_bytes(module.read_bytes())
+    return dest
+
+
+# lint-imports in a Python without the editable install's finder, so that PYTHONPATH decides where
+# the package is (the editable finder would show the source folders' parents to import-linter).
+_LINT_WITHOUT_EDITABLE_FINDER = (
+    "import sys; sys.meta_path[:] = [f for f in sys.meta_path if not type(f).__module__.startswith('_editable_')]; "
+    "from importlinter.cli import lint_imports_command; sys.argv[0] = 'lint-imports'; sys.exit(lint_imports_command())"
+)
 
 
 def _layer_modules(layer: str) -> list[str]:
     return [m.strip() for m in layer.replace("|", ":").split(":")]
 
 
-def _lint(config: Path, cwd: Path, pythonpath: Path | None = None) -> subprocess.CompletedProcess:
-    env = None if pythonpath is None else {**os.environ, "PYTHONPATH": str(pythonpath)}
-    return subprocess.run([LINT, "--config", str(config), "--no-cache"], cwd=cwd, capture_output=True, text=True,
-                          env=env, timeout=300)
+def _lint(config: Path, cwd: Path, pythonpath: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", _LINT_WITHOUT_EDITABLE_FINDER, str(config), "--no-cache"],
+                          cwd=cwd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(pythonpath)},
+                          timeout=300)
 
 
-def test_the_package_keeps_its_contracts():
-    run = _lint(ROOT / "pyproject.toml", ROOT)
+def test_the_package_keeps_its_contracts(tmp_path):
+    staged = stage_package(tmp_path / "site")
+    run = _lint(ROOT / "pyproject.toml", tmp_path, pythonpath=staged)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
     assert "0 broken" in run.stdout
+    analyzed = sum(1 for _ in (staged / "bitnet_onnx").rglob("*.py"))
+    assert f"Analyzed {analyzed} files" in run.stdout, "import-linter did not read the staged package whole"
 
 
-def test_every_module_is_in_a_layer():
+def test_the_staged_package_is_the_installed_one(tmp_path):
+    """Each staged module is the very file the installed package imports under that name."""
+    staged = stage_package(tmp_path / "site")
+    sources = {target.replace("/", "."): source for target, source in package_mapping().items()}
+    for path in staged.rglob("*.py"):
+        name = ".".join(path.relative_to(staged).with_suffix("").parts).removesuffix(".__init__")
+        spec = importlib.util.find_spec(name)
+        assert spec is not None and spec.origin is not None, f"{name} is staged but not importable"
+        assert Path(spec.origin).read_bytes() == path.read_bytes(), f"{name}: staged copy differs from {spec.origin}"
+    for package, source in sources.items():
+        assert Path(importlib.util.find_spec(package).origin).parent == source, f"{package} is not read from {source}"
+
+
+def test_every_module_is_in_a_layer(tmp_path):
     listed = {m for c in _config()["contracts"] for layer in c.get("layers", []) for m in _layer_modules(layer)}
-    package = Path(bitnet_onnx.__file__).parent
+    package = stage_package(tmp_path / "site") / "bitnet_onnx"
     present = {f"bitnet_onnx.{p.stem}" for p in package.glob("*.py") if p.stem != "__init__"}
     present |= {f"bitnet_onnx.{p.parent.name}" for p in package.glob("*/__init__.py")}
     assert present - listed == set(), "add these modules to a layer in pyproject.toml [tool.importlinter]"
