@@ -11,10 +11,13 @@ from pathlib import Path
 from packaging.version import Version
 
 from bitnet_onnx.errors import BitnetOnnxError
-from bitnet_onnx.manifest import PROMPT_LENGTH_INPUT, TEXT_INPUT, Manifest
+from bitnet_onnx.manifest import PROMPT_INPUT, PROMPT_LENGTH_INPUT, TEXT_INPUT, Manifest
 
 INPUTS = ("input_ids", "attention_mask")
-TEXT_INPUTS = (TEXT_INPUT,)  # strings in; its prompt input has a default (an overridable initializer)
+TEXT_INPUTS = (TEXT_INPUT,)  # strings in
+# Inputs a graph may have besides those: the prompt length of include_prompt: false models (ids in),
+# the prompt (strings in; of ONNX optional type, its default in the graph)
+OPTIONAL_INPUTS = {INPUTS: (PROMPT_LENGTH_INPUT,), TEXT_INPUTS: (PROMPT_INPUT,)}
 MASK_OUTPUT = "attention_mask"  # an output of the strings-in graph
 SENTENCE_OUTPUT = "sentence_embedding"
 TOKEN_OUTPUT = "token_embeddings"
@@ -41,7 +44,7 @@ def create_session(folder: str | Path, manifest: Manifest, threads: int | None =
 
     if manifest.needs_custom_ops or text:
         _check_domain_version(model_path)
-        options = _session_options(manifest, threads, text)
+        options = manifest_session_options(manifest, threads, text)
     else:
         options = ort.SessionOptions()
     if threads is not None:
@@ -73,8 +76,9 @@ def _check_domain_version(model_path: Path) -> None:
                               f"implements version {customops.DOMAIN_VERSION} (a newer bitnet-onnx wrote it?)")
 
 
-def _session_options(manifest: Manifest, threads: int | None, text: bool = False):
-    """SessionOptions with the libraries the model needs registered (bitnet_onnx.customops owns the how)."""
+def manifest_session_options(manifest: Manifest, threads: int | None = None, text: bool = False):
+    """SessionOptions with the libraries the folder's model (``text``: its strings-in model) needs, as its
+    manifest names them (bitnet_onnx.customops owns the how); ORT's default log level."""
     from bitnet_onnx import customops
 
     try:
@@ -127,7 +131,7 @@ def _external_data_problem(model_path: Path) -> str | None:
 def _check_io(session, model_path: Path, expected: tuple[str, ...] = INPUTS) -> None:
     inputs = [i.name for i in session.get_inputs()]
     outputs = [o.name for o in session.get_outputs()]
-    optional = (PROMPT_LENGTH_INPUT,) if expected == INPUTS else ()  # include_prompt: false models
+    optional = OPTIONAL_INPUTS[expected]
     if sorted(n for n in inputs if n not in optional) != sorted(expected) or SENTENCE_OUTPUT not in outputs:
         raise BitnetOnnxError(f"{model_path}: expected inputs {list(expected)} and output {SENTENCE_OUTPUT!r}, "
                               f"found inputs {inputs} and outputs {outputs}")

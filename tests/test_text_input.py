@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import unicodedata
 from pathlib import Path
 
@@ -25,10 +26,12 @@ import onnxruntime as ort
 import pytest
 
 from bitnet_onnx import customops
+from bitnet_onnx.arch import ARCHITECTURES
 from bitnet_onnx.cli import main as cli_main
 from bitnet_onnx.errors import BitnetOnnxError
 from bitnet_onnx.export import text_input, writer
 from bitnet_onnx.export.exporter import export
+from bitnet_onnx.export.text.front import UTF8_GUARD_NAME
 from bitnet_onnx.manifest import TEXT_MODEL_NAME, Manifest
 from bitnet_onnx.runtime.embedder import Embedder
 from bitnet_onnx.runtime.session import create_session
@@ -121,7 +124,7 @@ def test_corpus_is_varied():
 
 
 @pytest.mark.parametrize("max_length, side", [(512, "right"), (48, "left")])
-@pytest.mark.parametrize("arch", ["qwen3", "gemma3"])
+@pytest.mark.parametrize("arch", ARCHITECTURES)
 def test_real_ids_equal_tokenizers(arch, max_length, side):
     """The real tokenizers: >= 300 texts in mixed-length batches, with truncation (48: most texts;
     512: the long ones) and either padding side. Qwen3 runs onnxruntime-extensions' tokenizer after our
@@ -135,7 +138,7 @@ def test_real_ids_equal_tokenizers(arch, max_length, side):
     _graph_ids_match(pre, TextTokenizer(folder / "tokenizer.json", manifest), CORPUS)
 
 
-@pytest.mark.parametrize("arch", ["qwen3", "gemma3"])
+@pytest.mark.parametrize("arch", ARCHITECTURES)
 def test_factory_ids_equal_tokenizers(tiny_model, arch):
     """The factory's tokenizers: Gemma3's adds <eos> through its post-processor, which the tokenizer
     op leaves out; the graph adds it from tokenizer.json's special-token frame."""
@@ -180,7 +183,7 @@ MIXED = ["What is BitNet?", "Ternary weights make matrix products cheap: additio
 
 
 @pytest.mark.parametrize("weights", ["i2s", "int8"])
-@pytest.mark.parametrize("arch", ["qwen3", "gemma3"])
+@pytest.mark.parametrize("arch", ARCHITECTURES)
 def test_strings_in_equals_embedder(tiny_model, tiny_export, arch, weights):
     """Single texts and a mixed-length batch, without a prompt (the manifest's default) and with one."""
     folder = tiny_export(_models(tiny_model, arch), weights=weights, text_input=True)
@@ -198,7 +201,7 @@ def test_strings_in_equals_embedder(tiny_model, tiny_export, arch, weights):
     np.testing.assert_allclose(got, _reference(folder, MIXED, prompt_name=named), rtol=0, atol=ATOL)
 
 
-@pytest.mark.parametrize("arch", ["qwen3", "gemma3"])
+@pytest.mark.parametrize("arch", ARCHITECTURES)
 def test_real_tokenizer_strings_in_equals_embedder(real_exports, arch):
     folder = real_exports(arch)
     texts = CORPUS[:48]
@@ -209,17 +212,23 @@ def test_real_tokenizer_strings_in_equals_embedder(real_exports, arch):
 
 
 def test_default_prompt_is_the_graph_default(tiny_model):
-    """The prompt input defaults to the manifest's default prompt (default_prompt_name), else ""."""
+    """The prompt input (ONNX optional type, no initializer of its name: ORT would warn on every load)
+    defaults to the manifest's default prompt (default_prompt_name), else ""; a fed prompt replaces it."""
     model = tiny_model("qwen3")
     manifest = _manifest(model, "qwen3", 64, "right")
     manifest.prompts = {"query": "Query: ", "document": ""}
+    tokenizer = TextTokenizer(model / "tokenizer.json", manifest)
     for name, want in ((None, ""), ("query", "Query: ")):
         manifest.default_prompt_name = name
         pre = text_input.preprocess_model(model, manifest, 21, 10)
-        prompt = next(t for t in pre.graph.initializer if t.name == "prompt")
-        assert [v.decode() if isinstance(v, bytes) else v for v in onnx.numpy_helper.to_array(prompt).tolist()] == [want]
-        ids = _session(pre).run(["input_ids"], {"text": _strings(["x"])})[0][0].tolist()
-        assert ids == TextTokenizer(model / "tokenizer.json", manifest).tokenize([want + "x"])[0]
+        assert "prompt" not in {t.name for t in pre.graph.initializer}
+        (prompt,) = [i for i in pre.graph.input if i.name == "prompt"]
+        assert prompt.type.optional_type.elem_type.tensor_type.elem_type == onnx.TensorProto.STRING
+        session = _session(pre)
+        ids = session.run(["input_ids"], {"text": _strings(["x"])})[0][0].tolist()
+        assert ids == tokenizer.tokenize([want + "x"])[0]
+        fed = session.run(["input_ids"], {"text": _strings(["x"]), "prompt": _strings(["Doc: "])})[0][0].tolist()
+        assert fed == tokenizer.tokenize(["Doc: x"])[0]
 
 
 def test_embedder_feeds_texts_to_the_graph(tiny_model, tiny_export):
@@ -251,7 +260,7 @@ def test_nfd_text_embeds_like_nfc(tiny_model, tiny_export):
 
 def test_bad_batches_are_defined(tiny_model, tiny_export):
     """An empty batch gives [0, dim]; one empty string is one text (the EOS, or BOS...)."""
-    for arch in ("qwen3", "gemma3"):
+    for arch in ARCHITECTURES:
         folder = tiny_export(_models(tiny_model, arch), text_input=True)
         session = _text_session(folder)
         out = session.run(["sentence_embedding", "input_ids"], {"text": _strings([])})
@@ -314,7 +323,7 @@ def test_unsupported_normalizer_is_refused(tiny_model, private_copy, tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("arch", ["qwen3", "gemma3"])
+@pytest.mark.parametrize("arch", ARCHITECTURES)
 def test_include_prompt_false(tiny_model, private_copy, tmp_path, arch):
     """A mean pooling that leaves the prompt out: the graph tokenizes the prompt alone too and feeds the
     model its token count (less one, as sentence-transformers counts), per text."""
@@ -334,3 +343,14 @@ def test_include_prompt_false(tiny_model, private_copy, tmp_path, arch):
         np.testing.assert_allclose(got, reference.encode(MIXED, prompt=prompt, normalize=False), rtol=0, atol=ATOL)
     with_prompt = Embedder(folder, threads=1).encode(MIXED, prompt="query: ", normalize=False)
     np.testing.assert_allclose(with_prompt, reference.encode(MIXED, prompt="query: ", normalize=False), atol=ATOL)
+
+
+@pytest.mark.parametrize("arch", ARCHITECTURES)
+def test_bytes_that_are_not_utf8_fail_naming_the_guard(tiny_model, tiny_export, arch):
+    """A text that is not UTF-8 fails the run with the guard's node name (docs/hosts.md); the session
+    still embeds afterwards."""
+    session = _text_session(tiny_export(_models(tiny_model, arch), text_input=True))
+    for raw in (b"caf\xc3", b"\xff\xfe bad", b"\xed\xa0\x80"):  # truncated, not UTF-8, a surrogate
+        with pytest.raises(Exception, match=re.escape(UTF8_GUARD_NAME)):
+            session.run(["sentence_embedding"], {"text": np.array([b"fine", raw], dtype="S16")})
+    assert session.run(["sentence_embedding"], {"text": _strings(["fine"])})[0].shape[0] == 1

@@ -1,0 +1,81 @@
+"""The export's check of the in-graph tokenizer against the ``tokenizers`` library.
+
+Two facts come from running the tokenizer front (``front.front_session``) next to the library: the
+special tokens each puts around a text (their frames, which the ids rules swap), and that both give
+the same ids on PROBE_TEXTS; the export refuses a tokenizer that fails either.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from bitnet_onnx.errors import BitnetOnnxError
+from bitnet_onnx.export.text.front import FRONT_INPUT
+from bitnet_onnx.export.text.rules import Frame
+
+FRAME_PROBE = "a"  # a text whose ids show the special tokens around it
+
+# Probe texts the export checks the in-graph ids on (the tests use a far larger corpus).
+PROBE_TEXTS = [
+    "", " ", "a", "Hello, world!", "  two  spaces\tand\ttabs\r\nCRLF\n\nlines  ", "x" * 40,
+    "def f(x):\n    return x ** 2  # square", "https://example.com/a?b=1&c=%20", "3.14159 1,000,000 2025-06-01",
+    "café naïve Ærø façade", "日本語のテキスト", "中文文本，标点。", "한국어 텍스트", "مرحبا بالعالم", "שלום עולם",
+    "Привет, мир", "👩\u200d💻 🇫🇷 🏳️\u200d🌈", "zero\u200bwidth\u200cjoin\u200d", "<|endoftext|> <bos> <eos> <pad>",
+    "\u00a0nbsp\u2003em\u3000ideographic", "ǅ ﬁ ① ²", "tab\tend\t", "} else { return -1; }",
+    "y" * 150 + " long words",
+]
+
+
+def library_tokenizer(tok_file: Path):
+    """tokenizer.json in the ``tokenizers`` library, with no truncation or padding of its own."""
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(tok_file))
+    tok.no_truncation()
+    tok.no_padding()
+    return tok
+
+
+def _run_front(front_session, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    return front_session.run(None, {FRONT_INPUT: np.array(texts, dtype=object)})
+
+
+def _frame(with_specials: list[int], plain: list[int]) -> Frame | None:
+    """(prefix, suffix) such that with_specials == prefix + plain + suffix, or None."""
+    for start in range(len(with_specials) - len(plain) + 1):
+        if with_specials[start:start + len(plain)] == plain:
+            return with_specials[:start], with_specials[start + len(plain):]
+    return None
+
+
+def special_frames(tok_file: Path, tok, front_session) -> tuple[Frame, Frame]:
+    """(the tokenizer op's frame, tokenizer.json's post-processor's frame) around FRAME_PROBE's ids;
+    ``tok``: ``library_tokenizer(tok_file)``. Refuses a tokenizer whose ids hold no such frame."""
+    plain = tok.encode(FRAME_PROBE, add_special_tokens=False).ids
+    frame = _frame(tok.encode(FRAME_PROBE, add_special_tokens=True).ids, plain)
+    op_ids = _run_front(front_session, [FRAME_PROBE])[0][0].tolist()
+    op_frame = _frame(op_ids, plain)
+    if frame is None or op_frame is None:
+        raise BitnetOnnxError(f"{tok_file}: --text-input: the in-graph tokenizer gives {op_ids} for {FRAME_PROBE!r}, "
+                              f"tokenizer.json {tok.encode(FRAME_PROBE).ids}; it cannot run in the graph")
+    return op_frame, frame
+
+
+def check_tokenizer(tok_file: Path, tok, front_session, frames: tuple[Frame, Frame], cap: int) -> None:
+    """Refuses the export when the in-graph tokenizer and tokenizer.json (``tok``, the library's) disagree
+    on a PROBE_TEXTS text (the op's ids, its special tokens swapped for tokenizer.json's; a row the op
+    cut at ``cap`` ids (0: no cap) against as many of the library's)."""
+    (op_prefix, op_suffix), (prefix, suffix) = frames
+    raw, mask = _run_front(front_session, PROBE_TEXTS)
+    for text, row, row_mask in zip(PROBE_TEXTS, raw, mask):
+        ids = row[row_mask == 1].tolist()
+        body = ids[len(op_prefix):len(ids) - len(op_suffix)]
+        want = tok.encode(text).ids
+        if cap and len(ids) == cap:
+            want = want[:len(prefix) + len(body)] + suffix
+        if prefix + body + suffix != want:
+            raise BitnetOnnxError(f"{tok_file}: --text-input: the in-graph tokenizer gives "
+                                  f"{ids} for {text!r}, the tokenizers library {want}; this tokenizer cannot run "
+                                  "in the graph, export without --text-input")
