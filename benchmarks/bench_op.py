@@ -8,6 +8,9 @@ weights, the same for every variant; one input per distinct K):
 Variants:
   i2s-<isa>        our op, every x86 path this CPU runs, forced with BITNET_ONNX_ISA per session
   i2s-<isa>+norm   the same with the fused RMSNorm input norm_weight (--norm on|both)
+  i2s-<isa>-lut    the lookup kernel family forced (BITNET_ONNX_KERNEL=lut; --family), -mul the
+                   multiply one; plain i2s-<isa> is the op's own per-call choice (docs/op.md,
+                   "Kernel families")
   fp32             ORT MatMul, float32 weights s_w * T
   dqmm             ORT com.microsoft DynamicQuantizeMatMul, int8 weights T, per-column scales
   nbits4           ORT com.microsoft MatMulNBits, 4 bits, block 128, accuracy_level 4 (opt-in)
@@ -18,7 +21,10 @@ with the system C compiler and timed in a child process on this core:
   avxvnni     vpdpbusd, ymm (VEX; on a CPU with AVX512-VNNI but no AVX-VNNI flag, the EVEX ymm
               form stands in and the header says so: same instruction, same ports)
   amx         tdpbusd, 4 tiles of 16x16 int32 (only where the CPU and OS allow AMX)
-"% peak" = a path's GOP/s over its own peak; baselines are shown against the avx512vnni (else avx2)
+  lut-avx2    the lookup kernels' inner step: load a pattern byte, vpaddw ymm of the table entry
+  lut-avx512  it indexes (16 tokens x 4 weights per ymm, 32 per zmm) from 41 KB of L1-resident tables
+"% peak" = a path's GOP/s over its own peak (-lut rows: their lookup kernel's, -mul rows the
+multiply path's; "-" for plain i2s-<isa> rows of an ISA with both families, which run either); baselines are shown against the avx512vnni (else avx2)
 peak for scale. GOP/s counts 2*M*K*N.
 
 Method: inter_op 1, sequential execution, intra_op = each of --threads, IOBinding into preallocated
@@ -40,7 +46,6 @@ import datetime
 import json
 import os
 import platform
-import re
 import shutil
 import statistics
 import subprocess
@@ -58,17 +63,17 @@ MODELS = {  # model -> the 7 projections (name, K, N) of one layer
     "gemma3": [("q", 640, 1024), ("k", 640, 256), ("v", 640, 256), ("o", 1024, 640),
                ("gate", 640, 2048), ("up", 640, 2048), ("down", 2048, 640)],
 }
-DISPATCH = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "customops", "kernels", "dispatch.cc")
 S_W = 0.02  # weight scale of every projection
 DEFAULT_M = [1, 16, 32, 128, 512, 2048]
 QUICK = dict(m=[1, 16, 512], rounds=2, runs=5, warmup=2)
 
 
-def x86_paths() -> list[str]:
-    """The x86 SIMD kernel names, best first, from their one list (kIsas in dispatch.cc)."""
-    with open(DISPATCH) as f:
-        table = f.read().split("const Isa kIsas[] = {", 1)[1].split("};", 1)[0]
-    return re.findall(r'^\s*\{"(\w+)", BITNET_X86\(', table, flags=re.M)
+def simd_paths() -> list[str]:
+    """The SIMD kernel names this build of the library has, best first, as the library lists them
+    (its ISA table: the x86 paths on x86-64)."""
+    from bitnet_onnx.customops import library_kernels
+
+    return [isa.name for isa in library_kernels() if isa.built and isa.name != "scalar"]
 
 
 def ops_per_token(model: str) -> int:
@@ -149,26 +154,33 @@ def build_graph(model: str, kind: str, weights: list[np.ndarray], norms: list[np
 
 
 class Variant:
-    def __init__(self, model: str, label: str, kind: str, graph: bytes, threads: int, isa: str | None = None):
+    def __init__(self, model: str, label: str, kind: str, graph: bytes, threads: int, isa: str | None = None,
+                 family: str = "auto"):
         import onnxruntime as ort
 
         from bitnet_onnx import customops
 
         self.model, self.label, self.kind, self.isa, self.threads = model, label, kind, isa, threads
+        self.family = family
         so = customops.session_options(threads=threads) if kind == "i2s" else ort.SessionOptions()
         so.intra_op_num_threads = threads
         so.inter_op_num_threads = 1
         so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        old = os.environ.get("BITNET_ONNX_ISA")
-        if isa:
-            os.environ["BITNET_ONNX_ISA"] = isa  # read when the op's kernel is created
+        forced = {"BITNET_ONNX_ISA": isa, "BITNET_ONNX_KERNEL": None if family == "auto" else family}
+        old = {name: os.environ.get(name) for name in forced}
+        for name, value in forced.items():  # read when the op's kernel is created
+            if value:
+                os.environ[name] = value
+            else:
+                os.environ.pop(name, None)
         try:
             self.session = ort.InferenceSession(graph, so, providers=["CPUExecutionProvider"])
         finally:
-            if old is None:
-                os.environ.pop("BITNET_ONNX_ISA", None)
-            else:
-                os.environ["BITNET_ONNX_ISA"] = old
+            for name, value in old.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
         self.bindings: dict[int, object] = {}
 
     def bind(self, m: int, xs: dict[str, np.ndarray]):
@@ -299,6 +311,46 @@ int main(void) {
       }
     sink += _mm256_extract_epi32(_mm256_xor_si256(_mm256_xor_si256(s0, s1), _mm256_xor_si256(s2, s3)), 0);
     ops = 50.0 * BYTES / iters / 12;  /* reported "GOP/s" = GB/s */
+#elif PATH == 5 || PATH == 6
+    /* the lookup step: a pattern byte indexes a table entry (tokens x int16) added with vpaddw;
+       tables as the kernels size them (41 KB: L1), 12 independent accumulators */
+#if PATH == 5
+    typedef __m256i V;
+#define LD(p) _mm256_load_si256((const V*)(p))
+#define ADDW _mm256_add_epi16
+#define ZERO _mm256_setzero_si256()
+#define LANE0(v) _mm256_extract_epi32(v, 0)
+#define ENTRY 32
+#define GROUPS 16
+    ops = 128.0;  /* 16 tokens x 4 weights x 2 */
+#else
+    typedef __m512i V;
+#define LD(p) _mm512_load_si512(p)
+#define ADDW _mm512_add_epi16
+#define ZERO _mm512_setzero_si512()
+#define LANE0(v) _mm_cvtsi128_si32(_mm512_castsi512_si128(v))
+#define ENTRY 64
+#define GROUPS 8
+    ops = 256.0;  /* 32 tokens x 4 weights x 2 */
+#endif
+    static int16_t table[GROUPS * 81 * ENTRY / 2] __attribute__((aligned(64)));
+    static uint8_t idx[4096 + 16];
+    if (r == 0) {
+      unsigned lcg = 12345;
+      memset(table, 1, sizeof table);
+      for (int i = 0; i < 4096 + 16; ++i) { lcg = lcg * 1103515245u + 12345u; idx[i] = (lcg >> 16) % 81; }
+    }
+#define D(i) V a##i = ZERO;
+    R(D)
+    const char* tb = (const char*)table;
+    t0 = now();
+    for (long it = 0; it < iters; ++it) {
+      const uint8_t* ix = idx + ((it * 12) & 4095);
+#define U(i) a##i = ADDW(a##i, LD(tb + ((i) % GROUPS) * 81 * ENTRY + (size_t)ix[i] * ENTRY));
+      R(U) KEEP;
+    }
+#define S(i) sink += LANE0(a##i);
+    R(S)
 #elif PATH == 3
     _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
     _tile_loadd(4, buf, 64); _tile_loadd(5, buf, 64); _tile_loadd(6, buf, 64); _tile_loadd(7, buf, 64);
@@ -324,7 +376,11 @@ PEAK_LOOPS = {
     "avxvnni": (1, ["-mavx2", "-mavxvnni"], "vpdpbusd ymm (VEX)"),
     "avx512vnni": (2, ["-mavx512f", "-mavx512vnni"], "vpdpbusd zmm"),
     "amx": (3, ["-mamx-tile", "-mamx-int8"], "tdpbusd 4 tiles"),
+    "lut-avx2": (5, ["-mavx2"], "byte index + vpaddw ymm from 41 KB of L1 tables"),
+    "lut-avx512": (6, ["-mavx512f", "-mavx512bw"], "byte index + vpaddw zmm from 41 KB of L1 tables"),
 }
+# The lookup kernel each ISA's lookup family runs (customops/kernels/lut/dispatch.cc).
+LOOKUP_OF_ISA = {"amx": "lut-avx512", "avx512vnni": "lut-avx512", "avxvnni": "lut-avx2", "avx2": "lut-avx2"}
 AVXVNNI_PROXY = (1, ["-mavx2", "-mavx512f", "-mavx512vl", "-mavx512vnni"],
                  "vpdpbusd ymm, EVEX form as a proxy: this CPU has AVX512-VNNI but no AVX-VNNI")
 
@@ -410,7 +466,10 @@ def main() -> int:
     parser.add_argument("--runs", type=int, help="timed runs per round; fewer for runs over 50 ms (default 20)")
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                         help="wall time, or the calling thread's CPU time (1 thread only; default wall)")
-    parser.add_argument("--isa", nargs="+", default=x86_paths(), help="op paths to force (default: the x86 SIMD paths)")
+    parser.add_argument("--isa", nargs="+", default=simd_paths(), help="op paths to force (default: the SIMD paths of this build)")
+    parser.add_argument("--family", nargs="+", choices=("auto", "lut", "mul"), default=["auto", "lut"],
+                        help="kernel families per ISA: auto (the op's per-call choice, label i2s-<isa>), lut / mul "
+                             "(forced with BITNET_ONNX_KERNEL, labels i2s-<isa>-lut / -mul); default auto lut")
     parser.add_argument("--norm", choices=("both", "off", "on"), default="off", help="op variants with/without fused norm_weight")
     parser.add_argument("--baselines", nargs="*", default=["fp32", "dqmm"], help="ORT variants (default fp32 dqmm; also nbits4)")
     parser.add_argument("--json", help="also write the results to this JSON file")
@@ -437,16 +496,20 @@ def main() -> int:
         baselines = {kind: build_graph(model, kind, weights, None) for kind in args.baselines}
         for threads in args.threads:
             for isa in isas:
-                if args.norm in ("both", "off"):
-                    variants.append(Variant(model, f"i2s-{isa}", "i2s", plain, threads, isa))
-                if normed is not None:
-                    variants.append(Variant(model, f"i2s-{isa}+norm", "i2s", normed, threads, isa))
+                for family in args.family:
+                    if family == "lut" and isa not in LOOKUP_OF_ISA:
+                        continue
+                    tag = "" if family == "auto" else f"-{family}"
+                    if args.norm in ("both", "off"):
+                        variants.append(Variant(model, f"i2s-{isa}{tag}", "i2s", plain, threads, isa, family))
+                    if normed is not None:
+                        variants.append(Variant(model, f"i2s-{isa}{tag}+norm", "i2s", normed, threads, isa, family))
             for kind, graph in baselines.items():
                 variants.append(Variant(model, kind, kind, graph, threads))
         for m in args.m:
             inputs[(model, m)] = {f"X{k}": rng.standard_normal((m, k)).astype(np.float32) for k in input_widths(model)}
     errors = check_outputs(variants, inputs, args.models)
-    peaks = measure_peaks(isas)
+    peaks = measure_peaks(isas + sorted({LOOKUP_OF_ISA[i] for i in isas if i in LOOKUP_OF_ISA and "lut" in args.family}))
     stream = measure_stream(args.models)
 
     # Fewer timed runs for slow cases so a round stays bounded; decided once from a probe run.
@@ -477,12 +540,18 @@ def main() -> int:
                 for v in group:
                     s = med[v.label]
                     gops = ops_per_token(model) * m / s / 1e9
-                    peak = peaks.get(v.isa, (None, ""))[0] if v.isa else ref_peak
+                    # auto rows run whichever family the op picks per call: no single peak where both exist
+                    path = LOOKUP_OF_ISA.get(v.isa) if v.family == "lut" else v.isa
+                    ambiguous = v.family == "auto" and v.isa in LOOKUP_OF_ISA
+                    peak = None if ambiguous else peaks.get(path, (None, ""))[0] if v.isa else ref_peak
+                    mul_label = f"i2s-{v.isa}-mul" + ("+norm" if v.label.endswith("+norm") else "")
                     results.append({
                         "model": model, "variant": v.label, "threads": threads, "m": m, "ms": s * 1e3, "gops": gops,
                         "peak_fraction": gops / peak if peak else None,
                         "x_dqmm": med["dqmm"] / s if "dqmm" in med else None,
                         "x_fp32": med["fp32"] / s if "fp32" in med else None,
+                        # over our multiply path on the same ISA (the -mul variant: --family ... mul)
+                        "x_mul": med[mul_label] / s if v.isa and mul_label in med else None,
                         "x_first_threads": one_thread[v.label] / s,
                         # M=1 reads every packed weight once: time over streaming them at L3 bandwidth
                         "x_l3_floor": (s / (packed_weight_bytes(model) / (stream[model] * 1e9))
@@ -546,13 +615,13 @@ def print_table(header: dict, results: list[dict], threads: list[int]) -> None:
     print()
     multi = len(threads) > 1
     extra = f" x {threads[0]} thr |" if multi else ""
-    print(f"| model | variant | thr | M | ms | GOP/s | % its peak | x DQMM | x fp32 |{extra} x floor | rel. err |")
-    print("|---|---|---|---|---|---|---|---|---|" + ("---|" if multi else "") + "---|---|")
+    print(f"| model | variant | thr | M | ms | GOP/s | % its peak | x DQMM | x fp32 | x mul |{extra} x floor | rel. err |")
+    print("|---|---|---|---|---|---|---|---|---|---|" + ("---|" if multi else "") + "---|---|")
     fmt = lambda v, spec: "-" if v is None else format(v, spec)  # noqa: E731
     for r in results:
         pct = None if r["peak_fraction"] is None else 100 * r["peak_fraction"]
         cols = [r["model"], r["variant"], str(r["threads"]), str(r["m"]), f"{r['ms']:.3f}", f"{r['gops']:.0f}",
-                fmt(pct, ".0f"), fmt(r["x_dqmm"], ".2f"), fmt(r["x_fp32"], ".2f")]
+                fmt(pct, ".0f"), fmt(r["x_dqmm"], ".2f"), fmt(r["x_fp32"], ".2f"), fmt(r.get("x_mul"), ".2f")]
         if multi:
             cols.append(f"{r['x_first_threads']:.2f}")
         cols.append(fmt(r["x_l3_floor"], ".2f"))

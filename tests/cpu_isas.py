@@ -1,13 +1,13 @@
-"""Which kernel paths this CPU runs, read from /proc/cpuinfo (dispatch.cc checks the same through
+"""Which kernel paths this CPU runs, read from /proc/cpuinfo (the library checks the same through
 CPUID/HWCAP; tests compare the two so the library never hides a path the CPU has).
 
-The kernel names themselves come from their one list, kIsas in customops/kernels/dispatch.cc."""
+The kernel names themselves come from their one list, the ISA table of customops/kernels/isa.cc,
+as the op library exports it (bitnet_onnx.customops.library_kernels)."""
 
 import platform
-import re
 from pathlib import Path
 
-DISPATCH = Path(__file__).resolve().parents[1] / "customops" / "kernels" / "dispatch.cc"
+from bitnet_onnx.customops import library_kernels
 
 _AVX512 = {"avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni"}
 
@@ -23,13 +23,7 @@ ISA_FLAGS = {
 }
 
 
-def _kernel_names() -> list[str]:
-    """kIsas' names in its order (best first): each entry starts with {"name", ...}."""
-    table = DISPATCH.read_text().split("const Isa kIsas[] = {", 1)[1].split("};", 1)[0]
-    return re.findall(r'^\s*\{"(\w+)",', table, flags=re.M)
-
-
-ALL_ISAS = _kernel_names()
+ALL_ISAS = [isa.name for isa in library_kernels()]  # best first
 assert "scalar" in ALL_ISAS and all(isa in ALL_ISAS for table in ISA_FLAGS.values() for isa in table), ALL_ISAS
 
 

@@ -266,13 +266,14 @@ def factory_session(factory_gemma3):
 
 
 @pytest.mark.parametrize("raw, problem, at", [
-    (b"ab\xffcd", "invalid lead byte", 2),
-    (b"ok\xc3", "truncated character", 2),
-    (b"\xe2\x96x", "truncated character", 0),
+    # the wording of NormalizeNFC's (tests/test_nfc_op.py): one decoder, customops/kernels/text/utf8.h
+    (b"ab\xffcd", "invalid byte", 2),
+    (b"ok\xc3", "sequence cut off by the end of the text", 2),
+    (b"\xe2\x96x", "missing continuation byte", 0),
     (b"a\x80", "unexpected continuation byte", 1),
     (b"\xc0\xaf", "overlong encoding", 0),
     (b"\xe0\x80\xaf", "overlong encoding", 0),
-    (b"x\xed\xa0\x80", "surrogate code point", 1),
+    (b"x\xed\xa0\x80", "encoded surrogate", 1),
     (b"\xf4\x90\x80\x80", "code point beyond U+10FFFF", 0),
 ])
 def test_invalid_utf8_is_a_clear_error(factory_session, raw, problem, at):

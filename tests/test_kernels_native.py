@@ -16,6 +16,10 @@ customops/tests/text_kernel_test.cc checks the text kernels (NFC, byte-fallback 
 sanitized (own folder text-sanitize: libstdc++'s vector annotations too) on vectors from
 customops/tests/make_text_vectors.py (unicodedata; tokenizers with the factory's and the real Gemma3
 tokenizer), then on seeded hostile texts and malformed tables.
+The lookup kernel family (customops/kernels/lut/: lut-scalar, lut-avx2, lut-avx512, lut-neon) runs
+through the same kernel_test checks plus its --generated cases (token-block / row / K-block tails,
+every M of 1..2048 around the block edges, both models' shapes, all-extreme activations, zero rows):
+natively, sanitized, and lut-neon under qemu-aarch64.
 Builds are cached in build/kernel-tests/<variant>. A missing tool fails with what to install.
 """
 
@@ -29,7 +33,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from cpu_isas import cpu_flags, isas_of_this_cpu
+from cpu_isas import ALL_ISAS, cpu_flags, isas_of_this_cpu
 
 REPO = Path(__file__).resolve().parents[1]
 TEST_SRC = REPO / "customops" / "tests"
@@ -104,7 +108,7 @@ def _small(vectors: dict[str, int]) -> list[str]:
 
 # K for --extreme-k: 2^19 and 2^19 + 128 bracket the old one-token wrap (a row of -128 against +1
 # weights) and where one token leaves that path for the few-token one (x86_dot.h kSingleMaxK);
-# 3 * 2^18 is well past it, and 2^24 - 128 is kMaxK of customops/ort/i2s_matmul_op.cc.
+# 3 * 2^18 is well past it, and 2^24 - 128 is kMaxK of customops/kernels/i2s/driver.h.
 MAX_K = (1 << 24) - 128
 EXTREME_K = [1 << 19, (1 << 19) + 128, 3 << 18, MAX_K]
 
@@ -120,12 +124,54 @@ def _check_extreme(res: subprocess.CompletedProcess, kernels: list[str], ks: lis
             assert f"{name} extreme K={k}: ok" in res.stdout, res.stdout[-6000:]
 
 
+def test_kernel_list_is_the_library_table():
+    """kernel_test links the ISA table (customops/kernels/isa.cc) itself: it lists what the op
+    library exports, and the paths it says this CPU runs are exactly those /proc/cpuinfo has."""
+    exe = _build("native") / "kernel_test"
+    res = _run([str(exe), "--list-kernels"])
+    assert res.returncode == 0, res.stderr
+    rows = [line.split("\t") for line in res.stdout.splitlines()]
+    assert all(len(row) == 4 for row in rows), res.stdout
+    assert [row[0] for row in rows] == ALL_ISAS, res.stdout
+    assert sorted(row[0] for row in rows if row[2] == "1") == sorted(isas_of_this_cpu()), res.stdout
+
+
 def test_native(vectors):
     exe = _build("native") / "kernel_test"
     kernels = _native_kernels()
     res = _run([str(exe), "--kernels", ",".join(kernels), *_extreme(EXTREME_K), *vectors])
     _check(res, kernels)
     _check_extreme(res, kernels, EXTREME_K)
+
+
+# The lookup kernel of each ISA this CPU runs (kernels/lut/dispatch.cc's rows).
+LOOKUP_OF_ISA = {"amx": "lut-avx512", "avx512vnni": "lut-avx512", "avxvnni": "lut-avx2", "avx2": "lut-avx2",
+                 "neon": "lut-neon", "scalar": "lut-scalar"}
+
+
+def _lookup_kernels() -> list[str]:
+    return sorted({LOOKUP_OF_ISA[isa] for isa in _native_kernels() if isa in LOOKUP_OF_ISA})
+
+
+def test_lookup_kernels_native(vectors):
+    """Every lookup kernel of this CPU on every vector file, the --generated cases and the op's largest K."""
+    exe = _build("native") / "kernel_test"
+    kernels = _lookup_kernels()
+    assert "lut-scalar" in kernels and (not ON_X86 or "lut-avx2" in kernels or "avx2" not in _native_kernels())
+    res = _run([str(exe), "--kernels", ",".join(kernels), "--generated", "full", *_extreme([1 << 19, MAX_K]),
+                *vectors])
+    _check(res, kernels)
+    _check_extreme(res, kernels, [1 << 19, MAX_K])
+
+
+def test_lookup_kernels_sanitizers(vectors):
+    exe = _build("sanitize", f"-DCMAKE_CXX_FLAGS={SANITIZE}", f"-DCMAKE_EXE_LINKER_FLAGS={SANITIZE}") / "kernel_test"
+    kernels = _lookup_kernels()
+    env = dict(os.environ, ASAN_OPTIONS="abort_on_error=0:detect_leaks=1",
+               UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1")
+    res = _run([str(exe), "--kernels", ",".join(kernels), "--generated", "small", *_small(vectors)], env=env)
+    _check(res, kernels)
+    assert "runtime error" not in res.stderr and "AddressSanitizer" not in res.stderr, res.stderr[-6000:]
 
 
 def test_sanitizers(vectors):
@@ -203,6 +249,17 @@ def test_aarch64_qemu(vectors, aarch64_build, variant, cpu, kernels, all_cases):
     assert "runtime error" not in res.stderr, res.stderr[-6000:]
 
 
+@pytest.mark.skipif(not ON_X86, reason="cross-compiles from x86-64; an aarch64 host runs lut-neon in test_native")
+@pytest.mark.parametrize("variant", ["aarch64", "aarch64-ubsan"])
+def test_lookup_kernels_aarch64_qemu(vectors, aarch64_build, variant):
+    """lut-neon (and the reference lut-scalar) under qemu: the small vector files and --generated small."""
+    exe = aarch64_build(variant)
+    res = _run([_tool("qemu-aarch64"), "-cpu", "max", str(exe), "--kernels", "lut-scalar,lut-neon",
+                "--generated", "small", *_small(vectors)])
+    _check(res, ["lut-scalar", "lut-neon"])
+    assert "runtime error" not in res.stderr, res.stderr[-6000:]
+
+
 def _ort_headers() -> Path:
     """ORT headers as the op build found them: ONNXRUNTIME_INCLUDE_DIR, else the package build's copy."""
     env = os.environ.get("ONNXRUNTIME_INCLUDE_DIR")
@@ -216,7 +273,7 @@ def _ort_headers() -> Path:
 @pytest.mark.skipif(not ON_X86, reason="cross-compiles from x86-64")
 def test_aarch64_op_library_builds():
     """The whole op library (ORT glue + kernels, NEON included) cross-compiles for aarch64 and
-    exports only its two symbols. (No aarch64 onnxruntime here to load it.)"""
+    exports only its three symbols. (No aarch64 onnxruntime here to load it.)"""
     _tool("aarch64-linux-gnu-g++")
     build = _build("aarch64-oplib", f"-DCMAKE_TOOLCHAIN_FILE={TOOLCHAIN}",
                    f"-DONNXRUNTIME_INCLUDE_DIR={_ort_headers()}", source=REPO, target="all")
@@ -225,7 +282,7 @@ def test_aarch64_op_library_builds():
     res = _run([_tool("aarch64-linux-gnu-nm"), "-D", "--defined-only", str(libs[0])])
     assert res.returncode == 0, res.stderr
     symbols = {line.split()[-1] for line in res.stdout.splitlines() if line.strip()}
-    assert symbols == {"RegisterCustomOps", "bitnet_onnx_op_names"}, symbols
+    assert symbols == {"RegisterCustomOps", "bitnet_onnx_kernel_names", "bitnet_onnx_op_names"}, symbols
     res = _run([_tool("aarch64-linux-gnu-objdump"), "-d", str(libs[0])])
     assert "sdot" in res.stdout, "the SDOT kernel is missing from the aarch64 library"
 

@@ -368,12 +368,23 @@ def test_error_epsilon(monkeypatch):
 # The shared library
 
 
-def test_library_exports_only_its_two_symbols_and_does_not_link_onnxruntime():
+def test_library_kernel_table():
+    """The library's ISA table: scalar last and always run, every name the CPU runs is built, and
+    the ones it says this CPU runs are those /proc/cpuinfo has (no path hidden, none claimed)."""
+    table = customops.library_kernels()
+    assert table[-1] == customops.KernelIsa("scalar", True, True, "")
+    assert len({isa.name for isa in table}) == len(table)
+    assert all(isa.built for isa in table if isa.runs)
+    assert all(isa.needs for isa in table if isa.name != "scalar")
+    assert sorted(isa.name for isa in table if isa.runs) == sorted(ISAS)
+
+
+def test_library_exports_only_its_three_symbols_and_does_not_link_onnxruntime():
     lib = customops.library_path()
     assert shutil.which("nm") and shutil.which("readelf"), "binutils (which built the library) is needed"
     defined = subprocess.run(["nm", "-D", "--defined-only", lib], capture_output=True, text=True, check=True).stdout
     symbols = sorted(line.split()[-1] for line in defined.splitlines() if line.strip())
-    assert symbols == ["RegisterCustomOps", "bitnet_onnx_op_names"]
+    assert symbols == ["RegisterCustomOps", "bitnet_onnx_kernel_names", "bitnet_onnx_op_names"]
     dynamic = subprocess.run(["readelf", "-d", lib], capture_output=True, text=True, check=True).stdout
     needed = [line for line in dynamic.splitlines() if "(NEEDED)" in line]
     assert needed and not any("onnxruntime" in line or "libstdc++" in line for line in needed), needed

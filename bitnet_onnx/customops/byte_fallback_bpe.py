@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from bitnet_onnx.customops.library import DOMAIN
 from bitnet_onnx.errors import BitnetOnnxError
 
 NAME = "ByteFallbackBpe"
@@ -52,8 +53,6 @@ def bpe_node(tokenizer_json: dict, source_path: str | Path, input_name: str, out
     row (0: no cap). Raises BitnetOnnxError naming the file and the field when the tokenizer is
     outside the op's family. The graph must import the ``bitnet_onnx`` domain (version 1)."""
     from onnx import TensorProto, helper
-
-    from bitnet_onnx.customops import DOMAIN
 
     if len(output_names) != 2:
         raise BitnetOnnxError(f"{NAME}: output_names must be (input_ids, attention_mask), got {list(output_names)}")

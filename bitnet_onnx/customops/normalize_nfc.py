@@ -16,6 +16,8 @@ from __future__ import annotations
 import unicodedata
 from functools import lru_cache
 
+from bitnet_onnx.customops.library import DOMAIN
+
 NAME = "NormalizeNFC"
 NO_SECOND = -1  # decompositions: a singleton's second code point
 TABLE_ATTRIBUTES = ("combining_classes", "decompositions", "compositions")
@@ -59,8 +61,6 @@ def nfc_node(input_name: str, output_name: str, name: str | None = None):
     """The one NormalizeNFC node (onnx NodeProto) text -> NFC(text), with this Python's tables.
     The graph must import the ``bitnet_onnx`` domain (version 1)."""
     from onnx import helper
-
-    from bitnet_onnx.customops import DOMAIN
 
     return helper.make_node(NAME, [input_name], [output_name], name=name, domain=DOMAIN,
                             unicode_version=unicodedata.unidata_version, **nfc_tables())

@@ -11,12 +11,10 @@
 #include <vector>
 
 #include "bpe.h"
-#include "op_errors.h"
+#include "op_template.h"
 
 namespace bitnet_onnx {
 namespace {
-
-constexpr const char* kName = "ByteFallbackBpe";
 
 struct Job {
   const text::ByteFallbackBpe* bpe;
@@ -39,12 +37,15 @@ void encode_row(void* p, size_t row) {
 
 }  // namespace
 
-struct ByteFallbackBpeKernelState {
-  std::string node;  // for error messages
+struct ByteFallbackBpeKernelState : OpKernel<ByteFallbackBpeKernelState> {
+  static constexpr const char* kName = "ByteFallbackBpe";
+  static constexpr Port kInputs[] = {{"text", ONNX_TENSOR_ELEMENT_DATA_TYPE_STRING}};
+  static constexpr Port kOutputs[] = {{"input_ids", ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64},
+                                      {"attention_mask", ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64}};
   std::unique_ptr<text::ByteFallbackBpe> bpe;
   int64_t max_length = 0;
 
-  OrtStatusPtr ComputeV2(OrtKernelContext* context) const;
+  void init(const OrtKernelInfo* info);
   void compute(Ort::KernelContext& ctx) const;
 };
 
@@ -98,35 +99,7 @@ void ByteFallbackBpeKernelState::compute(Ort::KernelContext& ctx) const {
   }
 }
 
-OrtStatusPtr ByteFallbackBpeKernelState::ComputeV2(OrtKernelContext* context) const {
-  return status_of(kName, node, [&] {
-    Ort::KernelContext ctx(context);
-    compute(ctx);
-  });
-}
-
 namespace {
-
-struct ByteFallbackBpeOp : Ort::CustomOpBase<ByteFallbackBpeOp, ByteFallbackBpeKernelState, /*WithStatus=*/true> {
-  OrtStatusPtr CreateKernelV2(const OrtApi& api, const OrtKernelInfo* info, void** kernel) const;
-
-  const char* GetName() const { return kName; }
-  const char* GetExecutionProviderType() const { return "CPUExecutionProvider"; }
-
-  size_t GetInputTypeCount() const { return 1; }  // text
-  ONNXTensorElementDataType GetInputType(size_t) const { return ONNX_TENSOR_ELEMENT_DATA_TYPE_STRING; }
-  size_t GetOutputTypeCount() const { return 2; }  // input_ids, attention_mask
-  ONNXTensorElementDataType GetOutputType(size_t) const { return ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64; }
-};
-
-// Reads an int attribute into *value; false (value untouched) when the node does not set it.
-bool int_attribute(const OrtKernelInfo* info, const char* name, int64_t* value) {
-  if (OrtStatus* st = Ort::GetApi().KernelInfoGetAttribute_int64(info, name, value)) {
-    Ort::GetApi().ReleaseStatus(st);
-    return false;
-  }
-  return true;
-}
 
 // A 0/1 attribute (absent: 0).
 bool flag_attribute(const OrtKernelInfo* info, const char* name) {
@@ -183,7 +156,6 @@ bool strings_attribute(const OrtKernelInfo* info, const char* name, std::vector<
 
 void init_state(ByteFallbackBpeKernelState& s, const OrtKernelInfo* raw) {
   const Ort::ConstKernelInfo info(raw);
-  s.node = info.GetNodeName();
   text::BpeTables tables;
   if (!strings_attribute(raw, "vocab", &tables.vocab))
     throw InvalidInput{"attribute 'vocab' must be set to a 1-D string tensor (token i has id i, or vocab_ids[i])"};
@@ -211,16 +183,10 @@ void init_state(ByteFallbackBpeKernelState& s, const OrtKernelInfo* raw) {
   if (!s.bpe) throw InvalidInput{std::string("attribute '") + error.attribute + "': " + error.problem};
 }
 
-OrtStatusPtr ByteFallbackBpeOp::CreateKernelV2(const OrtApi& api, const OrtKernelInfo* info, void** kernel) const {
-  return create_kernel<ByteFallbackBpeKernelState>(
-      api, kName, [info](ByteFallbackBpeKernelState& state) { init_state(state, info); }, kernel);
-}
-
 }  // namespace
 
-OrtCustomOp* byte_fallback_bpe_op() {
-  static ByteFallbackBpeOp op;
-  return &op;
-}
+void ByteFallbackBpeKernelState::init(const OrtKernelInfo* info) { init_state(*this, info); }
+
+OrtCustomOp* byte_fallback_bpe_op() { return op_definition<ByteFallbackBpeKernelState>(); }
 
 }  // namespace bitnet_onnx

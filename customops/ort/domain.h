@@ -1,11 +1,15 @@
-// The custom-op domain of this library (bitnet_onnx.customops.DOMAIN on the Python side). Its one
-// opset version is 1 (DOMAIN_VERSION there); ONNX Runtime matches custom ops by name whatever
-// version a graph imports, so checking the import is the host's job: bitnet_onnx.runtime refuses
-// other versions (docs/op.md).
+// The custom-op domain of this library and the versions of it the ops implement
+// (bitnet_onnx.customops.DOMAIN / DOMAIN_VERSION on the Python side, DOMAIN_VERSIONS in
+// export/builder.py; tests/test_recipe_customops.py checks they agree). Every op declares this
+// range to ONNX Runtime (OrtCustomOp::GetStartVersion / GetEndVersion, op_template.h), so ORT
+// itself refuses a graph importing another version of the domain (docs/op.md).
 #pragma once
 
 namespace bitnet_onnx {
 
 inline constexpr const char* kDomain = "bitnet_onnx";
+// The domain's versions the ops implement: only version 1 so far.
+inline constexpr int kDomainVersionFirst = 1;
+inline constexpr int kDomainVersionLast = 1;
 
 }  // namespace bitnet_onnx

@@ -13,13 +13,12 @@
 #include <vector>
 
 #include "attention.h"
-#include "op_errors.h"
+#include "op_template.h"
 
 namespace bitnet_onnx {
 namespace {
 
 enum Input : size_t { kQ = 0, kK = 1, kV = 2, kMask = 3 };
-constexpr const char* kName = "EncoderAttention";
 
 struct Job {
   const attention::TileOps* ops;
@@ -34,15 +33,20 @@ void attention_job(void* p, size_t i) {
 
 }  // namespace
 
-struct EncoderAttentionKernelState {
-  std::string node;  // for error messages
+struct EncoderAttentionKernelState : OpKernel<EncoderAttentionKernelState> {
+  static constexpr const char* kName = "EncoderAttention";
+  static constexpr Port kInputs[] = {{"Q", ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT},
+                                     {"K", ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT},
+                                     {"V", ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT},
+                                     {"attention_mask", ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64}};
+  static constexpr Port kOutputs[] = {{"out", ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT}};
   const attention::TileOps* ops = nullptr;
   int64_t q_heads = 0, kv_heads = 0;
   bool has_scale = false;
   float scale = 0.0f;
   int64_t before = attention::kUnbounded, after = attention::kUnbounded;
 
-  OrtStatusPtr ComputeV2(OrtKernelContext* context) const;
+  void init(const OrtKernelInfo* info);
   void compute(Ort::KernelContext& ctx) const;
 };
 
@@ -109,42 +113,10 @@ void EncoderAttentionKernelState::compute(Ort::KernelContext& ctx) const {
   if (job.failed) throw std::bad_alloc();
 }
 
-OrtStatusPtr EncoderAttentionKernelState::ComputeV2(OrtKernelContext* context) const {
-  return status_of(kName, node, [&] {
-    Ort::KernelContext ctx(context);
-    compute(ctx);
-  });
-}
-
 namespace {
-
-struct EncoderAttentionOp
-    : Ort::CustomOpBase<EncoderAttentionOp, EncoderAttentionKernelState, /*WithStatus=*/true> {
-  OrtStatusPtr CreateKernelV2(const OrtApi& api, const OrtKernelInfo* info, void** kernel) const;
-
-  const char* GetName() const { return kName; }
-  const char* GetExecutionProviderType() const { return "CPUExecutionProvider"; }
-
-  size_t GetInputTypeCount() const { return 4; }  // Q, K, V, attention_mask
-  ONNXTensorElementDataType GetInputType(size_t index) const {
-    return index == kMask ? ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64 : ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
-  }
-  size_t GetOutputTypeCount() const { return 1; }
-  ONNXTensorElementDataType GetOutputType(size_t) const { return ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT; }
-};
-
-// Reads an int attribute into *value; false (value untouched) when the node does not set it.
-bool int_attribute(const OrtKernelInfo* info, const char* name, int64_t* value) {
-  if (OrtStatus* st = Ort::GetApi().KernelInfoGetAttribute_int64(info, name, value)) {
-    Ort::GetApi().ReleaseStatus(st);
-    return false;
-  }
-  return true;
-}
 
 void init_state(EncoderAttentionKernelState& s, const OrtKernelInfo* raw) {
   const Ort::ConstKernelInfo info(raw);
-  s.node = info.GetNodeName();
   std::string error;
   // Read per kernel so a test can set os.environ between sessions.
   s.ops = attention::select_tile_ops(std::getenv("BITNET_ONNX_ISA"), &error);
@@ -157,9 +129,7 @@ void init_state(EncoderAttentionKernelState& s, const OrtKernelInfo* raw) {
   if (s.q_heads % s.kv_heads != 0)
     throw InvalidInput{"attribute 'num_heads' (" + std::to_string(s.q_heads) + ") must be a multiple of " +
                        "'kv_num_heads' (" + std::to_string(s.kv_heads) + ")"};
-  if (OrtStatus* st = Ort::GetApi().KernelInfoGetAttribute_float(raw, "scale", &s.scale)) {
-    Ort::GetApi().ReleaseStatus(st);
-  } else {
+  if (float_attribute(raw, "scale", &s.scale)) {
     if (!std::isfinite(s.scale)) throw InvalidInput{"attribute 'scale' must be finite"};
     s.has_scale = true;
   }
@@ -174,16 +144,10 @@ void init_state(EncoderAttentionKernelState& s, const OrtKernelInfo* raw) {
   if (causal) s.after = 0;  // the band is the intersection of causality and the window
 }
 
-OrtStatusPtr EncoderAttentionOp::CreateKernelV2(const OrtApi& api, const OrtKernelInfo* info, void** kernel) const {
-  return create_kernel<EncoderAttentionKernelState>(
-      api, kName, [info](EncoderAttentionKernelState& state) { init_state(state, info); }, kernel);
-}
-
 }  // namespace
 
-OrtCustomOp* encoder_attention_op() {
-  static EncoderAttentionOp op;
-  return &op;
-}
+void EncoderAttentionKernelState::init(const OrtKernelInfo* info) { init_state(*this, info); }
+
+OrtCustomOp* encoder_attention_op() { return op_definition<EncoderAttentionKernelState>(); }
 
 }  // namespace bitnet_onnx

@@ -8,20 +8,17 @@
 #include <vector>
 
 #include "nfc.h"
-#include "op_errors.h"
+#include "op_template.h"
 
 namespace bitnet_onnx {
-namespace {
 
-constexpr const char* kName = "NormalizeNFC";
-
-}  // namespace
-
-struct NormalizeNfcKernelState {
-  std::string node;  // for error messages
+struct NormalizeNfcKernelState : OpKernel<NormalizeNfcKernelState> {
+  static constexpr const char* kName = "NormalizeNFC";
+  static constexpr Port kInputs[] = {{"text", ONNX_TENSOR_ELEMENT_DATA_TYPE_STRING}};
+  static constexpr Port kOutputs[] = {{"normalized", ONNX_TENSOR_ELEMENT_DATA_TYPE_STRING}};
   std::unique_ptr<text::NfcNormalizer> nfc;
 
-  OrtStatusPtr ComputeV2(OrtKernelContext* context) const;
+  void init(const OrtKernelInfo* info);
   void compute(Ort::KernelContext& ctx) const;
 };
 
@@ -59,26 +56,7 @@ void NormalizeNfcKernelState::compute(Ort::KernelContext& ctx) const {
   }
 }
 
-OrtStatusPtr NormalizeNfcKernelState::ComputeV2(OrtKernelContext* context) const {
-  return status_of(kName, node, [&] {
-    Ort::KernelContext ctx(context);
-    compute(ctx);
-  });
-}
-
 namespace {
-
-struct NormalizeNfcOp : Ort::CustomOpBase<NormalizeNfcOp, NormalizeNfcKernelState, /*WithStatus=*/true> {
-  OrtStatusPtr CreateKernelV2(const OrtApi& api, const OrtKernelInfo* info, void** kernel) const;
-
-  const char* GetName() const { return kName; }
-  const char* GetExecutionProviderType() const { return "CPUExecutionProvider"; }
-
-  size_t GetInputTypeCount() const { return 1; }  // text
-  ONNXTensorElementDataType GetInputType(size_t) const { return ONNX_TENSOR_ELEMENT_DATA_TYPE_STRING; }
-  size_t GetOutputTypeCount() const { return 1; }
-  ONNXTensorElementDataType GetOutputType(size_t) const { return ONNX_TENSOR_ELEMENT_DATA_TYPE_STRING; }
-};
 
 // A required ints attribute holding `width`-int entries; `layout` describes one entry for errors.
 // Empty is refused too: ORT reads an attribute of another type (floats) as an empty list, and
@@ -113,7 +91,6 @@ text::NfcTables read_tables(const Ort::ConstKernelInfo& info) {
 
 void init_state(NormalizeNfcKernelState& s, const OrtKernelInfo* raw) {
   const Ort::ConstKernelInfo info(raw);
-  s.node = info.GetNodeName();
   text::NfcTableError error;
   s.nfc = text::NfcNormalizer::build(read_tables(info), &error);
   if (!s.nfc)
@@ -121,16 +98,10 @@ void init_state(NormalizeNfcKernelState& s, const OrtKernelInfo* raw) {
                        error.problem};
 }
 
-OrtStatusPtr NormalizeNfcOp::CreateKernelV2(const OrtApi& api, const OrtKernelInfo* info, void** kernel) const {
-  return create_kernel<NormalizeNfcKernelState>(
-      api, kName, [info](NormalizeNfcKernelState& state) { init_state(state, info); }, kernel);
-}
-
 }  // namespace
 
-OrtCustomOp* normalize_nfc_op() {
-  static NormalizeNfcOp op;
-  return &op;
-}
+void NormalizeNfcKernelState::init(const OrtKernelInfo* info) { init_state(*this, info); }
+
+OrtCustomOp* normalize_nfc_op() { return op_definition<NormalizeNfcKernelState>(); }
 
 }  // namespace bitnet_onnx

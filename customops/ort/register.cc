@@ -1,10 +1,12 @@
 // The library's exported symbols: RegisterCustomOps adds the "bitnet_onnx" domain to a session's
 // options (SessionOptions.register_custom_ops_library / RegisterCustomOpsLibrary), and
-// bitnet_onnx_op_names lists the domain's ops for tools (Python reads it with ctypes).
+// bitnet_onnx_op_names lists the domain's ops and bitnet_onnx_kernel_names the kernel ISA table
+// for tools (Python reads both with ctypes).
 #include <exception>
 #include <mutex>
 #include <string>
 
+#include "isa.h"
 #include "op_table.h"
 #include "ort_api.h"
 
@@ -49,4 +51,12 @@ extern "C" __attribute__((visibility("default"))) const char* bitnet_onnx_op_nam
     return s;
   }();
   return names.c_str();
+}
+
+// The ISA table (kernels/isa.h, isa_table_text): one line per kernel ISA, best first,
+// "name\tbuilt\truns\tneeds" (built: this build has its kernels; runs: this CPU runs them).
+// Needs no ORT runtime.
+extern "C" __attribute__((visibility("default"))) const char* bitnet_onnx_kernel_names() {
+  static const std::string text = bitnet_onnx::isa_table_text();
+  return text.c_str();
 }

@@ -2,6 +2,16 @@
 // make_kernel_vectors.py (numpy: bitnet_onnx.ternary).
 //
 //   kernel_test --kernels scalar,avx2,... [--extreme-k K,K,...] [FILE.i2sv...]
+//   kernel_test --list-kernels   (the ISA table, kernels/isa.h, as the op library exports it)
+//   kernel_test --kernels lut-scalar,lut-avx2,... --generated small|full [FILE.i2sv...]
+//
+// Kernel names are the multiply kernels' (the ISA names) or the lookup family's own names
+// (kernels/lut/: lut-scalar, lut-avx2, lut-avx512, lut-neon; each must be the lookup kernel of an
+// ISA this CPU runs). --generated adds cases built in memory for the lookup kernels' edges
+// (token-block and row tails, K-block tails, int16 widening, extremes, zero rows) with sums from
+// a plain loop over the I2_S bytes: every M of {1, 15, 16, 17, 31, 32, 33, 513, 2048} x K of
+// {128 .. 3072}, the two models' projection shapes, all-127 / all -128 activations against all
+// +1 / all -1 weights; "small" is the subset sanitized and emulated runs can afford.
 //
 // --extreme-k builds its cases in memory (files that large would take gigabytes): for each K,
 // 128-periodic rows of q at the int8 extremes against 128-periodic ternary rows, so that the
@@ -28,6 +38,8 @@
 
 #include "cpu_features.h"
 #include "i2s_kernel.h"
+#include "isa.h"
+#include "lut_kernel.h"
 
 namespace {
 
@@ -258,6 +270,87 @@ void check_dot(const I2SKernel& kern, const Vectors& v, const std::string& tag) 
 }
 
 
+// ---- --generated (lookup-family edges)
+
+enum class Fill { kRandom, kMax, kMin, kZeroRows };
+
+// I2_S bytes of ternary rows t [n, k] (code = t + 1).
+std::vector<uint8_t> i2s_of(const std::vector<int8_t>& t, int64_t n, int64_t k) {
+  std::vector<uint8_t> out(static_cast<size_t>(n * k / 4), 0);
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t c = 0; c < k; ++c) {
+      const int64_t b = c / 128, p = c % 128;
+      out[j * (k / 4) + b * 32 + p % 32] |= static_cast<uint8_t>((t[j * k + c] + 1) << (6 - 2 * (p / 32)));
+    }
+  return out;
+}
+
+// One in-memory case: q, a (every 7th token NaN, as a non-finite row quantizes), qsum, the I2_S
+// bytes and the exact sums from a plain loop. kMax / kMin: every activation 127 / -128 against
+// rows of all +1, all -1 and alternating weights (the largest |sums| and int16 partials);
+// kZeroRows: every other token and every third weight row zero.
+Vectors make_generated(int64_t m, int64_t k, int64_t n, Fill fill) {
+  Vectors v;
+  v.m = m, v.k = k, v.n = n;
+  v.name = fmt("generated m%" PRId64 " k%" PRId64 " n%" PRId64 " fill%d", m, k, n, static_cast<int>(fill));
+  std::vector<int8_t> t(static_cast<size_t>(n * k));
+  v.q_dot.resize(static_cast<size_t>(m * k));
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t c = 0; c < k; ++c) {
+      int8_t w = static_cast<int8_t>(rand_below(3) - 1);
+      if (fill == Fill::kMax || fill == Fill::kMin) w = j % 3 == 0 ? 1 : j % 3 == 1 ? -1 : (c % 2 ? 1 : -1);
+      if (fill == Fill::kZeroRows && j % 3 == 1) w = 0;
+      t[j * k + c] = w;
+    }
+  for (int64_t i = 0; i < m * k; ++i) {
+    int8_t q = static_cast<int8_t>(rand_below(256) - 128);
+    if (fill == Fill::kMax) q = 127;
+    if (fill == Fill::kMin) q = -128;
+    if (fill == Fill::kZeroRows && (i / k) % 2 == 0) q = 0;
+    v.q_dot[i] = q;
+  }
+  v.i2s = i2s_of(t, n, k);
+  v.a_plain.resize(static_cast<size_t>(m));
+  v.qsum_dot.resize(static_cast<size_t>(m));
+  for (int64_t i = 0; i < m; ++i) {
+    v.a_plain[i] = i % 7 == 6 ? std::nanf("") : 0.25f + static_cast<float>(rand_below(4000)) / 64.0f;
+    int32_t s = 0;
+    for (int64_t c = 0; c < k; ++c) s += v.q_dot[i * k + c];
+    v.qsum_dot[i] = s;
+  }
+  v.sums.assign(static_cast<size_t>(m * n), 0);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      int64_t s = 0;
+      for (int64_t c = 0; c < k; ++c) s += int64_t{v.q_dot[i * k + c]} * t[j * k + c];
+      v.sums[i * n + j] = static_cast<int32_t>(s);
+    }
+  return v;
+}
+
+// (m, k, n, fill) of --generated: "full" natively, "small" (<= ~10 M MACs each) for sanitized
+// and emulated builds.
+std::vector<std::array<int64_t, 4>> generated_cases(bool full) {
+  std::vector<std::array<int64_t, 4>> out;
+  const int64_t ms[] = {1, 15, 16, 17, 31, 32, 33, 513, 2048};
+  const int64_t ks[] = {128, 640, 1024, 3072};
+  for (int64_t m : ms)
+    for (int64_t k : ks) {
+      const int64_t n = m >= 513 ? 9 : 37;  // rows: not a multiple of 4 (sweep) nor 16 (epilogue)
+      if (full || m * k * n <= 3'000'000) out.push_back({m, k, n, static_cast<int64_t>(Fill::kRandom)});
+    }
+  // The projections of Qwen3-0.6B (K x N: 1024 x 2048 / 1024 / 3072, 2048 x 1024, 3072 x 1024) and
+  // Gemma3-270M (640 x 1024 / 256 / 2048, 1024 x 640, 2048 x 640), a few tokens each.
+  const int64_t shapes[][2] = {{1024, 2048}, {1024, 1024}, {2048, 1024}, {1024, 3072}, {3072, 1024},
+                               {640, 1024},  {640, 256},   {1024, 640},  {640, 2048},  {2048, 640}};
+  for (const auto& kn : shapes)
+    if (full || kn[0] * kn[1] <= 700'000) out.push_back({33, kn[0], kn[1], static_cast<int64_t>(Fill::kRandom)});
+  for (Fill fill : {Fill::kMax, Fill::kMin, Fill::kZeroRows})
+    for (int64_t k : {int64_t{128}, int64_t{3072}, int64_t{8192}})
+      if (full || k <= 3072) out.push_back({40, k, 6, static_cast<int64_t>(fill)});
+  return out;
+}
+
 // ---- --extreme-k
 
 // Column c (mod 128) of q row pattern p: the int8 extremes, constant, alternating, or split by
@@ -419,12 +512,38 @@ std::vector<std::string> split(const std::string& s, char sep) {
 
 }  // namespace
 
+// The lookup kernel called `name` of an ISA this CPU runs (kernels/lut/dispatch.cc's rows).
+const I2SKernel* lookup_kernel_named(const std::string& name, std::string* error) {
+  const bitnet_onnx::CpuFeatures& cpu = bitnet_onnx::cpu_features();
+  bool exists = false;
+  for (int i = 0; i < bitnet_onnx::kIsaCount; ++i) {
+    const bitnet_onnx::IsaRecord& isa = bitnet_onnx::isa_table()[i];
+    const I2SKernel* kern = bitnet_onnx::lut::lookup_kernel(isa.isa);
+    if (!kern || name != kern->name) continue;
+    exists = true;
+    if (isa.built && isa.available(cpu)) return kern;
+  }
+  *error = exists ? "no ISA this CPU runs has it" : "no such lookup kernel in this build";
+  return nullptr;
+}
+
 int main(int argc, char** argv) {
   std::vector<std::string> kernels, files;
   std::vector<int64_t> extreme_ks;
+  std::string generated;  // "", "small" or "full"
   for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--list-kernels") == 0) {  // the ISA table, as the library exports it
+      std::fputs(bitnet_onnx::isa_table_text().c_str(), stdout);
+      return 0;
+    }
     if (std::strcmp(argv[i], "--kernels") == 0 && i + 1 < argc) {
       kernels = split(argv[++i], ',');
+    } else if (std::strcmp(argv[i], "--generated") == 0 && i + 1 < argc) {
+      generated = argv[++i];
+      if (generated != "small" && generated != "full") {
+        std::fprintf(stderr, "--generated: %s is not small or full\n", generated.c_str());
+        return 2;
+      }
     } else if (std::strcmp(argv[i], "--extreme-k") == 0 && i + 1 < argc) {
       for (const std::string& k : split(argv[++i], ',')) {
         const int64_t v = std::atoll(k.c_str());
@@ -438,13 +557,24 @@ int main(int argc, char** argv) {
       files.push_back(argv[i]);
     }
   }
-  if (kernels.empty() || (files.empty() && extreme_ks.empty())) {
-    std::fprintf(stderr, "usage: kernel_test --kernels scalar,avx2,... [--extreme-k K,...] [FILE.i2sv...]\n");
+  if (kernels.empty() || (files.empty() && extreme_ks.empty() && generated.empty())) {
+    std::fprintf(stderr, "usage: kernel_test --kernels scalar,avx2,lut-avx2,... [--extreme-k K,...] [--generated small|full] "
+                         "[FILE.i2sv...] | --list-kernels\n");
     return 2;
   }
   const bitnet_onnx::CpuFeatures& cpu = bitnet_onnx::cpu_features();
   std::printf("cpu: avx2=%d avxvnni=%d avx512vnni=%d neon=%d dotprod=%d\n", cpu.avx2, cpu.avxvnni,
               cpu.avx512vnni, cpu.neon, cpu.dotprod);
+
+  // Every record of the ISA table this build has maps to a multiply kernel of that name, and no
+  // other record to any (i2s/dispatch.cc's rows against isa.cc's `built`).
+  for (int i = 0; i < bitnet_onnx::kIsaCount; ++i) {
+    const bitnet_onnx::IsaRecord& isa = bitnet_onnx::isa_table()[i];
+    const I2SKernel* kern = bitnet_onnx::multiply_kernel(isa.isa);
+    report(isa.built ? kern != nullptr && std::strcmp(kern->name, isa.name) == 0 : kern == nullptr,
+           std::string("ISA table row ") + isa.name,
+           isa.built ? "built, but its multiply kernel is missing or named otherwise" : "not built, but has a kernel");
+  }
 
   std::vector<Vectors> cases(files.size());
   for (size_t f = 0; f < files.size(); ++f) {
@@ -454,10 +584,15 @@ int main(int argc, char** argv) {
     report(load(files[f].c_str(), &cases[f], &err), "load " + files[f], err);
     if (!err.empty()) cases[f].m = 0;
   }
+  for (const auto& c : generated_cases(generated == "full")) {
+    if (generated.empty()) break;
+    cases.push_back(make_generated(c[0], c[1], c[2], static_cast<Fill>(c[3])));
+  }
   for (const std::string& name : kernels) {
     std::string err;
-    const I2SKernel* kern = bitnet_onnx::select_kernel(name.c_str(), &err);
-    report(kern != nullptr, "select_kernel(" + name + ")", err);
+    const bool lookup = name.rfind("lut-", 0) == 0;
+    const I2SKernel* kern = lookup ? lookup_kernel_named(name, &err) : bitnet_onnx::select_kernel(name.c_str(), &err);
+    report(kern != nullptr, (lookup ? "lookup_kernel(" : "select_kernel(") + name + ")", err);
     if (!kern) continue;
     report(std::strcmp(kern->name, name.c_str()) == 0, "select_kernel(" + name + ")",
            std::string("returned the kernel named ") + kern->name);
@@ -466,6 +601,7 @@ int main(int argc, char** argv) {
       if (v.m == 0) continue;
       const std::string tag = name + " " + v.name;
       check_dot(*kern, v, tag);
+      if (v.x.empty()) continue;  // --generated: integer inputs only
       check_quantize(*kern, v, false, tag);
       if (v.has_norm) check_quantize(*kern, v, true, tag);
     }

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "isa.h"
+
 namespace bitnet_onnx {
 namespace attention {
 
@@ -73,10 +75,13 @@ Plan make_plan(const Problem& p);
 // Jobs write disjoint outputs and each is deterministic: any thread split gives the same bits.
 bool run_job(const TileOps& ops, const Plan& plan, int64_t index);
 
-// The tile ops this CPU runs best, or the ones BITNET_ONNX_ISA's value names (the I2S kernel
-// names: scalar; avx2 and avxvnni -> avx2; avx512vnni and amx -> avx512; neon -> scalar).
-// nullptr with *error set when the named ISA is unknown or missing on this CPU.
+// The tile ops this CPU runs best, or the ones BITNET_ONNX_ISA's value names (a record of the ISA
+// table, isa.h: scalar; avx2 and avxvnni -> avx2; avx512vnni and amx -> avx512; neon -> scalar).
+// nullptr with *error set (select_isa's message) when the named ISA is unknown or missing on this CPU.
 const TileOps* select_tile_ops(const char* forced, std::string* error);
+
+// The attention path of `isa` (dispatch.cc's row); null when this build does not have the ISA.
+const TileOps* tile_ops(Isa isa);
 
 }  // namespace attention
 }  // namespace bitnet_onnx

@@ -1,54 +1,31 @@
-// select_tile_ops: BITNET_ONNX_ISA's kernel names mapped onto the attention paths.
-#include <cstring>
+// select_tile_ops: each record of the ISA table (isa.h) mapped onto an attention path.
 #include <string>
 
 #include "attention.h"
-#include "cpu_features.h"
+#include "isa.h"
 
 namespace bitnet_onnx {
 namespace attention {
 namespace {
 
-struct Path {
-  const char* isa;  // a BITNET_ONNX_ISA value
-  const TileOps* (*ops)();
-  bool (*available)(const CpuFeatures&);
-};
-
-// Best first. AVX-512 F is all the avx512 path needs; the I2S names carry their own
-// requirement, so a forced name is only accepted where its I2S kernel also runs.
-const Path kPaths[] = {
-#if defined(__x86_64__) || defined(_M_X64)
-    {"amx", avx512_tile_ops, [](const CpuFeatures& f) { return f.amx; }},
-    {"avx512vnni", avx512_tile_ops, [](const CpuFeatures& f) { return f.avx512vnni; }},
-    {"avxvnni", avx2_tile_ops, [](const CpuFeatures& f) { return f.avxvnni; }},
-    {"avx2", avx2_tile_ops, [](const CpuFeatures& f) { return f.avx2; }},
-#endif
-#if defined(__aarch64__)
-    {"neon", scalar_tile_ops, [](const CpuFeatures& f) { return f.neon; }},
-#endif
-    {"scalar", scalar_tile_ops, [](const CpuFeatures&) { return true; }},
+// AVX-512 F is all the avx512 path needs and AVX2 + FMA the avx2 one; a forced name is accepted
+// where the ISA table says the CPU runs it, so each path's needs are covered. neon has no
+// attention path of its own: scalar. Null only where the record is not built.
+const IsaRow<TileOps> kPaths[] = {
+    /*kIsaAmx=*/BITNET_ONNX_X86(avx512_tile_ops),
+    /*kIsaAvx512Vnni=*/BITNET_ONNX_X86(avx512_tile_ops),
+    /*kIsaAvxVnni=*/BITNET_ONNX_X86(avx2_tile_ops),
+    /*kIsaAvx2=*/BITNET_ONNX_X86(avx2_tile_ops),
+    /*kIsaNeon=*/scalar_tile_ops,
+    /*kIsaScalar=*/scalar_tile_ops,
 };
 
 }  // namespace
 
+const TileOps* tile_ops(Isa isa) { return isa_row(kPaths, isa); }
+
 const TileOps* select_tile_ops(const char* forced, std::string* error) {
-  const CpuFeatures& cpu = cpu_features();
-  if (forced == nullptr || forced[0] == '\0') {
-    for (const Path& path : kPaths)
-      if (path.available(cpu)) return path.ops();
-    return scalar_tile_ops();
-  }
-  for (const Path& path : kPaths) {
-    if (std::strcmp(path.isa, forced) != 0) continue;
-    if (path.available(cpu)) return path.ops();
-    if (error) *error = std::string("BITNET_ONNX_ISA=") + forced + ": this CPU lacks " + forced;
-    return nullptr;
-  }
-  if (error)
-    *error = std::string("BITNET_ONNX_ISA=") + forced +
-             ": not a kernel of this build (expected one of scalar, avx2, avxvnni, avx512vnni, amx, neon)";
-  return nullptr;
+  return select_isa_row(kPaths, forced, error);
 }
 
 }  // namespace attention

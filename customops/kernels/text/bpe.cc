@@ -9,6 +9,8 @@
 #include <limits>
 #include <unordered_map>
 
+#include "utf8.h"
+
 namespace bitnet_onnx {
 namespace text {
 namespace {
@@ -18,76 +20,14 @@ constexpr uint32_t kNone = std::numeric_limits<uint32_t>::max();
 
 bool valid_id(int64_t id) { return id >= 0 && id <= kMaxId; }
 
-// Length of the UTF-8 character at p[0..avail) and its code point in *cp; 0 with *problem set
-// when the bytes there are not a valid, shortest-form encoding of a Unicode scalar value.
-size_t decode_utf8(const unsigned char* p, size_t avail, uint32_t* cp, const char** problem) {
-  const unsigned char lead = p[0];
-  if (lead < 0x80) {
-    *cp = lead;
-    return 1;
-  }
-  size_t length;
-  uint32_t value, min_value;
-  if (lead >= 0xC2 && lead <= 0xDF) {
-    length = 2, value = lead & 0x1F, min_value = 0x80;
-  } else if (lead >= 0xE0 && lead <= 0xEF) {
-    length = 3, value = lead & 0x0F, min_value = 0x800;
-  } else if (lead >= 0xF0 && lead <= 0xF4) {
-    length = 4, value = lead & 0x07, min_value = 0x10000;
-  } else {
-    *problem = lead >= 0x80 && lead <= 0xBF ? "unexpected continuation byte"
-               : lead <= 0xC1               ? "overlong encoding"
-                                            : "invalid lead byte";
-    return 0;
-  }
-  if (avail < length) {
-    *problem = "truncated character";
-    return 0;
-  }
-  for (size_t k = 1; k < length; ++k) {
-    if ((p[k] & 0xC0) != 0x80) {
-      *problem = "truncated character";
-      return 0;
-    }
-    value = value << 6 | (p[k] & 0x3F);
-  }
-  if (value < min_value) {
-    *problem = "overlong encoding";
-    return 0;
-  }
-  if (value >= 0xD800 && value <= 0xDFFF) {
-    *problem = "surrogate code point";
-    return 0;
-  }
-  if (value > 0x10FFFF) {
-    *problem = "code point beyond U+10FFFF";
-    return 0;
-  }
-  *cp = value;
-  return length;
-}
-
-// Byte offset of the first invalid character, or text.size() when text is valid UTF-8.
-size_t first_invalid_utf8(std::string_view text, const char** problem) {
-  const auto* p = reinterpret_cast<const unsigned char*>(text.data());
-  size_t pos = 0;
-  while (pos < text.size()) {
-    if (p[pos] < 0x80) {  // ASCII runs: the common case
-      ++pos;
-      continue;
-    }
-    uint32_t cp;
-    const size_t length = decode_utf8(p + pos, text.size() - pos, &cp, problem);
-    if (length == 0) return pos;
-    pos += length;
-  }
-  return pos;
-}
-
 // The one code point a valid UTF-8 string consists of, or false.
 bool single_code_point(const std::string& s, uint32_t* cp) {
   const char* problem;
-  return !s.empty() && decode_utf8(reinterpret_cast<const unsigned char*>(s.data()), s.size(), cp, &problem) == s.size();
+  char32_t c = 0;
+  if (s.empty() || decode_utf8(reinterpret_cast<const unsigned char*>(s.data()), s.size(), 0, &c, &problem) != s.size())
+    return false;
+  *cp = c;
+  return true;
 }
 
 uint64_t pair_key(int32_t left, int32_t right) {
@@ -373,9 +313,9 @@ void ByteFallbackBpe::encode_word(std::string_view word, std::vector<int64_t>* i
   const auto* p = reinterpret_cast<const unsigned char*>(word.data());
   bool unk_pending = false;
   for (size_t pos = 0; pos < word.size();) {
-    uint32_t cp = 0;
+    char32_t cp = 0;
     const char* problem;
-    size_t length = decode_utf8(p + pos, word.size() - pos, &cp, &problem);
+    size_t length = decode_utf8(p, word.size(), pos, &cp, &problem);
     if (length == 0) length = 1;  // unreachable: encode() validated the text
     const int32_t id = char_id(cp);
     if (id >= 0) {

@@ -1,14 +1,18 @@
 // Pure I2_S ternary matmul kernels: no ONNX Runtime headers here.
 //
-// The op (customops/ort/) quantizes each token once, asks the selected kernel for exact int32
+// The driver (driver.h) quantizes each token once, asks the selected kernel for exact int32
 // sums sum_k q[m,k] * T[n,k] over tiles of tokens x output rows, then applies the float
 // epilogue y = (float(sum) / a[m]) * s_w. Every ISA implements the same table; the scalar
-// kernel is the reference the others are tested against bit for bit.
+// kernel is the reference the others are tested against bit for bit. A kernel family is a set
+// of such tables, one per ISA: the multiply kernels here, and later others (driver.h, "kernel
+// families") behind the same interface.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
+
+#include "isa.h"
 
 namespace bitnet_onnx {
 
@@ -23,7 +27,7 @@ struct QuantizedRows {
 };
 
 struct I2SKernel {
-  const char* name;  // one of the names of dispatch.cc's kIsas
+  const char* name;  // its ISA's name in the ISA table (isa.h)
 
   // Bytes of the kernel's own weight layout for an [n, k] matrix (k % 128 == 0).
   size_t (*packed_bytes)(int64_t n, int64_t k);
@@ -55,16 +59,19 @@ struct I2SKernel {
   int64_t min_tile_n = 0;
 };
 
-// The kernel to use: `forced` (a name of dispatch.cc's kIsas, or null/empty for the best this
-// CPU runs).
-// Returns null and sets *error when the name is unknown or the CPU lacks the ISA.
+// The multiply kernel of `forced`'s ISA (a name of the ISA table, isa.h; null/empty: the best this
+// CPU runs). Returns null and sets *error when the name is unknown or the CPU lacks the ISA.
 const I2SKernel* select_kernel(const char* forced, std::string* error);
+
+// The multiply kernel of `isa` (dispatch.cc's row for it); null when this build's architecture
+// has none (the record's `built` is false).
+const I2SKernel* multiply_kernel(Isa isa);
 
 }  // namespace bitnet_onnx
 
 namespace bitnet_onnx {
 // Each ISA's table, defined in its own file (scalar.cc, avx2.cc, avxvnni.cc, avx512vnni.cc,
-// amx.cc, neon.cc); select_kernel (dispatch.cc) picks one after checking the CPU.
+// amx.cc, neon.cc) and listed in dispatch.cc's row for that ISA.
 const I2SKernel* scalar_kernel();
 #if defined(__x86_64__) || defined(_M_X64)
 const I2SKernel* amx_kernel();

@@ -24,7 +24,7 @@ struct VnniYmm {
   static constexpr int64_t kBufferedMinM = 8;
   static __m256i step(__m256i acc, __m256i codes, __m256i x) {
 #if defined(BITNET_ONNX_AVXVNNI_AS_EVEX)
-    return _mm256_dpbusd_epi32(acc, codes, x);  // test builds only (dispatch.cc, CMakeLists.txt)
+    return _mm256_dpbusd_epi32(acc, codes, x);  // test builds only (isa.cc, ../CMakeLists.txt)
 #else
     return _mm256_dpbusd_avx_epi32(acc, codes, x);
 #endif

@@ -1,0 +1,268 @@
+#include "driver.h"
+
+#include "lut_kernel.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace bitnet_onnx {
+namespace i2s {
+namespace {
+
+// Rows per quantization job: split across threads only when there is enough work.
+constexpr int64_t kQuantRowsPerJob = 64;
+// The dot's (token tile x output tile) jobs: when the kernel's own tiles give fewer than kMinJobs,
+// output tiles are halved (down to the kernel's min_tile_n, in multiples of kTileNAlign so that
+// tile edges fall on whole 16- and 32-row panels and on cache lines of y) so that the pool can
+// balance them across threads (e.g. Gemma3's k/v projections, N = 256, are one 256x256 tile).
+constexpr int64_t kMinJobs = 8;
+constexpr int64_t kTileNAlign = 32;
+
+int64_t tiles(int64_t size, int64_t tile) { return (size + tile - 1) / tile; }
+
+// Everything one call's jobs read; jobs write disjoint parts of y (and of q, a, qsum).
+struct Job {
+  const I2SKernel* kernel;
+  const uint8_t* packed;
+  int64_t m, n, k;
+  QuantizedRows rows;
+  int64_t tile_m, tile_n;  // job grid (tile_n may be finer than the kernel's)
+  int64_t tiles_m, tiles_n;
+  float s_w;
+  float* y;
+  // quantization
+  const float* x;
+  const float* norm;
+  float eps;
+  int8_t* q;
+  float* a;
+  int32_t* qsum;
+  std::atomic<bool> failed{false};
+};
+
+void quantize_job(void* p, size_t i) {
+  Job& job = *static_cast<Job*>(p);
+  const int64_t r0 = static_cast<int64_t>(i) * kQuantRowsPerJob;
+  const int64_t r1 = std::min(job.m, r0 + kQuantRowsPerJob);
+  job.kernel->quantize(job.x + r0 * job.k, r1 - r0, job.k, job.norm, job.eps, job.q + r0 * job.k, job.a + r0,
+                       job.qsum + r0);
+}
+
+// Job index -> (n tile, m tile), n outer: consecutive jobs on one thread reuse a weight tile.
+void dot_job(void* p, size_t i) {
+  Job& job = *static_cast<Job*>(p);
+  const I2SKernel& kern = *job.kernel;
+  const int64_t ti = static_cast<int64_t>(i);
+  const int64_t m0 = (ti % job.tiles_m) * job.tile_m, m1 = std::min(job.m, m0 + job.tile_m);
+  const int64_t n0 = (ti / job.tiles_m) * job.tile_n, n1 = std::min(job.n, n0 + job.tile_n);
+  if (kern.dot_scaled) {
+    try {  // a kernel's per-thread scratch may fail to grow (lookup kernels): never throw into the pool
+      kern.dot_scaled(job.packed, job.n, job.k, job.rows, job.s_w, m0, m1, n0, n1, job.y + m0 * job.n + n0, job.n);
+    } catch (...) {
+      job.failed = true;
+    }
+    return;
+  }
+  const int64_t ld = n1 - n0;
+  // Per-thread scratch, reused across calls: no allocation or zeroing per job (matters at M = 1).
+  thread_local std::vector<int32_t> sums;
+  try {
+    const size_t need = static_cast<size_t>((m1 - m0) * ld);
+    if (sums.size() < need) sums.resize(need);
+  } catch (...) {
+    job.failed = true;
+    return;
+  }
+  try {
+    kern.dot(job.packed, job.n, job.k, job.rows, m0, m1, n0, n1, sums.data(), ld);
+  } catch (...) {
+    job.failed = true;
+    return;
+  }
+  for (int64_t r = m0; r < m1; ++r) {
+    const float a = job.a[r];
+    float* yr = job.y + r * job.n + n0;
+    const int32_t* sr = sums.data() + (r - m0) * ld;
+    for (int64_t c = 0; c < ld; ++c) yr[c] = (static_cast<float>(sr[c]) / a) * job.s_w;
+  }
+}
+
+// `count` jobs on the pool, or inline when there is one (no pool round trip at M = 1).
+void run_jobs(const ParallelFor& pool, void (*job)(void*, size_t), size_t count, Job& arg) {
+  if (count > 1 && pool.run)
+    pool.run(pool.pool, job, count, &arg);
+  else
+    for (size_t i = 0; i < count; ++i) job(&arg, i);
+}
+
+AlignedBytes pack(const I2SKernel& kernel, const uint8_t* i2s, int64_t n, int64_t k) {
+  AlignedBytes packed(kernel.packed_bytes(n, k));
+  if (n > 0) kernel.repack(i2s, n, k, packed.data());
+  return packed;
+}
+
+}  // namespace
+
+AlignedBytes::AlignedBytes(size_t n) : size(n) {
+  if (n) {
+    ptr.reset(static_cast<uint8_t*>(std::aligned_alloc(64, (n + 63) / 64 * 64)));
+    if (!ptr) throw std::bad_alloc();
+  }
+}
+
+namespace {
+
+const char* const kFamilyNames[kFamilyCount] = {"mul", "lut"};
+
+// When the lookup family runs, measured with kernel_bench on one thread (docs/op.md, "Kernel
+// families", has the numbers): the first rule of the node's ISA with n >= min_n decides. The
+// lookup kernels work in blocks of `block` tokens, so m tokens cost ceil(m / block) blocks; a
+// block costs `cost_percent` % of what the multiply kernel takes for `block` tokens. Lookup runs
+// when that is cheaper than multiplying the m tokens: padded(m) * cost_percent < 100 * m. (Few
+// rows leave few lookups per table: a costlier block.) No rule: multiply.
+struct FamilyRule {
+  Isa isa;
+  int64_t min_n;
+  int64_t block;         // tokens per table of the ISA's lookup kernel
+  int64_t cost_percent;  // one block's lookup time over the multiply kernel's for as many tokens
+};
+const FamilyRule kFamilyRules[] = {
+    // AMD Zen 5, BITNET_ONNX_ISA=avx2: lut-avx2 took 0.61-0.78 of avx2's time at N >= 640 (K 640-3072,
+    // M 16-512) and 0.83-0.89 at N = 256.
+    {kIsaAvx2, 512, 16, 80},
+    {kIsaAvx2, 256, 16, 90},
+    // avxvnni: no rule until measured on an AVX-VNNI CPU (through its EVEX build on Zen 5, lut-avx2
+    // took 0.77-0.96 of its time at N >= 640 but 1.04-1.27 at some shapes). avx512vnni, amx: no
+    // rule: on Zen 5 the zmm vpdpbusd kernel runs 750-930 GOP/s, lut-avx512 450-660 (its lookup
+    // loop peaks at ~980 GOP/s, as vpdpbusd zmm does): multiply wins at every shape.
+};
+
+int64_t padded(int64_t m, int64_t block) { return (m + block - 1) / block * block; }
+
+}  // namespace
+
+const char* family_name(Family family) { return kFamilyNames[family]; }
+
+bool candidates_for(Isa isa, const char* forced_family, Candidates* out, std::string* error) {
+  Candidates c;
+  c.kernel[kMultiply] = multiply_kernel(isa);
+  c.kernel[kLookup] = lut::lookup_kernel(isa);
+  if (forced_family && forced_family[0] != '\0') {
+    int found = -1;
+    for (int f = 0; f < kFamilyCount; ++f)
+      if (std::strcmp(forced_family, kFamilyNames[f]) == 0) found = f;
+    if (found < 0) {
+      if (error) *error = std::string("BITNET_ONNX_KERNEL=") + forced_family + ": unknown kernel family; expected mul or lut";
+      return false;
+    }
+    if (!c.kernel[found]) {
+      if (error)
+        *error = std::string("BITNET_ONNX_KERNEL=") + forced_family + ": the " + isa_table()[isa].name +
+                 " ISA has no kernel of that family";
+      return false;
+    }
+    c.forced = true;
+    c.only = static_cast<Family>(found);
+  }
+  *out = c;
+  return true;
+}
+
+Family select_family(const Candidates& candidates, Isa isa, int64_t m, int64_t k, int64_t n) {
+  (void)k;  // no rule depends on K (K = 640..3072 measured alike)
+  if (candidates.forced) return candidates.only;
+  if (!candidates.kernel[kLookup]) return kMultiply;
+  for (const FamilyRule& rule : kFamilyRules)
+    if (rule.isa == isa && n >= rule.min_n)
+      return padded(m, rule.block) * rule.cost_percent < 100 * m ? kLookup : kMultiply;
+  return kMultiply;
+}
+
+bool family_possible(const Candidates& candidates, Isa isa, Family family, int64_t k, int64_t n) {
+  (void)k;
+  if (!candidates.kernel[family]) return false;
+  if (candidates.forced) return family == candidates.only;
+  if (family == kMultiply) return true;
+  for (const FamilyRule& rule : kFamilyRules)
+    if (rule.isa == isa && n >= rule.min_n) return true;
+  return false;
+}
+
+std::string family_rules_text() {
+  std::string out;
+  for (const FamilyRule& rule : kFamilyRules)
+    out += std::string(isa_table()[rule.isa].name) + "\tlut\tn>=" + std::to_string(rule.min_n) + "\tblock " +
+           std::to_string(rule.block) + "\tcost " + std::to_string(rule.cost_percent) + "%\n";
+  return out;
+}
+
+MatMul::MatMul(Isa isa) : isa_(isa) {
+  std::string error;
+  if (!candidates_for(isa, std::getenv("BITNET_ONNX_KERNEL"), &candidates_, &error)) throw std::invalid_argument(error);
+}
+
+void MatMul::set_weights(const uint8_t* i2s, int64_t n, int64_t k) {
+  for (int f = 0; f < kFamilyCount; ++f) {
+    packed_[f] = AlignedBytes();
+    if (family_possible(candidates_, isa_, static_cast<Family>(f), k, n))
+      packed_[f] = pack(*candidates_.kernel[f], i2s, n, k);
+  }
+  w_n_ = n;
+  w_k_ = k;
+  has_weights_ = true;
+}
+
+const I2SKernel* MatMul::kernel_for(int64_t m, int64_t k, int64_t n) const {
+  return candidates_.kernel[select_family(candidates_, isa_, m, k, n)];
+}
+
+void MatMul::run(const Call& call, const ParallelFor& pool) const {
+  const int64_t m = call.m, n = call.n, k = call.k;
+  if (m == 0 || n == 0) return;
+  const Family family = select_family(candidates_, isa_, m, k, n);
+  const I2SKernel* kernel = candidates_.kernel[family];
+
+  AlignedBytes w_rt;
+  const uint8_t* packed = packed_[family].data();
+  if (call.w_i2s) {
+    w_rt = pack(*kernel, call.w_i2s, n, k);
+    packed = w_rt.data();
+  }
+
+  // Uninitialized (quantize writes every element).
+  std::unique_ptr<int8_t[]> q(new int8_t[static_cast<size_t>(m * k)]);
+  std::unique_ptr<float[]> a(new float[static_cast<size_t>(m)]);
+  std::unique_ptr<int32_t[]> qsum(new int32_t[static_cast<size_t>(m)]);
+  Job job;
+  job.kernel = kernel;
+  job.packed = packed;
+  job.m = m;
+  job.n = n;
+  job.k = k;
+  job.x = call.x;
+  job.norm = call.norm;
+  job.eps = call.eps;
+  job.q = q.get();
+  job.a = a.get();
+  job.qsum = qsum.get();
+  job.rows = QuantizedRows{q.get(), a.get(), qsum.get(), m, k};
+  job.tile_m = kernel->tile_m;
+  job.tiles_m = tiles(m, job.tile_m);
+  job.tile_n = kernel->tile_n;
+  while (job.tiles_m * tiles(n, job.tile_n) < kMinJobs && kernel->min_tile_n > 0 && job.tile_n > kernel->min_tile_n)
+    job.tile_n = std::max(kernel->min_tile_n, (job.tile_n / 2 + kTileNAlign - 1) / kTileNAlign * kTileNAlign);
+  job.tiles_n = tiles(n, job.tile_n);
+  job.s_w = call.s_w;
+  job.y = call.y;
+
+  run_jobs(pool, quantize_job, static_cast<size_t>(tiles(m, kQuantRowsPerJob)), job);
+  run_jobs(pool, dot_job, static_cast<size_t>(job.tiles_m * job.tiles_n), job);
+  if (job.failed) throw std::bad_alloc();
+}
+
+}  // namespace i2s
+}  // namespace bitnet_onnx

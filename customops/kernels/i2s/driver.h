@@ -1,0 +1,121 @@
+// The I2STernaryMatMul driver: everything between the op's validated tensors and the kernels.
+// Packs W into the kernel's layout, quantizes every token once, splits the (token tile x output
+// tile) dot over the host's thread pool and applies y = (float(sum) / a[m]) * s_w. Pure C++ (no
+// ORT headers): the ORT glue (customops/ort/i2s_matmul_op.cc) validates inputs, gets the output
+// and calls MatMul::run with its pool (ParallelFor).
+//
+// Kernel families: a family is a set of I2SKernel tables, one per ISA (this folder: the multiply
+// kernels, dispatch.cc). A node's MatMul holds the kernels every family has for the node's ISA
+// (its Candidates) and, for each call, select_family picks one of them by (ISA, M, K, N); W is
+// packed once per candidate kernel. Adding a family (e.g. kernels/lut/) is a second slot in
+// Candidates, filled in candidates_for, and a rule in select_family.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <new>
+#include <string>
+
+#include "i2s_kernel.h"
+#include "isa.h"
+
+namespace bitnet_onnx {
+namespace i2s {
+
+constexpr int64_t kBlock = 128;  // K is a multiple of this (the I2_S block)
+// The widest K every kernel sums exactly (tests/test_op_validation.py checks it on each ISA):
+// the largest multiple of 128 whose sums |sum_k q * T| <= 128 * K fit int32, i.e. K < 2^24. The
+// kernels' int32 lanes wrap, so partial sums of unsigned codes (up to 2 * 128 * K) and the qsum
+// correction are exact modulo 2^32, hence exact once the result fits (int16 sums are bounded per
+// block, whatever K). The one step that is not modular, the x86 one-token path's rescaling
+// shifts, serves K <= 2^19 only (x86_dot.h). Real projections have K <= 16384.
+constexpr int64_t kMaxK = (int64_t{1} << 24) - kBlock;
+
+// The host's thread pool: runs job(arg, i) for every i < count, on any threads, and returns when
+// all are done (ORT's KernelContext::ParallelFor, or a plain loop).
+struct ParallelFor {
+  void* pool = nullptr;
+  void (*run)(void* pool, void (*job)(void* arg, size_t i), size_t count, void* arg) = nullptr;
+};
+
+// Cache-line aligned bytes for a packed weight matrix (SIMD kernels may use aligned loads).
+struct AlignedBytes {
+  std::unique_ptr<uint8_t, void (*)(void*)> ptr{nullptr, std::free};
+  size_t size = 0;
+  explicit AlignedBytes(size_t n = 0);
+  uint8_t* data() const { return ptr.get(); }
+};
+
+// The kernels a node may run, one per family (null: the family has none for the ISA). The
+// multiply kernel is always there: it serves every shape. The lookup kernels (kernels/lut/) do
+// fewer instructions per weight where tokens are many; docs/op.md, "Kernel families".
+enum Family : int { kMultiply, kLookup, kFamilyCount };
+struct Candidates {
+  const I2SKernel* kernel[kFamilyCount] = {};
+  bool forced = false;  // BITNET_ONNX_KERNEL named a family: `only` runs for every shape
+  Family only = kMultiply;
+};
+
+// The BITNET_ONNX_KERNEL values, one per family, in Family order ("mul", "lut").
+const char* family_name(Family family);
+
+// Every family's kernel for `isa` (a built record of the ISA table); `forced_family` is
+// BITNET_ONNX_KERNEL's value (null or empty: choose per call). Null result (with *error naming
+// BITNET_ONNX_KERNEL) when the value is unknown or the ISA has no kernel of that family.
+bool candidates_for(Isa isa, const char* forced_family, Candidates* out, std::string* error);
+
+// THE per-call choice of kernel family: which candidate runs m tokens against an [n, k] W on
+// `isa`, from the measured rule table of driver.cc (kFamilyRules). Returns a family whose
+// candidate is non-null.
+Family select_family(const Candidates& candidates, Isa isa, int64_t m, int64_t k, int64_t n);
+
+// Whether select_family can pick `family` for some m with this [n, k] W: constant weights are
+// packed only for the families that may run them.
+bool family_possible(const Candidates& candidates, Isa isa, Family family, int64_t k, int64_t n);
+
+// The rule table as text, one rule per line: "isa <TAB> lut <TAB> n>=N <TAB> block B <TAB> cost C%".
+std::string family_rules_text();
+
+// One call's tensors, validated by the caller: x [m, k] float32, W either packed at init
+// (MatMul::set_weights) or given here as I2_S bytes [n, k/4], norm (optional) [k] float32,
+// y [m, n] float32.
+struct Call {
+  const float* x = nullptr;
+  int64_t m = 0, k = 0, n = 0;
+  const uint8_t* w_i2s = nullptr;  // null: the constant W of set_weights
+  const float* norm = nullptr;
+  float eps = 0.0f;
+  float s_w = 1.0f;
+  float* y = nullptr;
+};
+
+// One node's kernels and (when constant) its packed W.
+class MatMul {
+ public:
+  explicit MatMul(Isa isa = kIsaScalar);
+
+  // Packs a constant W (I2_S bytes [n, k/4]) for every candidate kernel, once. Throws bad_alloc.
+  void set_weights(const uint8_t* i2s, int64_t n, int64_t k);
+  bool has_weights() const { return has_weights_; }
+  int64_t weights_n() const { return w_n_; }
+  int64_t weights_k() const { return w_k_; }
+
+  // y = BitLinear(x): k % kBlock == 0, 0 < k <= kMaxK, n (and k) those of set_weights when W is
+  // constant. Throws std::bad_alloc when scratch cannot be allocated.
+  void run(const Call& call, const ParallelFor& pool) const;
+
+  // The kernel run() uses for m tokens (what ran, for benchmarks and tests).
+  const I2SKernel* kernel_for(int64_t m, int64_t k, int64_t n) const;
+
+ private:
+  Isa isa_;
+  Candidates candidates_;
+  bool has_weights_ = false;
+  int64_t w_n_ = 0, w_k_ = 0;
+  AlignedBytes packed_[kFamilyCount];  // the constant W in each candidate's layout
+};
+
+}  // namespace i2s
+}  // namespace bitnet_onnx

@@ -1,0 +1,102 @@
+// The NEON lookup kernel: 16-token tables (one entry = two q registers, 32 B; 2.6 KB per group),
+// 12 groups per K block (31 KB of tables: the 32 KB L1 class of small cores; lut_kernel.h). Plain
+// Advanced SIMD (every AArch64 CPU has it); the quantizer is the neon multiply kernel's.
+#include <arm_neon.h>
+
+#include <cstring>
+
+#include "lut_tables.h"
+
+namespace bitnet_onnx {
+namespace lut {
+namespace {
+
+// 16 int16 token lanes as 8 dwords: dwords 0-3 in a, 4-7 in b (lut_tables.h's lane order).
+struct Neon16 {
+  struct I {
+    int32x4_t a, b;
+  };
+  static constexpr int kTokens = 16;
+  static I zero() { return {vdupq_n_s32(0), vdupq_n_s32(0)}; }
+  static I load(const void* p) {
+    const int32_t* q = static_cast<const int32_t*>(p);
+    return {vld1q_s32(q), vld1q_s32(q + 4)};
+  }
+  static void store(void* p, I v) {
+    int32_t* q = static_cast<int32_t*>(p);
+    vst1q_s32(q, v.a);
+    vst1q_s32(q + 4, v.b);
+  }
+  static int32x4_t add16q(int32x4_t x, int32x4_t y) {
+    return vreinterpretq_s32_s16(vaddq_s16(vreinterpretq_s16_s32(x), vreinterpretq_s16_s32(y)));
+  }
+  static int32x4_t sub16q(int32x4_t x, int32x4_t y) {
+    return vreinterpretq_s32_s16(vsubq_s16(vreinterpretq_s16_s32(x), vreinterpretq_s16_s32(y)));
+  }
+  static I add16(I x, I y) { return {add16q(x.a, y.a), add16q(x.b, y.b)}; }
+  static I sub16(I x, I y) { return {sub16q(x.a, y.a), sub16q(x.b, y.b)}; }
+  static I add32(I x, I y) { return {vaddq_s32(x.a, y.a), vaddq_s32(x.b, y.b)}; }
+  template <int s>
+  static I slli32(I x) {
+    if constexpr (s == 0) return x;
+    else return {vshlq_n_s32(x.a, s), vshlq_n_s32(x.b, s)};
+  }
+  template <int s>
+  static I srai32(I x) {
+    return {vshrq_n_s32(x.a, s), vshrq_n_s32(x.b, s)};
+  }
+  static I odd_words(I even, I odd) {
+    const uint32x4_t low = vdupq_n_u32(0xFFFFu);
+    return {vbslq_s32(low, even.a, odd.a), vbslq_s32(low, even.b, odd.b)};
+  }
+  static I gather(const int8_t* base, int64_t stride, int count) {
+    int32_t d[8] = {};
+    for (int i = 0; i < count && i < 8; ++i) std::memcpy(&d[i], base + i * stride, 4);
+    return {vld1q_s32(d), vld1q_s32(d + 4)};
+  }
+  // 4 x 4 int32 transpose of r[0..3].
+  static void transpose4(int32x4_t (&r)[4]) {
+    const int32x4_t t0 = vtrn1q_s32(r[0], r[1]), t1 = vtrn2q_s32(r[0], r[1]);
+    const int32x4_t t2 = vtrn1q_s32(r[2], r[3]), t3 = vtrn2q_s32(r[2], r[3]);
+    r[0] = vreinterpretq_s32_s64(vtrn1q_s64(vreinterpretq_s64_s32(t0), vreinterpretq_s64_s32(t2)));
+    r[1] = vreinterpretq_s32_s64(vtrn1q_s64(vreinterpretq_s64_s32(t1), vreinterpretq_s64_s32(t3)));
+    r[2] = vreinterpretq_s32_s64(vtrn2q_s64(vreinterpretq_s64_s32(t0), vreinterpretq_s64_s32(t2)));
+    r[3] = vreinterpretq_s32_s64(vtrn2q_s64(vreinterpretq_s64_s32(t1), vreinterpretq_s64_s32(t3)));
+  }
+  // v[r] lane c -> v[c] lane r (8 x 8 int32) as four 4 x 4 blocks.
+  static void transpose32(I (&v)[8]) {
+    int32x4_t top_left[4], top_right[4], bottom_left[4], bottom_right[4];
+    for (int r = 0; r < 4; ++r) {
+      top_left[r] = v[r].a, top_right[r] = v[r].b;
+      bottom_left[r] = v[4 + r].a, bottom_right[r] = v[4 + r].b;
+    }
+    transpose4(top_left), transpose4(top_right), transpose4(bottom_left), transpose4(bottom_right);
+    for (int c = 0; c < 4; ++c) {
+      v[c] = {top_left[c], bottom_left[c]};
+      v[4 + c] = {top_right[c], bottom_right[c]};
+    }
+  }
+  static void storeu32(int32_t* p, I v) { store(p, v); }
+  static void store_scaled(float* y, I v, float a, float s_w) {
+    const float32x4_t av = vdupq_n_f32(a), sv = vdupq_n_f32(s_w);
+    vst1q_f32(y, vmulq_f32(vdivq_f32(vcvtq_f32_s32(v.a), av), sv));
+    vst1q_f32(y + 4, vmulq_f32(vdivq_f32(vcvtq_f32_s32(v.b), av), sv));
+  }
+};
+
+using Kernel = LutKernel<12, Neon16, Neon16>;
+
+void quantize(const float* x, int64_t m, int64_t k, const float* norm_w, float eps, int8_t* q, float* a,
+              int32_t* qsum) {
+  bitnet_onnx::neon_kernel()->quantize(x, m, k, norm_w, eps, q, a, qsum);
+}
+
+const I2SKernel kNeon = {"lut-neon", Kernel::packed_size, Kernel::repack_groups, quantize, Kernel::dot,
+                         /*tile_m=*/16, /*tile_n=*/4096, Kernel::dot_scaled, /*min_tile_n=*/512};
+
+}  // namespace
+
+const I2SKernel* neon_kernel() { return &kNeon; }
+
+}  // namespace lut
+}  // namespace bitnet_onnx

@@ -1,0 +1,260 @@
+// The lookup kernels' loops (lut_kernel.h has the design), written once over a vector class V
+// that supplies the int16 / int32 lane operations (lut_x86.h: Ymm16, Zmm32; lut_neon.cc: Neon16).
+// Everything is in an anonymous namespace: each ISA file instantiates its own copy with its own
+// flags (no ODR merging of an AVX-512 instantiation into the AVX2 kernel).
+//
+// Token lanes: an int16 vector holds T tokens as T/2 dwords, the low word of dword i being token
+// i and the high word token T/2 + i. Table building gets that order for free from two dword
+// gathers (tokens [0, T/2) and [T/2, T)), and widening is then two shifts, no shuffles:
+// (d << 16) >> 16 is tokens [0, T/2), d >> 16 tokens [T/2, T), each in natural order.
+//
+// What V provides (I: one vector of T int16 lanes = T/2 int32 lanes):
+//   kTokens; zero, load, store (aligned to the vector size), add16, sub16, add32,
+//   slli32<s>, srai32<s>, odd_words(even, odd) (odd words from `odd`, even ones from `even`),
+//   gather(base, stride, count) (dword lanes i < count from base + i * stride, others 0),
+//   transpose32(I (&v)[T/2]) (v[r] lane c -> v[c] lane r), storeu32, store_scaled (the epilogue).
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <new>
+#include <type_traits>
+
+#include "i2s_kernel.h"
+#include "lut_kernel.h"
+#include "lut_layout.h"
+
+namespace bitnet_onnx {
+namespace lut {
+namespace {
+
+// Calls f(std::integral_constant<int, r>) for the runtime r in [1, kMax].
+template <int kMax, class F>
+inline void with_const(int r, F&& f) {
+  if constexpr (kMax >= 1) {
+    if (r == kMax) return f(std::integral_constant<int, kMax>{});
+    with_const<kMax - 1>(r, f);
+  }
+}
+
+// Per-thread scratch, grown on demand and reused across calls (no allocation per job).
+struct Scratch {
+  void* ptr = nullptr;
+  size_t size = 0;
+  ~Scratch() { std::free(ptr); }
+  void* get(size_t bytes) {
+    if (bytes > size) {
+      std::free(ptr);
+      ptr = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+      size = ptr ? bytes : 0;
+      if (!ptr) throw std::bad_alloc();
+    }
+    return ptr;
+  }
+};
+
+// One token-block width V over the layout of kBlockGroups groups per K block.
+template <class V, int kBlockGroups>
+struct LutDot {
+  using I = typename V::I;
+  static constexpr int T = V::kTokens;
+  static constexpr int H = T / 2;  // int32 lanes
+  static constexpr int64_t kEntryBytes = T * 2;
+  static constexpr int64_t kTableBytes = kPatterns * kEntryBytes;
+  static constexpr int kBlocksPerWiden = kMaxInt16Groups / kBlockGroups;
+  static_assert(kBlocksPerWiden >= 1, "a K block must not hold more groups than int16 sums allow");
+  static constexpr int kRows = 4;  // rows per step of the sweep: independent vpaddw chains
+  static constexpr int64_t kEpilogueRows = 32;  // rows per chunk of the last block (a multiple of H)
+
+  // Activation j of the group, as int16 token lanes, from the gathered dwords (byte j of each).
+  template <int j>
+  static I activation(I lo_tokens, I hi_tokens) {
+    const I even = V::template srai32<24>(V::template slli32<24 - 8 * j>(lo_tokens));
+    const I odd = V::template srai32<8>(V::template slli32<24 - 8 * j>(hi_tokens));
+    return V::odd_words(even, odd);
+  }
+
+  // The 9 sums a*x + b*y, a, b in {-1, 0, 1}, at index (a + 1) + 3 (b + 1).
+  static void combos(I x, I y, I (&out)[9]) {
+    const I nx = V::sub16(V::zero(), x), ny = V::sub16(V::zero(), y);
+    out[0] = V::add16(nx, ny);
+    out[1] = ny;
+    out[2] = V::add16(x, ny);
+    out[3] = nx;
+    out[4] = V::zero();
+    out[5] = x;
+    out[6] = V::add16(nx, y);
+    out[7] = y;
+    out[8] = V::add16(x, y);
+  }
+
+  // The 81 entries of one group: entry p = sum_t (digit t of p in base 3, minus 1) * x_t, built
+  // from 9 + 9 partial sums by one add each.
+  static void build_table(const int8_t* q, int64_t ldq, int count, int16_t* table) {
+    const I lo = V::gather(q, ldq, std::min(count, H));
+    const I hi = V::gather(count > H ? q + H * ldq : q, ldq, std::max(0, count - H));
+    I low[9], high[9];
+    combos(activation<0>(lo, hi), activation<1>(lo, hi), low);
+    combos(activation<2>(lo, hi), activation<3>(lo, hi), high);
+    #pragma GCC unroll 9
+    for (int c = 0; c < 9; ++c)
+      #pragma GCC unroll 9
+      for (int p = 0; p < 9; ++p) V::store(table + (9 * c + p) * T, V::add16(low[p], high[c]));
+  }
+
+  // How a sweep starts and ends its rows' int16 sums (see lut_kernel.h).
+  struct Phase {
+    bool from_zero;    // first block since the last widening: sums start at 0
+    bool widen;        // add the int16 sums into the int32 ones (and restart)
+    bool first_widen;  // the int32 sums start here (store, not add)
+  };
+
+  template <int R, int GB>
+  static void sweep_rows(const uint8_t* idx, const int16_t* tables, int16_t* acc16, int32_t* acc32, Phase ph) {
+    I acc[R];
+    #pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) acc[r] = ph.from_zero ? V::zero() : V::load(acc16 + r * T);
+    // Byte offsets in size_t: the index load, one shift and the vpaddw's own address (table c's
+    // offset is its displacement), no sign extension.
+    const char* base = reinterpret_cast<const char*>(tables);
+    #pragma GCC unroll 16
+    for (int c = 0; c < GB; ++c)
+      #pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) {
+        const size_t entry = static_cast<size_t>(idx[r * GB + c]) * kEntryBytes;
+        acc[r] = V::add16(acc[r], V::load(base + c * kTableBytes + entry));
+      }
+    #pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      if (!ph.widen) {
+        V::store(acc16 + r * T, acc[r]);
+        continue;
+      }
+      const I first = V::template srai32<16>(V::template slli32<16>(acc[r]));
+      const I second = V::template srai32<16>(acc[r]);
+      int32_t* s = acc32 + r * T;
+      V::store(s, ph.first_widen ? first : V::add32(V::load(s), first));
+      V::store(s + H, ph.first_widen ? second : V::add32(V::load(s + H), second));
+    }
+  }
+
+  // Rows [0, rows) of one K block of GB groups.
+  template <int GB>
+  static void sweep(const uint8_t* idx, int64_t rows, const int16_t* tables, int16_t* acc16, int32_t* acc32,
+                    Phase ph) {
+    int64_t r = 0;
+    for (; r + kRows <= rows; r += kRows)
+      sweep_rows<kRows, GB>(idx + r * GB, tables, acc16 + r * T, acc32 + r * T, ph);
+    for (; r < rows; ++r) sweep_rows<1, GB>(idx + r * GB, tables, acc16 + r * T, acc32 + r * T, ph);
+  }
+
+  // int32 sums [row][token] of rows [n0, n1) for tokens [i0, i0 + count) -> out or y, H x H
+  // blocks transposed in registers; a is null for int32 output.
+  static void store_row(int32_t* out, int64_t at, I v, const float* a, int t, float s_w) {
+    if (a)
+      V::store_scaled(reinterpret_cast<float*>(out) + at, v, a[t], s_w);
+    else
+      V::storeu32(out + at, v);
+  }
+
+  static void epilogue(const int32_t* acc32, int64_t rows, int count, int64_t row0, int32_t* out, int64_t ld,
+                       const float* a, float s_w) {
+    int64_t j = 0;
+    for (; j + H <= rows; j += H)
+      for (int h = 0; h * H < count; ++h) {
+        I v[H];
+        #pragma GCC unroll 16
+        for (int r = 0; r < H; ++r) v[r] = V::load(acc32 + (j + r) * T + h * H);
+        V::transpose32(v);
+        const int live = std::min(H, count - h * H);
+        for (int t = 0; t < live; ++t) store_row(out, (row0 + h * H + t) * ld + j, v[t], a, h * H + t, s_w);
+      }
+    for (; j < rows; ++j)
+      for (int t = 0; t < count; ++t) {
+        const int32_t s = acc32[j * T + t];
+        if (a)
+          reinterpret_cast<float*>(out)[(row0 + t) * ld + j] = (static_cast<float>(s) / a[t]) * s_w;
+        else
+          out[(row0 + t) * ld + j] = s;
+      }
+  }
+
+  // One block of up to T tokens starting at i0 against rows [n0, n1); out row (i0 - m0).
+  static void token_block(const uint8_t* packed, int64_t n, int64_t k, const QuantizedRows& rows, int64_t i0,
+                          int count, int64_t m0, int64_t n0, int64_t n1, int32_t* out, int64_t ld, const float* a,
+                          float s_w) {
+    thread_local Scratch table_mem, acc16_mem, acc32_mem;
+    const int64_t nr = n1 - n0;
+    int16_t* tables = static_cast<int16_t*>(table_mem.get(kBlockGroups * kTableBytes));
+    int16_t* acc16 = static_cast<int16_t*>(acc16_mem.get(static_cast<size_t>(nr) * T * 2));
+    int32_t* acc32 = static_cast<int32_t*>(acc32_mem.get(static_cast<size_t>(nr) * T * 4));
+    const int8_t* q = rows.q + i0 * k;
+    const int64_t blocks = blocks_of(k, kBlockGroups);
+    for (int64_t b = 0; b < blocks; ++b) {
+      const int gb = static_cast<int>(block_width(k, kBlockGroups, b));
+      for (int c = 0; c < gb; ++c)
+        build_table(q + (b * kBlockGroups + c) * kGroup, k, count, tables + c * (kTableBytes / 2));
+      const Phase ph{b % kBlocksPerWiden == 0, b % kBlocksPerWiden == kBlocksPerWiden - 1 || b == blocks - 1,
+                     b < kBlocksPerWiden};
+      const uint8_t* idx = packed + n * kBlockGroups * b + n0 * gb;
+      if (b + 1 < blocks) {
+        with_const<kBlockGroups>(gb, [&](auto GB) { sweep<GB>(idx, nr, tables, acc16, acc32, ph); });
+        continue;
+      }
+      // Last block: each chunk of rows goes to the output right after its last sweep, so that the
+      // output's cache misses overlap the lookups (all at the end, they cost 15% at M = 128).
+      for (int64_t j = 0; j < nr; j += kEpilogueRows) {
+        const int64_t rows_here = std::min(kEpilogueRows, nr - j);
+        with_const<kBlockGroups>(gb, [&](auto GB) {
+          sweep<GB>(idx + j * gb, rows_here, tables, acc16 + j * T, acc32 + j * T, ph);
+        });
+        epilogue(acc32 + j * T, rows_here, count, i0 - m0, out + j, ld, a ? a + i0 : nullptr, s_w);
+      }
+    }
+  }
+};
+
+// A kernel's dot over its token-block widths: Wide for full blocks, Narrow (if distinct) for a
+// last block that fits it (e.g. zmm kernels run 16 leftover tokens in ymm tables, half the build).
+template <int kBlockGroups, class Wide, class Narrow>
+struct LutKernel {
+  using WideDot = LutDot<Wide, kBlockGroups>;
+  using NarrowDot = LutDot<Narrow, kBlockGroups>;
+
+  static void run(const uint8_t* packed, int64_t n, int64_t k, const QuantizedRows& rows, int64_t m0, int64_t m1,
+                  int64_t n0, int64_t n1, int32_t* out, int64_t ld, const float* a, float s_w) {
+    if (m1 <= m0 || n1 <= n0) return;
+    for (int64_t i0 = m0; i0 < m1;) {
+      const int64_t left = m1 - i0;
+      if (left <= Narrow::kTokens && Narrow::kTokens < Wide::kTokens) {
+        NarrowDot::token_block(packed, n, k, rows, i0, static_cast<int>(left), m0, n0, n1, out, ld, a, s_w);
+        i0 += left;
+      } else {
+        const int count = static_cast<int>(std::min<int64_t>(Wide::kTokens, left));
+        WideDot::token_block(packed, n, k, rows, i0, count, m0, n0, n1, out, ld, a, s_w);
+        i0 += count;
+      }
+    }
+  }
+
+  static void dot(const uint8_t* packed, int64_t n, int64_t k, const QuantizedRows& rows, int64_t m0, int64_t m1,
+                  int64_t n0, int64_t n1, int32_t* out, int64_t ld) {
+    run(packed, n, k, rows, m0, m1, n0, n1, out, ld, nullptr, 0.0f);
+  }
+
+  static void dot_scaled(const uint8_t* packed, int64_t n, int64_t k, const QuantizedRows& rows, float s_w,
+                         int64_t m0, int64_t m1, int64_t n0, int64_t n1, float* y, int64_t ldy) {
+    run(packed, n, k, rows, m0, m1, n0, n1, reinterpret_cast<int32_t*>(y), ldy, rows.a, s_w);
+  }
+
+  static size_t packed_size(int64_t n, int64_t k) { return packed_bytes(n, k); }
+  static void repack_groups(const uint8_t* i2s, int64_t n, int64_t k, uint8_t* packed) {
+    repack(i2s, n, k, kBlockGroups, packed);
+  }
+};
+
+}  // namespace
+}  // namespace lut
+}  // namespace bitnet_onnx
