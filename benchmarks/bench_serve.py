@@ -3,6 +3,7 @@
     python benchmarks/bench_serve.py [--shape qwen3-0.6b | --export DIR] [--threads 1]
                                      [--clients 1,8,32,128] [--per-client 2] [--min-requests 16]
                                      [--reps 3] [--json out.json]
+    python benchmarks/bench_serve.py --burst 96x6 [--serve-args "--max-queue-tokens 8192"] ...
 
 The server runs as ``bitnet-onnx serve`` in a subprocess; this process is the load: N concurrent
 clients (asyncio tasks sharing an httpx connection pool of N), each sending its requests one after
@@ -18,6 +19,14 @@ is the share of the server's wall time its worker spent in session runs (from it
 throughput is the session's speed on the batches it formed ("session runs"). At one client
 the server cannot batch while ``encode`` batches all texts, so the ratio is low there by
 construction; the goal (>= 0.9x) is for high concurrency.
+
+``--burst CLIENTSxREQUESTS`` measures fairness under a burst instead (issue 23): that many clients each
+send their requests one after the other, one in six a large one (12-16 texts of 30-55 words, the
+kind an unfair server starves), the others 1-3 short texts; a 429 is retried after its Retry-After,
+at most 5 times. Per repetition (a fresh plan each): p50 / p99 latency of a request from its first
+try to its answer (retries included), refusals in all and the worst request's count; printed are
+the medians over repetitions. ``--serve-args`` passes flags to the server (e.g. a small queue).
+tests/bad_inputs/test_server_cases.py runs the same burst, small, in CI.
 """
 
 from __future__ import annotations
@@ -34,6 +43,7 @@ import statistics
 import subprocess
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
@@ -62,9 +72,9 @@ def make_texts(embedder: Embedder, tokens: int, n: int, seed: int) -> list[str]:
     return out
 
 
-def start_server(folder: Path, threads: int) -> tuple[subprocess.Popen, str]:
+def start_server(folder: Path, threads: int, extra: list[str] = ()) -> tuple[subprocess.Popen, str]:
     cmd = [sys.executable, "-m", "bitnet_onnx", "serve", str(folder), "--port", "0", "--threads", str(threads),
-           "--log-level", "warning", "--model-name", "bench"]
+           "--log-level", "warning", "--model-name", "bench", *extra]
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL)
     line, deadline = b"", time.monotonic() + 300
     while b"\n" not in line:
@@ -119,6 +129,110 @@ def measure_encode(embedder: Embedder, texts: list[str]) -> dict:
     return {"texts_per_s": len(texts) / (time.perf_counter() - start)}
 
 
+# --- a burst of retrying clients (fairness) --------------------------------------------------------
+
+BURST_RETRIES = 5
+
+
+@dataclass
+class BurstOutcome:
+    texts: list[str]
+    status: int = 0  # the last answer's
+    refusals: int = 0  # 429s before it
+    seconds: float = 0.0  # first try to last answer, retries included
+    body: dict = field(default_factory=dict)
+
+
+def burst_plan(clients: int, per_client: int, seed: int = 23) -> list[list[list[str]]]:
+    """Per client, its requests' texts: one in six large (12-16 texts of 30-55 words), the others
+    1-3 texts of 2-11 words; every text unique."""
+    rng = np.random.default_rng(seed)
+    plan = []
+    for c in range(clients):
+        requests = []
+        for r in range(per_client):
+            large = rng.random() < 1 / 6
+            count = int(rng.integers(12, 17)) if large else int(rng.integers(1, 4))
+            words = (30, 56) if large else (2, 12)
+            requests.append([f"c{c}r{r}t{t} " + " ".join(rng.choice(WORDS, int(rng.integers(*words))))
+                             for t in range(count)])
+        plan.append(requests)
+    return plan
+
+
+async def run_burst(url: str, plan: list[list[list[str]]], max_retries: int = BURST_RETRIES,
+                    timeout: float = 120.0) -> list[BurstOutcome]:
+    """Each client sends its requests one after the other; a 429 is retried after its Retry-After, at
+    most ``max_retries`` times."""
+    limits = httpx.Limits(max_connections=len(plan), max_keepalive_connections=len(plan))
+    outcomes: list[BurstOutcome] = []
+    async with httpx.AsyncClient(base_url=url, timeout=timeout, limits=limits) as client:
+        async def one_client(requests):
+            for texts in requests:
+                outcome = BurstOutcome(texts)
+                outcomes.append(outcome)
+                start = time.perf_counter()
+                while True:
+                    r = await client.post("/v1/embeddings", json={"input": texts, "encoding_format": "float"})
+                    outcome.status = r.status_code
+                    if r.status_code != 429 or outcome.refusals == max_retries:
+                        break
+                    outcome.refusals += 1
+                    await asyncio.sleep(float(r.headers["retry-after"]))
+                outcome.seconds = time.perf_counter() - start
+                outcome.body = r.json()
+
+        await asyncio.gather(*(one_client(requests) for requests in plan))
+    return outcomes
+
+
+def burst_summary(outcomes: list[BurstOutcome]) -> dict:
+    seconds = np.array([o.seconds for o in outcomes])
+    large = [o.refusals for o in outcomes if len(o.texts) >= 12]
+    statuses = {}
+    for o in outcomes:
+        statuses[o.status] = statuses.get(o.status, 0) + 1
+    return {"requests": len(outcomes), "statuses": dict(sorted(statuses.items())),
+            "p50_s": float(np.percentile(seconds, 50)), "p99_s": float(np.percentile(seconds, 99)),
+            "refusals": sum(o.refusals for o in outcomes), "worst_refusals": max(o.refusals for o in outcomes),
+            "worst_large_refusals": max(large, default=0)}
+
+
+def burst_line(summary: dict) -> str:
+    return (f"{summary['requests']} requests: statuses {summary['statuses']}, p50 {summary['p50_s']:.2f} s, "
+            f"p99 {summary['p99_s']:.2f} s, refusals {summary['refusals']} in all, worst request "
+            f"{summary['worst_refusals']}, worst large request {summary['worst_large_refusals']}")
+
+
+def main_burst(args, folder: Path) -> int:
+    clients, per_client = (int(x) for x in args.burst.lower().split("x"))
+    extra = args.serve_args.split() if args.serve_args else []
+    print(f"bench_serve: burst of {clients} clients x {per_client} requests on {folder}, {cpu_name()}, "
+          f"threads {args.threads}, server flags {extra}, {args.reps} reps", file=sys.stderr)
+    proc, url = start_server(folder, args.threads, extra)
+    summaries = []
+    try:
+        for rep in range(args.reps):
+            summaries.append(burst_summary(asyncio.run(run_burst(url, burst_plan(clients, per_client, 23 + rep)))))
+            print(f"  rep {rep}: {burst_line(summaries[-1])}", file=sys.stderr)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(60)
+    keys = ("p50_s", "p99_s", "refusals", "worst_refusals", "worst_large_refusals")
+    median = {k: statistics.median(s[k] for s in summaries) for k in keys}
+    answered = all(set(s["statuses"]) == {200} for s in summaries)
+    print(f"\n{cpu_name()}, threads {args.threads}, {datetime.date.today()}, burst {clients}x{per_client}, "
+          f"server flags {' '.join(extra) or '(defaults)'}, median of {args.reps} reps\n")
+    print("| requests | all answered 200 | p50 s | p99 s | refusals | worst request's refusals | worst large request's |")
+    print("|---|---|---|---|---|---|---|")
+    print(f"| {clients * per_client} | {'yes' if answered else 'no'} | {median['p50_s']:.2f} | {median['p99_s']:.2f} | "
+          f"{median['refusals']:.0f} | {median['worst_refusals']:.0f} | {median['worst_large_refusals']:.0f} |")
+    if args.json:
+        args.json.write_text(json.dumps({"cpu": cpu_name(), "threads": args.threads, "burst": args.burst,
+                                         "serve_args": extra, "reps": summaries, "median": median}, indent=2) + "\n")
+    return 0 if code == 0 and answered else 1
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     where = ap.add_mutually_exclusive_group()
@@ -132,6 +246,8 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--cache", help="bench cache folder (default ~/.cache/bitnet-onnx)")
     ap.add_argument("--json", type=Path, help="also write the results here")
+    ap.add_argument("--burst", metavar="CLIENTSxREQUESTS", help="measure fairness under a burst instead (e.g. 96x6)")
+    ap.add_argument("--serve-args", help="extra flags for the server, e.g. '--max-queue-tokens 8192'")
     args = ap.parse_args()
     clients = [int(c) for c in args.clients.split(",")]
     workloads = [w for w in args.workloads.split(",") if w]
@@ -141,6 +257,8 @@ def main() -> int:
     else:
         cache = cache_dir(args.cache)
         folder = cached_export(shape_model(args.shape, cache), "i2s", cache)
+    if args.burst:
+        return main_burst(args, folder)
     embedder = Embedder(folder, threads=args.threads)
     cells = [(w, c) for w in workloads for c in clients]
     texts = {}

@@ -175,10 +175,10 @@ def test_tei_embed(server, embedder):
 
 
 def test_big_requests_are_tokenized_and_serialized_off_the_event_loop(server, client, embedder, monkeypatch):
-    from bitnet_onnx.runtime.server import app as app_module
+    from bitnet_onnx.runtime.server import responses, service
 
-    monkeypatch.setattr(app_module, "_INLINE_TOKENIZE_CHARS", 0)  # every request counts as big
-    monkeypatch.setattr(app_module, "_INLINE_JSON_VALUES", 0)
+    monkeypatch.setattr(service, "INLINE_TOKENIZE_CHARS", 0)  # every request counts as big
+    monkeypatch.setattr(responses, "INLINE_JSON_VALUES", 0)
     want = embedder.encode(TEXTS)
     got = client.embeddings.create(model="m", input=TEXTS, encoding_format="float")
     np.testing.assert_allclose([d.embedding for d in got.data], want, rtol=0, atol=ATOL)
@@ -415,10 +415,12 @@ def test_bad_requests_in_a_burst_leave_good_ones_correct(server, embedder):
 
 
 def test_full_queue_answers_429_with_retry_after(folder, embedder):
-    # A long max wait keeps the first request queued, and it fills the queue's token limit exactly.
+    # A long max wait keeps the first request queued, and it fills the queue's token limit exactly;
+    # with no wait in line, the next requests are refused at once.
     first_texts = ["spiders have eight legs and most have eight eyes"] * 3
     limit = sum(len(x) for x in embedder.tokenize(first_texts))
-    s = LiveServer(folder, max_queue_tokens=limit, max_wait_ms=1500, max_batch_tokens=10 ** 6, max_batch_size=512)
+    s = LiveServer(folder, max_queue_tokens=limit, max_wait_ms=1500, max_batch_tokens=10 ** 6, max_batch_size=512,
+                   max_line_wait_s=0)
     try:
 
         async def overflow():
@@ -439,6 +441,40 @@ def test_full_queue_answers_429_with_retry_after(folder, embedder):
         np.testing.assert_allclose([d["embedding"] for d in first.json()["data"]], embedder.encode(first_texts),
                                    rtol=0, atol=ATOL)
         assert _sample(s.metrics(), "bitnet_onnx_rejected_requests_total", reason="queue_full") == 2
+    finally:
+        s.close()
+
+
+def test_over_the_queue_limit_a_request_waits_in_line_and_is_answered(folder, embedder):
+    # As above, but with time to wait in line: the second request waits until the first is taken off
+    # the queue, then runs; no 429.
+    first_texts = ["spiders have eight legs and most have eight eyes"] * 3
+    limit = sum(len(x) for x in embedder.tokenize(first_texts))
+    second_texts = ["one more text for the line"] * 2
+    s = LiveServer(folder, max_queue_tokens=limit, max_wait_ms=1500, max_batch_tokens=10 ** 6, max_batch_size=512,
+                   max_line_wait_s=30)
+    try:
+
+        async def over_the_limit():
+            async with httpx.AsyncClient(base_url=s.url, timeout=60) as c:
+                first = asyncio.ensure_future(c.post("/v1/embeddings", json={"input": first_texts,
+                                                                           "encoding_format": "float"}))
+                while not first.done() and _sample(s.metrics(), "bitnet_onnx_queue_inputs") < 3:
+                    await asyncio.sleep(0.01)
+                second = asyncio.ensure_future(c.post("/v1/embeddings", json={"input": second_texts,
+                                                                            "encoding_format": "float"}))
+                while not second.done() and _sample(s.metrics(), "bitnet_onnx_line_requests") < 1:
+                    await asyncio.sleep(0.01)
+                in_line = _sample(s.metrics(), "bitnet_onnx_line_requests")
+                return await first, await second, in_line
+
+        first, second, in_line = asyncio.run(over_the_limit())
+        assert in_line == 1 and first.status_code == 200 and second.status_code == 200, second.text
+        np.testing.assert_allclose([d["embedding"] for d in second.json()["data"]], embedder.encode(second_texts),
+                                   rtol=0, atol=ATOL)
+        m = s.metrics()
+        assert _sample(m, "bitnet_onnx_rejected_requests_total", reason="queue_full") == 0
+        assert _sample(m, "bitnet_onnx_line_duration_seconds_count") == 1
     finally:
         s.close()
 
@@ -545,6 +581,8 @@ def test_cli_errors_are_one_line(tmp_path, folder, capsys):
     assert f"cannot listen on 127.0.0.1:{port}" in err and err.count("\n") == 1
     assert cli_main(["serve", str(folder), "--max-batch-tokens", "0"]) == 1
     assert "max_batch_tokens must be a positive integer" in capsys.readouterr().err
+    assert cli_main(["serve", str(folder), "--max-line-wait", "nan"]) == 1
+    assert "max_line_wait_s must be a finite number >= 0, got nan" in capsys.readouterr().err
 
 
 def test_the_rest_of_the_package_does_not_import_fastapi():

@@ -20,8 +20,10 @@ examples:
 Endpoints: POST /v1/embeddings (OpenAI), GET /v1/models, POST /embed (Hugging Face TEI),
 GET /health, GET /metrics (Prometheus). Texts of concurrent requests are batched together (at most
 --max-batch-size texts and --max-batch-tokens padded tokens per run, longest first); an idle server
-waits up to --max-wait-ms for a fuller batch. Over --max-queue-tokens queued tokens, new requests get
-429 with Retry-After. SIGTERM or Ctrl-C: in-flight requests finish, then the server exits 0.
+waits up to --max-wait-ms for a fuller batch. Over --max-queue-tokens queued tokens, new requests wait
+in line, in arrival order, up to --max-line-wait seconds, then get 429 with a jittered Retry-After.
+A client that disconnects has its queued texts dropped. SIGTERM or Ctrl-C: in-flight requests finish,
+then the server exits 0.
 The API key can also come from BITNET_ONNX_API_KEY (keeps it out of the process list).
 Details: docs/serve.md.
 """
@@ -46,7 +48,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-wait-ms", type=float, default=d["max_wait_ms"], metavar="MS",
                    help=f"how long an idle server waits to fill a batch (default {d['max_wait_ms']:g})")
     p.add_argument("--max-queue-tokens", type=int, default=d["max_queue_tokens"], metavar="N",
-                   help=f"queued tokens over which requests get 429 (default {d['max_queue_tokens']})")
+                   help=f"queued tokens over which requests wait in line (default {d['max_queue_tokens']})")
+    p.add_argument("--max-line-wait", type=float, default=d["max_line_wait_s"], metavar="S",
+                   help=f"seconds a request waits in line for queue space before 429 "
+                        f"(default {d['max_line_wait_s']:g}; 0: refuse at once)")
     p.add_argument("--max-inputs", type=int, default=d["max_inputs"], metavar="N",
                    help=f"inputs per request (default {d['max_inputs']})")
     p.add_argument("--max-body-bytes", type=int, default=d["max_body_bytes"], metavar="N",
@@ -77,7 +82,8 @@ def run(args: argparse.Namespace) -> int:
     config = ServerConfig(
         model_name=args.model_name or folder.resolve().name,
         max_batch_tokens=args.max_batch_tokens, max_batch_size=args.max_batch_size,
-        max_wait_ms=args.max_wait_ms, max_queue_tokens=args.max_queue_tokens, max_inputs=args.max_inputs,
+        max_wait_ms=args.max_wait_ms, max_queue_tokens=args.max_queue_tokens, max_line_wait_s=args.max_line_wait,
+        max_inputs=args.max_inputs,
         max_body_bytes=args.max_body_bytes, auto_truncate=args.auto_truncate,
         api_key=args.api_key if args.api_key is not None else os.environ.get(API_KEY_ENV) or None,
         graceful_timeout_s=args.graceful_timeout)

@@ -1,8 +1,10 @@
 """``bitnet-onnx serve``'s library: an OpenAI / TEI compatible embeddings server on FastAPI + uvicorn.
 
-Requests from many clients are tokenized on arrival and queued; one worker thread runs them through
-the ``Embedder``'s session in length-sorted batches bounded by a token budget (``Batcher``), and each
-request's rows are put back in order. Needs the ``serve`` extra (fastapi, uvicorn, prometheus-client),
+Requests from many clients are tokenized on arrival and queued (over the queue's limit they wait in
+line, in arrival order, for a bounded time); one worker thread runs them through the ``Embedder``'s
+session in length-sorted batches bounded by a token budget (``Batcher``), and each request's rows are
+put back in order. Layout (along FastAPI's lines): ``schemas``, ``service``, ``routers``, ``handlers``,
+``middleware``, assembled by ``app``; docs/serve.md. Needs the ``serve`` extra (fastapi, uvicorn, prometheus-client),
 imported only when ``create_app`` / ``serve`` / ``listen`` are first used, so ``ServerConfig`` (and the
 verb's --help) work without it.
 """

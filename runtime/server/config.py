@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from bitnet_onnx.errors import BitnetOnnxError
@@ -14,7 +15,8 @@ class ServerConfig:
     max_batch_tokens: int = MAX_BATCH_TOKENS  # padded tokens per session run (texts x longest text)
     max_batch_size: int = 32  # texts per session run (Embedder.encode's default batch_size)
     max_wait_ms: float = 2.0  # how long an idle worker waits for more texts to fill a batch
-    max_queue_tokens: int = 65536  # queued tokens over which new requests get 429 (back-pressure)
+    max_queue_tokens: int = 65536  # queued tokens over which new requests wait in line (back-pressure)
+    max_line_wait_s: float = 5.0  # how long a request waits in line for queue space before 429
     max_inputs: int = 2048  # inputs per request (OpenAI's limit)
     max_body_bytes: int = 8 << 20  # request bodies over this get 413
     auto_truncate: bool = False  # truncate texts over max_length instead of answering 400 (TEI's flag)
@@ -28,6 +30,8 @@ class ServerConfig:
                 raise BitnetOnnxError(f"{name} must be a positive integer, got {value!r}")
         if not self.max_wait_ms >= 0:
             raise BitnetOnnxError(f"max_wait_ms must be >= 0, got {self.max_wait_ms!r}")
+        if not 0 <= self.max_line_wait_s < math.inf:
+            raise BitnetOnnxError(f"max_line_wait_s must be a finite number >= 0, got {self.max_line_wait_s!r}")
         if not self.graceful_timeout_s > 0:
             raise BitnetOnnxError(f"graceful_timeout_s must be > 0, got {self.graceful_timeout_s!r}")
         if self.api_key is not None and not self.api_key:

@@ -1,10 +1,12 @@
-"""Errors as HTTP responses: OpenAI's body shape on the OpenAI routes, TEI's on ``/embed``."""
+"""Errors as HTTP responses: OpenAI's body shape on the OpenAI routes, TEI's on TEI's (each router names
+its shape, ``routers.ROUTERS``)."""
 
 from __future__ import annotations
 
 import json
 
-TEI_PATHS = ("/embed",)
+OPENAI, TEI = "openai", "tei"  # error body shapes
+CLIENT_GONE = 499  # nginx's "client closed request": counted in the metrics, never seen by the client
 
 # status -> (OpenAI "type", TEI "error_type")
 _KINDS = {
@@ -14,6 +16,7 @@ _KINDS = {
     405: ("invalid_request_error", "Validation"),
     413: ("invalid_request_error", "Validation"),
     429: ("rate_limit_error", "Overloaded"),
+    499: ("invalid_request_error", "Validation"),
     500: ("server_error", "Backend"),
     503: ("server_error", "Unhealthy"),
 }
@@ -37,10 +40,10 @@ class ApiError(Exception):
         return headers
 
 
-def error_body(path: str, error: ApiError) -> bytes:
-    """The JSON body for ``error`` on route ``path``."""
+def error_body(shape: str, error: ApiError) -> bytes:
+    """The JSON body for ``error`` in ``shape`` (OPENAI or TEI)."""
     openai_type, tei_type = _KINDS.get(error.status, _KINDS[500] if error.status >= 500 else _KINDS[400])
-    if path in TEI_PATHS:
+    if shape == TEI:
         body = {"error": error.message, "error_type": tei_type}
     else:
         body = {"error": {"message": error.message, "type": openai_type, "param": error.param, "code": error.code}}

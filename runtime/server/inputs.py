@@ -48,6 +48,11 @@ def _text(value, name: str, expected: str | None = None) -> str:
         raise ApiError(400, f"{name} is {_kind(value)}, expected {expected}", name.split("[")[0])
     if not value:
         raise ApiError(400, f"{name} is an empty string", name.split("[")[0])
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as e:  # JSON's "\ud800" escapes: no text, and the tokenizer cannot take it
+        raise ApiError(400, f"{name} holds a lone surrogate (U+{ord(value[e.start]):04X}) at character {e.start}",
+                       name.split("[")[0]) from None
     return value
 
 

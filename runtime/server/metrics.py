@@ -32,5 +32,20 @@ class Metrics:
                                        buckets=_LATENCY_BUCKETS, registry=r)
         self.queue_tokens = Gauge(f"{PREFIX}_queue_tokens", "tokens waiting in the queue", registry=r)
         self.queue_inputs = Gauge(f"{PREFIX}_queue_inputs", "texts waiting in the queue", registry=r)
+        self.running_inputs = Gauge(f"{PREFIX}_running_inputs", "texts in the session run now", registry=r)
         self.rejected = Counter(f"{PREFIX}_rejected_requests", "requests refused by back-pressure or shutdown",
                                 ["reason"], registry=r)
+        self.line_requests = Gauge(f"{PREFIX}_line_requests", "requests waiting in line for queue space",
+                                   registry=r)
+        self.line_seconds = Histogram(f"{PREFIX}_line_duration_seconds",
+                                      "time a request waited in line for queue space (admitted or refused)",
+                                      buckets=_LATENCY_BUCKETS, registry=r)
+        self.stopped_runs = Counter(f"{PREFIX}_stopped_runs", "session runs stopped because all their clients went away",
+                                    registry=r)
+        self.abandoned_inputs = Counter(f"{PREFIX}_abandoned_inputs",
+                                        "texts not embedded because their client went away", registry=r)
+
+    def add_routes(self, routes) -> None:
+        """Lists every route (its path template: the label of its requests) before its first request."""
+        for route in routes:
+            self.latency.labels(route)

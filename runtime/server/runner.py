@@ -32,6 +32,12 @@ def listen(host: str, port: int) -> socket.socket:
     return sock
 
 
+# Idle keep-alive connections are closed after this long: longer than clients keep theirs (httpx 5 s,
+# aiohttp 15 s, load balancers 60 s), so a client never sends a request on a connection the server is
+# closing at that moment (uvicorn's default of 5 s races httpx's: the request dies with a read error).
+KEEP_ALIVE_S = 75
+
+
 class _Server(uvicorn.Server):
     """uvicorn's server with our signal handling: the first SIGTERM / SIGINT drains (new requests get 503
     until the listener closes) and shuts down gracefully; the process then exits 0 instead of uvicorn
@@ -65,7 +71,8 @@ def serve(app, sock: socket.socket, graceful_timeout_s: float = 30.0, log_level:
           access_log: bool = False) -> None:
     """Serves ``app`` (from ``create_app``) on ``sock`` until SIGTERM / SIGINT (or ``should_exit``)."""
     config = uvicorn.Config(app, log_level=log_level, access_log=access_log, lifespan="on",
-                            timeout_graceful_shutdown=graceful_timeout_s, server_header=False)
+                            timeout_graceful_shutdown=graceful_timeout_s, timeout_keep_alive=KEEP_ALIVE_S,
+                            server_header=False)
     server = _Server(config, on_exit_signal=app.state.service.batcher.drain)
     app.state.uvicorn_server = server  # lets an embedding host (or a test) stop it: should_exit = True
     server.run(sockets=[sock])

@@ -1,0 +1,44 @@
+"""OpenAI's embeddings API: POST /v1/embeddings, GET /v1/models (errors in OpenAI's shape)."""
+
+from __future__ import annotations
+
+import base64
+
+import numpy as np
+from fastapi import APIRouter, Depends, Request
+
+from bitnet_onnx.runtime.server.inputs import parse_openai_input
+from bitnet_onnx.runtime.server.responses import dumps, json_response, rows_response
+from bitnet_onnx.runtime.server.schemas import EmbeddingsRequest
+from bitnet_onnx.runtime.server.service import Service, get_service
+
+router = APIRouter()
+
+
+@router.post("/v1/embeddings")
+async def embeddings(body: EmbeddingsRequest, request: Request, service: Service = Depends(get_service)):
+    config = service.config
+    texts, ids = parse_openai_input(body.input, config.max_inputs)
+    service.check_dimensions(body.dimensions)
+    token_ids, prompt_length = await service.token_ids(texts, ids, truncate=config.auto_truncate)
+    rows = await service.embed(request, token_ids, prompt_length)
+    out = service.embedder.finish(rows, dimensions=body.dimensions)
+    tokens = sum(len(x) for x in token_ids)
+    return await rows_response(_body, out, body.encoding_format or "float", tokens, config.model_name)
+
+
+@router.get("/v1/models")
+async def models(service: Service = Depends(get_service)):
+    model = {"id": service.config.model_name, "object": "model", "created": service.created,
+             "owned_by": "bitnet-onnx"}
+    return json_response({"object": "list", "data": [model]})
+
+
+def _body(out: np.ndarray, encoding_format: str, tokens: int, model: str) -> bytes:
+    if encoding_format == "base64":
+        vectors = [base64.b64encode(row.astype("<f4").tobytes()).decode("ascii") for row in out]
+    else:
+        vectors = out.tolist()
+    data = [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)]
+    return dumps({"object": "list", "data": data, "model": model,
+                  "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})

@@ -1,0 +1,124 @@
+"""What the routes share (``Service``: the embedder, the batcher, the metrics, the config) and the
+dependencies that hand it to them (``get_service``, ``require_key``)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import hmac
+import re
+import time
+from functools import partial
+
+import numpy as np
+from fastapi import Depends, Request
+from starlette.concurrency import run_in_threadpool
+
+from bitnet_onnx.errors import BitnetOnnxError
+from bitnet_onnx.runtime.embedder import Embedder
+from bitnet_onnx.runtime.server.batcher import Batcher, BatchFailed, Draining, QueueFull
+from bitnet_onnx.runtime.server.config import ServerConfig
+from bitnet_onnx.runtime.server.errors import CLIENT_GONE, OPENAI, ApiError
+from bitnet_onnx.runtime.server.metrics import Metrics
+from bitnet_onnx.runtime.server.stoppable import StoppableSession
+
+INLINE_TOKENIZE_CHARS = 8192  # bigger requests are tokenized on a worker thread, off the event loop
+_ITEM_NAME = re.compile(r"^(texts|ids)\[")  # the tokenizer's names for a request's items
+
+
+class Service:
+    """The server's state. ``error_shapes``: route path -> error body shape; ``open_paths``: routes that
+    need no API key and stay up while draining (probes and scrapers)."""
+
+    def __init__(self, embedder: Embedder, config: ServerConfig, error_shapes: dict[str, str],
+                 open_paths: frozenset[str]):
+        self.embedder, self.config = embedder, config
+        self.error_shapes, self.open_paths = error_shapes, open_paths
+        self.metrics = Metrics()
+        # Installed on the caller's embedder (once): the batcher stops a run whose clients all went away.
+        if not isinstance(embedder.session, StoppableSession):
+            embedder.session = StoppableSession(embedder.session)
+        session = embedder.session
+        self.batcher = Batcher(embedder.run_batch, embedder.dimension, config, self.metrics, runs=session)
+        self.created = int(time.time())
+        self._key_digest = _digest(config.api_key) if config.api_key is not None else None
+
+    def error_shape(self, path: str) -> str:
+        return self.error_shapes.get(path, OPENAI)
+
+    def check_key(self, authorization: str) -> None:
+        if self._key_digest is None:
+            return
+        scheme, _, token = authorization.partition(" ")
+        # Digests of equal length compared in constant time: neither content nor length leaks.
+        if not hmac.compare_digest(_digest(token.strip()), self._key_digest) or scheme.lower() != "bearer":
+            raise ApiError(401, "invalid or missing API key: send 'Authorization: Bearer <key>'",
+                           code="invalid_api_key")
+
+    def check_dimensions(self, dimensions: int | None) -> None:
+        dim = self.embedder.dimension
+        if dimensions is not None and not 1 <= dimensions <= dim:
+            raise ApiError(400, f"dimensions must be from 1 to {dim}, got {dimensions}", "dimensions")
+
+    async def token_ids(self, texts: list[str] | None, ids: list[list[int]] | None, truncate: bool,
+                        prompt_name: str | None = None, field: str = "input") -> tuple[list[list[int]], int]:
+        """(token ids by the export's rules, the prompt's length for the pooling); a bad item is a 400
+        naming it. Texts get the prompt (the manifest's default without ``prompt_name``); ids none."""
+        try:
+            if texts is None:
+                work = partial(self.embedder.tokenizer.prepare_ids, ids, truncate=truncate)
+                size, prompt_length = sum(len(x) for x in ids), 0
+            else:
+                work = partial(self.embedder.tokenize, texts, prompt_name=prompt_name, truncate=truncate)
+                size = sum(len(t) for t in texts)
+                prompt_length = self.embedder.prompt_length(self.embedder.resolve_prompt(prompt_name))
+            token_ids = work() if size <= INLINE_TOKENIZE_CHARS else await run_in_threadpool(work)
+        except BitnetOnnxError as e:  # "texts[3] has ..." / "ids[0]: token id ..." / "prompt_name ..."
+            message = _ITEM_NAME.sub(field + "[", str(e), count=1)
+            raise ApiError(400, message, "prompt_name" if message.startswith("prompt_name") else field) from None
+        return token_ids, prompt_length
+
+    async def embed(self, request: Request, ids: list[list[int]], prompt_length: int) -> np.ndarray:
+        """The batcher's rows for ``ids``; given up (queued texts dropped, a run of only this client's
+        texts stopped) as soon as the client disconnects."""
+        work = asyncio.ensure_future(self.batcher.embed(ids, prompt_length))
+        gone = asyncio.ensure_future(_disconnected(request.receive))
+        try:
+            await asyncio.wait((work, gone), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (gone, work):
+                task.cancel()  # a no-op on the finished one
+        if not work.done() or work.cancelled():
+            with contextlib.suppress(asyncio.CancelledError):
+                await work
+            raise ApiError(CLIENT_GONE, "the client closed the connection", code="client_gone")
+        try:
+            return work.result()
+        except QueueFull as e:
+            self.metrics.rejected.labels("queue_full").inc()
+            raise ApiError(429, f"the server is busy ({e})", code="queue_full", retry_after=e.retry_after) from None
+        except Draining:
+            self.metrics.rejected.labels("shutting_down").inc()
+            raise ApiError(503, "the server is shutting down", code="shutting_down", retry_after=1) from None
+        except BatchFailed as e:
+            raise ApiError(500, str(e)) from None
+
+
+async def _disconnected(receive) -> None:
+    """Returns once the client has gone (the body is already read, so the next message says so)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
+def get_service(request: Request) -> Service:
+    return request.app.state.service
+
+
+async def require_key(request: Request, service: Service = Depends(get_service)) -> None:
+    """The API key check of every route but the open ones (async: FastAPI runs a sync one on a thread)."""
+    service.check_key(request.headers.get("authorization", ""))
+
+
+def _digest(key: str) -> bytes:
+    return hashlib.sha256(key.encode("utf-8", "surrogateescape")).digest()
