@@ -50,7 +50,8 @@ struct OpKernel {
 template <typename Kernel>
 struct OpDefinition : Ort::CustomOpBase<OpDefinition<Kernel>, Kernel, /*WithStatus=*/true> {
   OpDefinition() {
-    // ORT itself then refuses a graph importing another version of the domain.
+    // The versions the op implements. ORT picks the kernel by its one schema's since version
+    // (this start), whatever version the graph imports: hosts check the import (docs/op.md).
     this->start_ver_ = kDomainVersionFirst;
     this->end_ver_ = kDomainVersionLast;
   }
