@@ -20,7 +20,9 @@
  * The texts run as one batch, padded to the longest with --pad-id on --pad-side (the manifest's
  * pad_token_id and padding_side; the mask makes the padding invisible either way). Prints one
  * line per text: the sentence_embedding values. Every OrtStatus is checked; any error prints one
- * line to stderr and exits 1 (the process exit releases what was allocated).
+ * line to stderr and exits 1 (the process exit releases what was allocated). MODEL must import the
+ * bitnet_onnx domain version the library implements, checked before the session (model_opset.h:
+ * ORT does not check it).
  */
 #define _POSIX_C_SOURCE 200809L /* getline */
 #include <errno.h>
@@ -31,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model_opset.h"
 #include "onnxruntime_c_api.h"
 
 static const char* PROG = "embed_c";
@@ -198,6 +201,11 @@ int main(int argc, char** argv) {
   if (extensions != NULL && !strings_in) die("--extensions needs --text (a strings-in model)");
   const char* library = use_library ? positional[0] : NULL;
   const char* model = positional[use_library];
+  /* ORT would run a graph of any bitnet_onnx version with the library's ops: the version check is ours. */
+  char model_error[1024];
+  if (model_check_domain_version(model, BITNET_ONNX_DOMAIN, BITNET_ONNX_DOMAIN_VERSION_FIRST,
+                                 BITNET_ONNX_DOMAIN_VERSION_LAST, model_error, sizeof model_error) != 0)
+    die("%s", model_error);
   Texts texts = {NULL, NULL, 0};
   char** strings = NULL;
   size_t nstrings = 0;

@@ -8,12 +8,14 @@
 // Same arguments and output as examples/c/embed.c: LIBRARY is libbitnet_onnx_ops.so (registered
 // with Ort::SessionOptions::RegisterCustomOpsLibrary), MODEL an exported model.onnx, IDS_FILE one
 // text per line of token ids separated by spaces or commas ("-" reads stdin). Prints one line per
-// text: its sentence_embedding. Errors (Ort::Exception included) print one line and exit 1.
+// text: its sentence_embedding. Errors (Ort::Exception included) print one line and exit 1. MODEL must
+// import the bitnet_onnx domain version the library implements, checked before the session (model_opset.h).
 // Strings in (--text), as in embed.c: TEXT_MODEL is an export's model_text.onnx (--text-input),
 // EXT_LIBRARY onnxruntime-extensions' library (needed when the manifest says "text_needs_extensions":
 // true), TEXTS_FILE one UTF-8 text per line ("\n" ends a line, an empty line is an empty text);
 // --prompt feeds the graph's optional prompt input.
 #define ORT_API_MANUAL_INIT  // check the runtime's API version ourselves instead of at static init
+#include "model_opset.h"
 #include "onnxruntime_cxx_api.h"
 
 #include <algorithm>
@@ -102,6 +104,14 @@ Args parse_args(int argc, char** argv) {
   if (args.has_prompt && !args.strings_in) throw Error("--prompt needs --text (a strings-in model)");
   if (!args.extensions.empty() && !args.strings_in) throw Error("--extensions needs --text (a strings-in model)");
   return args;
+}
+
+// ORT would run a graph of any bitnet_onnx version with the library's ops: the version check is ours.
+void check_model_domain_version(const std::string& model) {
+  char error[1024];
+  if (model_check_domain_version(model.c_str(), BITNET_ONNX_DOMAIN, BITNET_ONNX_DOMAIN_VERSION_FIRST,
+                                 BITNET_ONNX_DOMAIN_VERSION_LAST, error, sizeof error) != 0)
+    throw Error(error);
 }
 
 // One row of token ids per line; every line must hold at least one id.
@@ -247,6 +257,7 @@ std::vector<std::vector<float>> embed(const Args& args, const std::vector<std::v
 int main(int argc, char** argv) {
   try {
     Args args = parse_args(argc, argv);
+    check_model_domain_version(args.model);
     const bool strings_in = args.strings_in;
     auto texts = strings_in ? std::vector<std::vector<int64_t>>{} : read_ids(args.ids_file);
     auto strings = strings_in ? read_texts(args.ids_file) : std::vector<std::string>{};
