@@ -24,8 +24,9 @@ with the system C compiler and timed in a child process on this core:
   lut-avx2    the lookup kernels' inner step: load a pattern byte, vpaddw ymm of the table entry
   lut-avx512  it indexes (16 tokens x 4 weights per ymm, 32 per zmm) from 41 KB of L1-resident tables
 "% peak" = a path's GOP/s over its own peak (-lut rows: their lookup kernel's, -mul rows the
-multiply path's; "-" for plain i2s-<isa> rows of an ISA with both families, which run either); baselines are shown against the avx512vnni (else avx2)
-peak for scale. GOP/s counts 2*M*K*N.
+multiply path's; "-" for plain i2s-<isa> rows of an ISA with both families, which run either);
+baselines are shown against the avx512vnni (else avx2) peak for scale. GOP/s counts 2*M*K*N.
+"x mul" = over the -mul variant of the same ISA (run with --family ... mul).
 
 Method: inter_op 1, sequential execution, intra_op = each of --threads, IOBinding into preallocated
 outputs. A round runs every (model, M, variant) once: warm-up runs, then timed runs, keeping the

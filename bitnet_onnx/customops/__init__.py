@@ -18,6 +18,7 @@ from bitnet_onnx.customops.library import (
     DOMAIN,
     DOMAIN_VERSION,
     ISA_ENV,
+    KERNEL_ENV,
     LIBRARY_ENV,
     LIBRARY_NAME,
     KernelIsa,
@@ -30,7 +31,7 @@ from bitnet_onnx.customops.library import (
 from bitnet_onnx.errors import BitnetOnnxError
 
 __all__ = [
-    "DOMAIN", "DOMAIN_VERSION", "ISA_ENV", "LIBRARY_ENV", "LIBRARY_NAME", "SCHEMAS", "BitnetOnnxError", "KernelIsa",
+    "DOMAIN", "DOMAIN_VERSION", "ISA_ENV", "KERNEL_ENV", "LIBRARY_ENV", "LIBRARY_NAME", "SCHEMAS", "BitnetOnnxError", "KernelIsa",
     "extensions_library_path", "library_kernels", "library_ops", "library_path", "register_onnx_schema",
     "session_options",
 ]

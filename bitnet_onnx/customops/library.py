@@ -18,6 +18,7 @@ DOMAIN_VERSION = 1  # the one version of the domain the ops implement (customops
 LIBRARY_NAME = "libbitnet_onnx_ops.so"
 LIBRARY_ENV = "BITNET_ONNX_LIBRARY"  # path of the library to use instead of the installed one
 ISA_ENV = "BITNET_ONNX_ISA"  # read by the library: force one kernel ISA (README, environment variables)
+KERNEL_ENV = "BITNET_ONNX_KERNEL"  # read by the library: force a kernel family, lut or mul (docs/op.md)
 
 
 @dataclass(frozen=True)

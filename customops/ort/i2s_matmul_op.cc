@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -195,7 +196,11 @@ void I2SMatMulKernelState::init(const OrtKernelInfo* raw) {
   std::string error;
   const IsaRecord* isa = select_isa(std::getenv("BITNET_ONNX_ISA"), &error);
   if (!isa) throw InvalidInput{error};
-  matmul = i2s::MatMul(isa->isa);
+  try {
+    matmul = i2s::MatMul(isa->isa, std::getenv("BITNET_ONNX_KERNEL"));
+  } catch (const std::invalid_argument& e) {
+    throw InvalidInput{e.what()};
+  }
 
   eps = kDefaultEps;  // attribute absent -> default (the C++ GetAttribute would throw)
   if (!float_attribute(raw, "epsilon", &eps)) {

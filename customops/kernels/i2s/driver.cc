@@ -200,9 +200,9 @@ std::string family_rules_text() {
   return out;
 }
 
-MatMul::MatMul(Isa isa) : isa_(isa) {
+MatMul::MatMul(Isa isa, const char* forced_family) : isa_(isa) {
   std::string error;
-  if (!candidates_for(isa, std::getenv("BITNET_ONNX_KERNEL"), &candidates_, &error)) throw std::invalid_argument(error);
+  if (!candidates_for(isa, forced_family, &candidates_, &error)) throw std::invalid_argument(error);
 }
 
 void MatMul::set_weights(const uint8_t* i2s, int64_t n, int64_t k) {

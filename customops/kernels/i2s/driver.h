@@ -4,11 +4,11 @@
 // ORT headers): the ORT glue (customops/ort/i2s_matmul_op.cc) validates inputs, gets the output
 // and calls MatMul::run with its pool (ParallelFor).
 //
-// Kernel families: a family is a set of I2SKernel tables, one per ISA (this folder: the multiply
-// kernels, dispatch.cc). A node's MatMul holds the kernels every family has for the node's ISA
-// (its Candidates) and, for each call, select_family picks one of them by (ISA, M, K, N); W is
-// packed once per candidate kernel. Adding a family (e.g. kernels/lut/) is a second slot in
-// Candidates, filled in candidates_for, and a rule in select_family.
+// Kernel families: a family is a set of I2SKernel tables, one per ISA (this folder's dispatch.cc:
+// the multiply kernels; kernels/lut/dispatch.cc: the lookup kernels). A node's MatMul holds the
+// kernels every family has for the node's ISA (its Candidates) and, for each call, select_family
+// picks one of them by (ISA, M, K, N) from the measured rules of driver.cc (or the family
+// BITNET_ONNX_KERNEL forces); a constant W is packed once for each family that may run it.
 #pragma once
 
 #include <cstddef>
@@ -94,7 +94,12 @@ struct Call {
 // One node's kernels and (when constant) its packed W.
 class MatMul {
  public:
-  explicit MatMul(Isa isa = kIsaScalar);
+  // No kernels yet (a node's state before its init); assign a MatMul(isa, family) before use.
+  MatMul() = default;
+  // The candidate kernels of `isa`; `forced_family` (BITNET_ONNX_KERNEL: "mul", "lut", null or empty
+  // for the per-call choice) limits them. Throws std::invalid_argument naming the variable when the
+  // family is unknown or `isa` has no such kernel.
+  MatMul(Isa isa, const char* forced_family);
 
   // Packs a constant W (I2_S bytes [n, k/4]) for every candidate kernel, once. Throws bad_alloc.
   void set_weights(const uint8_t* i2s, int64_t n, int64_t k);
@@ -110,7 +115,7 @@ class MatMul {
   const I2SKernel* kernel_for(int64_t m, int64_t k, int64_t n) const;
 
  private:
-  Isa isa_;
+  Isa isa_ = kIsaScalar;
   Candidates candidates_;
   bool has_weights_ = false;
   int64_t w_n_ = 0, w_k_ = 0;

@@ -1,0 +1,103 @@
+"""I2STernaryMatMul's lookup kernel family (customops/kernels/lut/) through onnxruntime.
+
+BITNET_ONNX_KERNEL=lut|mul forces a family (read when a session creates the op's kernel, beside
+BITNET_ONNX_ISA); unset, the op picks one per call (kernels/i2s/driver.cc, kFamilyRules). The two
+families compute the same exact int32 sums and the same float epilogue, so their outputs must be
+identical bit for bit, on every ISA path this CPU has, and match the numpy reference.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from test_op import assert_matches_reference, make_model, random_case, session
+
+from bitnet_onnx.customops import KERNEL_ENV
+from bitnet_onnx.ternary import pack_i2s
+from cpu_isas import isas_of_this_cpu
+
+ISAS = isas_of_this_cpu()
+
+
+def run(model: bytes, x: np.ndarray, isa: str, family: str | None, monkeypatch, threads: int = 1) -> np.ndarray:
+    if family is None:
+        monkeypatch.delenv(KERNEL_ENV, raising=False)
+    else:
+        monkeypatch.setenv(KERNEL_ENV, family)
+    return session(model, isa, monkeypatch, threads).run(None, {"X": x})[0]
+
+
+# (K, N, M): the projection widths of Qwen3-0.6B (hidden 1024, q 2048, gate/up 3072, down K 3072)
+# and Gemma3-270M (hidden 640, k/v 256, intermediate 2048), M around the token-block edges of the
+# lookup kernels (16 tokens per ymm table, 32 per zmm) and a large M; scalar runs the small ones.
+SHAPES = [
+    (1024, 2048, 16),
+    (1024, 1024, 33),
+    (3072, 1024, 17),
+    (640, 256, 513),
+    (640, 2048, 31),
+    (2048, 640, 1),
+    (128, 7, 15),
+    (1024, 3072, 2048),
+]
+
+
+def _big(k, n, m):
+    return k * n * m > 200_000_000
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("k, n, m", SHAPES, ids=lambda v: str(v))
+def test_lookup_equals_multiply_bit_for_bit(isa, k, n, m, monkeypatch):
+    if isa == "scalar" and _big(k, n, m):
+        m = 64  # the scalar references are slow; the big M runs on the SIMD paths
+    rng = np.random.default_rng(k * 7 + n * 3 + m)
+    x, w, scale, nw = random_case(rng, k, n, (m, k), np.float32)
+    model = make_model(k, n, w, scale, nw)
+    y_lut = run(model, x, isa, "lut", monkeypatch)
+    y_mul = run(model, x, isa, "mul", monkeypatch)
+    np.testing.assert_array_equal(y_lut, y_mul)
+    assert_matches_reference(y_lut, x, w, scale, nw)
+    np.testing.assert_array_equal(run(model, x, isa, None, monkeypatch), y_mul)  # whichever the op picks
+
+
+@pytest.mark.parametrize("isa", ISAS)
+def test_extreme_activations_and_zero_rows(isa, monkeypatch):
+    """All activations quantized to +-127 (constant rows) against all +1 / -1 / alternating weights,
+    zero weight rows and zero (hence NaN-free, all-zero) token rows: the largest int16 partial sums."""
+    k, n = 3072, 40
+    t = np.zeros((n, k), np.int8)
+    t[0::4] = 1
+    t[1::4] = -1
+    t[2::4] = np.resize(np.array([1, -1], np.int8), k)
+    w = pack_i2s(t)
+    x = np.ones((37, k), np.float32)
+    x[1::3] *= -1.0
+    x[2::3] = 0.0
+    model = make_model(k, n, w, 0.02)
+    y_lut = run(model, x, isa, "lut", monkeypatch)
+    np.testing.assert_array_equal(y_lut, run(model, x, isa, "mul", monkeypatch))
+    assert_matches_reference(y_lut, x, w, np.float32(0.02), None)
+
+
+def test_lookup_with_w_fed_at_run_time_and_two_threads(monkeypatch):
+    rng = np.random.default_rng(5)
+    k, n, m = 1024, 1024, 100
+    x, w, scale, nw = random_case(rng, k, n, (m, k), None)
+    for isa in ISAS:
+        model = make_model(k, n, w, scale, nw, w_const=False)
+        monkeypatch.setenv(KERNEL_ENV, "lut")
+        sess1 = session(model, isa, monkeypatch, threads=1)
+        sess2 = session(model, isa, monkeypatch, threads=2)
+        y1 = sess1.run(None, {"X": x, "W": w})[0]
+        y2 = sess2.run(None, {"X": x, "W": w})[0]
+        np.testing.assert_array_equal(y1, y2)
+        assert_matches_reference(y1, x, w, scale, nw)
+
+
+@pytest.mark.parametrize("value", ["lookup", "LUT", "mul,lut", " "])
+def test_bad_kernel_family_is_a_clear_error(value, monkeypatch):
+    w = pack_i2s(np.zeros((1, 128), dtype=np.int8))
+    monkeypatch.setenv(KERNEL_ENV, value)
+    with pytest.raises(Exception, match=rf"BITNET_ONNX_KERNEL={value}: unknown kernel family; expected mul or lut"):
+        session(make_model(128, 1, w), None, monkeypatch)
