@@ -1,0 +1,397 @@
+"""The manylinux_2_28 wheels of scripts/build_wheels.sh, installed and run as a user without a compiler would.
+
+The session builds the sdist and both wheels once (scripts/build_wheels.sh; its CMake build folders in
+build/wheel/ make a re-run incremental) into build/wheel-test-dist/, then:
+  (3) each wheel: auditwheel's verdict is manylinux_2_28 or older; its library is for the wheel's
+      architecture, needs no glibc symbol version newer than GLIBC_2.28, links nothing but glibc
+      (libc, libm, libpthread, libdl, the loader) and exports exactly customops/ort/exports.map's
+      entry points; every ISA path is in it (x86-64: AMX, AVX-512 VNNI, AVX-VNNI, AVX2; aarch64:
+      NEON and its SDOT path);
+  (1) a fresh venv with only the x86-64 wheel and its PyPI dependencies, run with nothing but the
+      venv on PATH (so no compiler): the op tests against the wheel's library, one export + `embed`
+      + `Embedder`, and the C example (built with the system compiler by this process) on the
+      wheel's library;
+  (2) the aarch64 library in the real aarch64 ONNX Runtime (the aarch64 onnxruntime wheel's
+      libonnxruntime.so, `pip download --platform manylinux_2_28_aarch64`), through the C example
+      cross-built for aarch64 and run under qemu-aarch64 (with and without dotprod): its embeddings
+      of an i2s export of every architecture equal the x86-64 wheel's (cosine >= 0.99999).
+Needs what scripts/setup.sh --test installs (qemu-user, g++-aarch64-linux-gnu) and network access
+to PyPI and Debian (the build tools, the ORT headers, the fresh venv's dependencies).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bitnet_onnx.arch import ARCHITECTURES
+from bitnet_onnx.manifest import Manifest
+from bitnet_onnx.runtime.tokenization import TextTokenizer
+
+REPO = Path(__file__).resolve().parents[1]
+# build_wheels.sh's BITNET_WHEEL_WORK: its tools venv, CMake build folders and ORT headers
+WORK = Path(os.environ.get("BITNET_WHEEL_WORK") or REPO / "build" / "wheel")
+DIST = REPO / "build" / "wheel-test-dist"  # not dist/: the tests never touch what a user built there
+ORT_AARCH64 = REPO / "build" / "wheel-test-ort-aarch64"  # the downloaded aarch64 onnxruntime wheel, kept
+EXAMPLES_AARCH64 = REPO / "build" / "wheel-test-examples-aarch64"  # /<onnxruntime version>
+SYSROOT_AARCH64 = Path("/usr/aarch64-linux-gnu")  # libc6-arm64-cross (with g++-aarch64-linux-gnu)
+LIBRARY_IN_WHEEL = "bitnet_onnx/libbitnet_onnx_ops.so"
+ARCHES = ("x86_64", "aarch64")
+ELF_MACHINE = {"x86_64": "Advanced Micro Devices X86-64", "aarch64": "AArch64"}
+LOADER = {"x86_64": "ld-linux-x86-64.so.2", "aarch64": "ld-linux-aarch64.so.1"}
+GLIBC_LIBRARIES = {"libc.so.6", "libm.so.6", "libpthread.so.0", "libdl.so.2"}
+NEWEST_GLIBC = (2, 28)
+BUILT_ISAS = {"x86_64": {"amx", "avx512vnni", "avxvnni", "avx2", "scalar"}, "aarch64": {"neon", "scalar"}}
+HINT = "scripts/setup.sh --test installs what these tests need (qemu-user, g++-aarch64-linux-gnu)"
+
+TEXTS = [
+    "What is the capital of France?",
+    "Paris is the capital and largest city of France.",
+    "Ternary weights",
+    "The quick brown fox jumps over the lazy dog while the weather is sunny with a light breeze.",
+]
+
+pytestmark = pytest.mark.skipif(
+    platform.machine() not in ("x86_64", "AMD64"),
+    reason="installs and runs the x86-64 wheel here and the aarch64 one under qemu-aarch64")
+
+
+def _run(cmd: list, timeout: int = 600, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=timeout, **kw)
+
+
+def _ok(cmd: list, timeout: int = 600, **kw) -> subprocess.CompletedProcess:
+    res = _run(cmd, timeout, **kw)
+    assert res.returncode == 0, f"{' '.join(map(str, cmd))} failed:\n{res.stdout[-3000:]}\n{res.stderr[-4000:]}"
+    return res
+
+
+def _tool(name: str) -> str:
+    found = shutil.which(name)
+    if not found:
+        pytest.fail(f"{name} not found ({HINT})")
+    return found
+
+
+def _entry_points() -> set[str]:
+    """The symbols customops/ort/exports.map makes global."""
+    text = (REPO / "customops" / "ort" / "exports.map").read_text()
+    body = re.search(r"global:(.*?)local:", text, re.S)
+    assert body, "exports.map has no global: ... local: section"
+    return {s.strip() for s in body.group(1).split(";") if s.strip()}
+
+
+# -- the build, once per session ------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def wheels() -> dict[str, Path]:
+    """scripts/build_wheels.sh into build/wheel-test-dist: arch -> wheel (the sdist beside them)."""
+    shutil.rmtree(DIST, ignore_errors=True)
+    res = _run(["bash", REPO / "scripts" / "build_wheels.sh", "--out", DIST], timeout=3000,
+               env={**os.environ, "BITNET_WHEEL_WORK": str(WORK)})
+    assert res.returncode == 0, f"scripts/build_wheels.sh failed:\n{res.stderr[-6000:]}"
+    found = {arch: sorted(DIST.glob(f"bitnet_onnx-*-py3-none-manylinux_2_28_{arch}.whl")) for arch in ARCHES}
+    assert all(len(f) == 1 for f in found.values()), f"expected one wheel per architecture in {DIST}: {found}"
+    assert len(list(DIST.glob("bitnet_onnx-*.tar.gz"))) == 1, f"no sdist in {DIST}"
+    return {arch: f[0] for arch, f in found.items()}
+
+
+@pytest.fixture(scope="session")
+def libraries(wheels, tmp_path_factory) -> dict[str, Path]:
+    """arch -> the op library taken out of that wheel."""
+    out = {}
+    for arch, wheel in wheels.items():
+        dest = tmp_path_factory.mktemp(f"library-{arch}") / "libbitnet_onnx_ops.so"
+        with zipfile.ZipFile(wheel) as z:
+            assert LIBRARY_IN_WHEEL in z.namelist(), f"{wheel.name} has no {LIBRARY_IN_WHEEL}"
+            dest.write_bytes(z.read(LIBRARY_IN_WHEEL))
+        out[arch] = dest
+    return out
+
+
+# -- (3) what the wheels carry ----------------------------------------------------------------------
+@pytest.mark.parametrize("arch", ARCHES)
+def test_auditwheel_says_manylinux_2_28_or_older(wheels, arch):
+    res = _ok([WORK / "tools" / "bin" / "auditwheel", "show", wheels[arch]])
+    text = " ".join(res.stdout.split())
+    verdict = re.search(rf'consistent with the following platform tag: "manylinux_2_(\d+)_{arch}"', text)
+    assert verdict, f"auditwheel named no manylinux tag:\n{res.stdout}"
+    assert int(verdict.group(1)) <= 28, f"auditwheel: manylinux_2_{verdict.group(1)}_{arch}"
+
+
+@pytest.mark.parametrize("arch", ARCHES)
+def test_library_needs_only_old_glibc_and_exports_the_entry_points(libraries, arch):
+    library = libraries[arch]
+    header = _ok(["readelf", "-h", library]).stdout
+    assert ELF_MACHINE[arch] in header, f"the {arch} wheel's library is not for {arch}:\n{header}"
+
+    dynamic = _ok(["readelf", "-d", "-W", library]).stdout
+    needed = set(re.findall(r"\(NEEDED\)\s+Shared library: \[(.+?)\]", dynamic))
+    assert needed <= GLIBC_LIBRARIES | {LOADER[arch]}, f"links more than glibc: {sorted(needed)}"
+    assert "libc.so.6" in needed
+
+    versions = _ok(["readelf", "-V", "-W", library]).stdout
+    required = re.findall(r"Name: (\S+)\s+Flags", versions)
+    assert required and all(v.startswith("GLIBC_") for v in required), f"non-glibc symbol versions: {required}"
+    newest = max(tuple(int(x) for x in v[len("GLIBC_"):].split(".")[:2]) for v in required)
+    assert newest <= NEWEST_GLIBC, f"needs GLIBC_{newest[0]}.{newest[1]} (> 2.28)"
+
+    symbols = _ok(["readelf", "--dyn-syms", "-W", library]).stdout
+    exported = set()
+    for line in symbols.splitlines():
+        fields = line.split()  # Num: Value Size Type Bind Vis Ndx Name
+        if len(fields) >= 8 and fields[4] in ("GLOBAL", "WEAK") and fields[6] != "UND":
+            exported.add(fields[7].split("@")[0])
+    assert exported == _entry_points()
+
+
+def test_x86_library_has_every_isa_path(libraries):
+    """The instructions of each x86 kernel file: AMX tiles, zmm VNNI, VEX (AVX-VNNI) ymm VNNI, AVX2."""
+    code = _ok(["objdump", "-d", "--no-show-raw-insn", libraries["x86_64"]], timeout=300).stdout
+    assert re.search(r"\btdpbssd\b", code) and "ldtilecfg" in code, "no AMX tile multiply (amx.cc)"
+    assert re.search(r"\bvpdpbusd\s+%zmm", code), "no AVX-512 VNNI (avx512vnni.cc)"
+    assert re.search(r"\{vex\} vpdpbusd\s+%ymm", code), "no AVX-VNNI (avxvnni.cc)"
+    assert re.search(r"\bvpmaddubsw\s+%ymm", code), "no AVX2 int8 multiply (avx2.cc)"
+
+
+KERNEL_NAMES_C = textwrap.dedent("""\
+    #include <dlfcn.h>
+    #include <stdio.h>
+    int main(int argc, char** argv) {
+      void* lib = dlopen(argv[1], RTLD_NOW);
+      if (!lib) { fprintf(stderr, "%s\\n", dlerror()); return 1; }
+      const char* (*names)(void) = (const char* (*)(void))dlsym(lib, "bitnet_onnx_kernel_names");
+      if (!names) { fprintf(stderr, "no bitnet_onnx_kernel_names\\n"); return 1; }
+      fputs(names(), stdout);
+      return argc > 2;
+    }
+    """)
+
+
+@pytest.mark.parametrize("cpu", ["max", "cortex-a53"])  # with and without dotprod
+def test_aarch64_library_has_neon_and_dotprod(libraries, tmp_path, cpu):
+    """NEON built and run; SDOT in the code; the library's own ISA table under qemu-aarch64."""
+    library = libraries["aarch64"]
+    code = _ok([_tool("aarch64-linux-gnu-objdump"), "-d", "--no-show-raw-insn", library], timeout=300).stdout
+    assert re.search(r"\bsdot\b", code), "no SDOT instruction (neon_dotprod.cc)"
+    source = tmp_path / "kernel_names.c"
+    source.write_text(KERNEL_NAMES_C)
+    exe = tmp_path / "kernel_names"
+    _ok([_tool("aarch64-linux-gnu-gcc"), "-O1", source, "-o", exe, "-ldl"])
+    res = _ok([_tool("qemu-aarch64"), "-cpu", cpu, "-L", SYSROOT_AARCH64, exe, library])
+    table = {line.split("\t")[0]: line.split("\t")[1:] for line in res.stdout.splitlines()}
+    assert {name for name, (built, _runs, _needs) in table.items() if built == "1"} == BUILT_ISAS["aarch64"]
+    assert table["neon"][1] == "1", f"NEON does not run on qemu's {cpu}: {table}"
+
+
+# -- (1) a fresh venv with only the x86-64 wheel ----------------------------------------------------
+@pytest.fixture(scope="module")
+def fresh_venv(wheels, tmp_path_factory) -> Path:
+    """A new venv holding the x86-64 wheel and its PyPI dependencies, nothing else."""
+    venv = tmp_path_factory.mktemp("fresh") / "venv"
+    _ok([sys.executable, "-m", "venv", venv])
+    _ok([venv / "bin" / "python", "-m", "pip", "install", "--disable-pip-version-check", "-q", wheels["x86_64"]],
+        timeout=1200)
+    return venv
+
+
+def _fresh_env(venv: Path) -> dict[str, str]:
+    """The environment of a user who installed only the wheel: the venv alone on PATH (no
+    compiler, no cmake), none of our variables, nothing of this checkout on sys.path."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("BITNET_ONNX_", "PYTHON", "VIRTUAL_ENV"))}
+    env["PATH"] = str(venv / "bin")
+    return env
+
+
+def _fresh(venv: Path, args: list, cwd: Path, timeout: int = 600) -> subprocess.CompletedProcess:
+    return _ok(args, timeout, env=_fresh_env(venv), cwd=cwd)
+
+
+def _fresh_python(venv: Path, code: str, cwd: Path) -> str:
+    return _fresh(venv, [venv / "bin" / "python", "-c", textwrap.dedent(code)], cwd).stdout
+
+
+def _fresh_library(venv: Path, cwd: Path) -> Path:
+    return Path(_fresh_python(venv, "from bitnet_onnx import customops; print(customops.library_path())", cwd).strip())
+
+
+def test_fresh_venv_has_no_compiler_and_loads_the_wheels_library(fresh_venv, libraries, tmp_path):
+    found = _fresh_python(fresh_venv, """
+        import shutil
+        print(*[c for c in ("cc", "c++", "gcc", "g++", "clang", "cmake", "zig") if shutil.which(c)])
+        """, tmp_path).split()
+    assert found == [], f"on the fresh venv's PATH: {found}"
+    library = _fresh_library(fresh_venv, tmp_path)
+    assert library.is_relative_to(fresh_venv), f"library outside the venv: {library}"
+    assert library.read_bytes() == libraries["x86_64"].read_bytes()
+    built = _fresh_python(fresh_venv, """
+        from bitnet_onnx import customops
+        print(*[k.name for k in customops.library_kernels() if k.built])
+        """, tmp_path).split()
+    assert set(built) == BUILT_ISAS["x86_64"]
+
+
+def test_op_tests_pass_on_the_wheels_library(fresh_venv, tmp_path):
+    """tests/test_op.py and tests/test_attention_op.py with BITNET_ONNX_LIBRARY = the installed wheel's library."""
+    library = _fresh_library(fresh_venv, tmp_path)
+    env = {**os.environ, "BITNET_ONNX_LIBRARY": str(library)}
+    res = _run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                REPO / "tests" / "test_op.py", REPO / "tests" / "test_attention_op.py"],
+               timeout=1200, env=env, cwd=REPO)
+    assert res.returncode == 0, f"op tests on {library} failed:\n{res.stdout[-5000:]}"
+    assert re.search(r"\d+ passed", res.stdout) and "failed" not in res.stdout.splitlines()[-1]
+
+
+@pytest.fixture(scope="module")
+def fresh_export(fresh_venv, qwen3_bitnet, tmp_path_factory) -> Path:
+    """The tiny Qwen3 BitNet model exported by the fresh venv's `bitnet-onnx export` (i2s)."""
+    out = tmp_path_factory.mktemp("fresh-export") / "out"
+    _fresh(fresh_venv, [fresh_venv / "bin" / "bitnet-onnx", "export", qwen3_bitnet, "-o", out], out.parent)
+    assert Manifest.read(out).weights == "i2s"
+    return out
+
+
+def test_fresh_venv_export_embed_and_embedder(fresh_venv, fresh_export, tmp_path):
+    """`bitnet-onnx embed` and `Embedder` in the fresh venv agree, and equal this checkout's own build."""
+    from bitnet_onnx import Embedder
+
+    npy = tmp_path / "cli.npy"
+    _fresh(fresh_venv, [fresh_venv / "bin" / "bitnet-onnx", "embed", fresh_export, *TEXTS, "--threads", "1",
+                        "--quiet", "--output", npy], tmp_path)
+    from_cli = np.load(npy)
+    script = tmp_path / "embedder.py"
+    script.write_text(textwrap.dedent(f"""
+        import numpy as np
+        from bitnet_onnx import Embedder
+        np.save({str(tmp_path / 'embedder.npy')!r}, Embedder({str(fresh_export)!r}, threads=1).encode({TEXTS!r}))
+        """))
+    _fresh(fresh_venv, [fresh_venv / "bin" / "python", script], tmp_path)
+    from_embedder = np.load(tmp_path / "embedder.npy")
+    assert from_cli.shape == from_embedder.shape == (len(TEXTS), Manifest.read(fresh_export).dimension)
+    np.testing.assert_array_equal(from_cli, from_embedder)
+    here = Embedder(fresh_export, threads=1).encode(TEXTS)  # this checkout's op library (system compiler)
+    np.testing.assert_allclose(from_embedder, here, rtol=0, atol=1e-5)
+
+
+def _write_ids(path: Path, folder: Path) -> Path:
+    rows = TextTokenizer.from_folder(folder).tokenize(TEXTS)
+    path.write_text("".join(" ".join(map(str, row)) + "\n" for row in rows), encoding="utf-8")
+    return path
+
+
+# What ORT's cpuinfo prints under qemu-user, which has no CPU vendor to report (not our library).
+QEMU_VENDOR_WARNING = "onnxruntime cpuid_info warning: Unknown CPU vendor. cpuinfo_vendor value: 0"
+
+
+def _embed_c(program: list, library: Path, folder: Path, ids_file: Path, under_qemu: bool = False) -> np.ndarray:
+    manifest = Manifest.read(folder)
+    res = _ok([*program, "--threads", "1", "--pad-side", manifest.padding_side, "--pad-id", manifest.pad_token_id,
+               library, folder / manifest.model_file, ids_file], timeout=900)
+    stderr = [line for line in res.stderr.splitlines()
+              if line.strip() and not (under_qemu and line == QEMU_VENDOR_WARNING)]
+    assert stderr == [], res.stderr
+    return np.array([[float(v) for v in line.split()] for line in res.stdout.splitlines()], np.float32)
+
+
+def test_c_example_on_the_wheels_library(host_programs, fresh_venv, fresh_export, tmp_path):
+    """examples/c (system compiler, the onnxruntime wheel's libonnxruntime) with the wheel's op library
+    equals an InferenceSession of the fresh venv on the same ids."""
+    ids_file = _write_ids(tmp_path / "ids.txt", fresh_export)
+    got = _embed_c([host_programs["embed_c"]], _fresh_library(fresh_venv, tmp_path), fresh_export, ids_file)
+    script = tmp_path / "session.py"
+    script.write_text(textwrap.dedent(f"""
+        import numpy as np, onnxruntime as ort
+        from bitnet_onnx import customops
+        from bitnet_onnx.runtime.tokenization import TextTokenizer
+        ids, mask = TextTokenizer.from_folder({str(fresh_export)!r}).encode({TEXTS!r})
+        sess = ort.InferenceSession({str(fresh_export / 'model.onnx')!r}, customops.session_options(threads=1),
+                                    providers=["CPUExecutionProvider"])
+        out = sess.run(["sentence_embedding"], {{"input_ids": ids, "attention_mask": mask}})[0]
+        np.save({str(tmp_path / 'session.npy')!r}, out)
+        """))
+    _fresh(fresh_venv, [fresh_venv / "bin" / "python", script], tmp_path)
+    expected = np.load(tmp_path / "session.npy")
+    assert got.shape == expected.shape
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-5)
+
+
+# -- (2) the aarch64 library in the aarch64 ONNX Runtime, under qemu --------------------------------
+def _ort_headers() -> Path:
+    env = os.environ.get("ONNXRUNTIME_INCLUDE_DIR")
+    headers = Path(env) if env else WORK / "ort-headers" / "include"  # fetched by build_wheels.sh
+    assert (headers / "onnxruntime_c_api.h").is_file(), f"no onnxruntime_c_api.h in {headers}"
+    return headers
+
+
+# Not the version installed here: the aarch64 builds of onnxruntime >= 1.28 die with SIGSEGV while
+# the library initializes under Debian 12's qemu-user 7.2 (right after reading the host's
+# /sys/devices/system/cpu/*/cache, an x86 topology), before any of our code runs; 1.27.0 is the
+# newest that loads there. The op library supports onnxruntime >= 1.21, so any of them is a fair host.
+AARCH64_ORT_VERSION = "1.27.0"
+
+
+@pytest.fixture(scope="module")
+def aarch64_onnxruntime() -> Path:
+    """libonnxruntime.so of the aarch64 onnxruntime wheel AARCH64_ORT_VERSION (kept in build/)."""
+    version = AARCH64_ORT_VERSION
+    lib_dir = ORT_AARCH64 / version
+    libs = sorted(lib_dir.glob("libonnxruntime.so.*"))
+    if not libs:
+        download = ORT_AARCH64 / "download"
+        _ok([sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "-q", f"onnxruntime=={version}",
+             "--platform", "manylinux_2_28_aarch64", "--only-binary=:all:", "--no-deps", "-d", download], timeout=900)
+        wheel = sorted(download.glob(f"onnxruntime-{version}-*aarch64*.whl"))
+        assert wheel, f"pip download gave no aarch64 onnxruntime {version} wheel in {download}"
+        lib_dir.mkdir(parents=True, exist_ok=True)
+        with zipfile.ZipFile(wheel[0]) as z:
+            for name in z.namelist():
+                if re.fullmatch(r"onnxruntime/capi/libonnxruntime\.so\.[0-9.]+", name):
+                    (lib_dir / Path(name).name).write_bytes(z.read(name))
+        libs = sorted(lib_dir.glob("libonnxruntime.so.*"))
+    assert libs, f"the aarch64 onnxruntime {version} wheel has no capi/libonnxruntime.so.*"
+    assert ELF_MACHINE["aarch64"] in _ok(["readelf", "-h", libs[0]]).stdout
+    return libs[0]
+
+
+@pytest.fixture(scope="module")
+def aarch64_embed_c(aarch64_onnxruntime) -> Path:
+    """examples/c cross-built for aarch64 (g++-aarch64-linux-gnu) against the aarch64 libonnxruntime."""
+    ninja = shutil.which("ninja", path=os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]]))
+    cmake = shutil.which("cmake", path=os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]]))
+    assert ninja and cmake, "cmake and ninja (pip) are needed to build examples/"
+    _tool("aarch64-linux-gnu-gcc")
+    build = EXAMPLES_AARCH64 / AARCH64_ORT_VERSION
+    _ok([cmake, "-S", REPO / "examples", "-B", build, "-G", "Ninja", f"-DCMAKE_MAKE_PROGRAM={ninja}",
+         f"-DCMAKE_TOOLCHAIN_FILE={REPO / 'scripts' / 'aarch64-toolchain.cmake'}", "-DCMAKE_BUILD_TYPE=Release",
+         f"-DONNXRUNTIME_INCLUDE_DIR={_ort_headers()}", f"-DONNXRUNTIME_LIB={aarch64_onnxruntime}",
+         "-DCMAKE_C_FLAGS=-Werror"])
+    _ok([ninja, "-C", build, "-j2", "embed_c"])
+    return build / "embed_c"
+
+
+def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+
+
+@pytest.mark.parametrize("cpu", ["max", "cortex-a53"])  # SDOT path; NEON without dotprod
+@pytest.mark.parametrize("arch", list(ARCHITECTURES))
+def test_aarch64_embeddings_equal_x86(host_programs, aarch64_embed_c, libraries, tiny_model, tiny_export,
+                                      arch, cpu, tmp_path):
+    folder = tiny_export(tiny_model(arch))
+    assert Manifest.read(folder).weights == "i2s"
+    ids_file = _write_ids(tmp_path / "ids.txt", folder)
+    on_x86 = _embed_c([host_programs["embed_c"]], libraries["x86_64"], folder, ids_file)
+    qemu = [_tool("qemu-aarch64"), "-cpu", cpu, "-L", SYSROOT_AARCH64, aarch64_embed_c]
+    on_aarch64 = _embed_c(qemu, libraries["aarch64"], folder, ids_file, under_qemu=True)
+    assert on_aarch64.shape == on_x86.shape == (len(TEXTS), Manifest.read(folder).dimension)
+    cos = _cosines(on_x86, on_aarch64)
+    assert cos.min() >= 0.99999, f"{arch} on qemu {cpu}: cosines {cos}"
