@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
 
 from bitnet_onnx import __version__
 from bitnet_onnx.errors import BitnetOnnxError
-from bitnet_onnx.io import exit_cleanly_on_termination
+from bitnet_onnx.io import Terminated, exit_cleanly_on_termination, received_signal
 
 # verb -> (module, one-line help)
 VERBS: dict[str, tuple[str, str]] = {
@@ -42,24 +43,58 @@ def build_parser(argv: list[str]) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Runs one verb; its errors become one line on stderr (exit 1); Ctrl-C (exit 130), SIGTERM and
+    SIGHUP (128 + signal) one line saying so. Never a traceback, and every temp output is removed
+    on the way out. The handlers cover the whole run, the verb's imports (seconds for torch or onnx)
+    included."""
     argv = sys.argv[1:] if argv is None else argv
+    try:
+        with exit_cleanly_on_termination():  # SIGTERM/SIGHUP remove temp outputs like Ctrl-C
+            return _run_verb(argv)
+    except BaseException as e:
+        signum = received_signal()  # whatever the signal's exception became on its way up
+        if isinstance(e, KeyboardInterrupt):
+            signum = signum or signal.SIGINT
+        elif isinstance(e, Terminated):
+            signum = signum or e.code - 128
+        if signum is not None:
+            return interrupted(argv, signal.Signals(signum).name, 130 if signum == signal.SIGINT else 128 + signum)
+        if isinstance(e, BitnetOnnxError):
+            return _error(argv, str(e))
+        if isinstance(e, OSError):  # unreadable inputs, full disks, folders where files belong, ...
+            return _error(argv, describe_os_error(e))
+        raise
+
+
+def _verb(argv: list[str]) -> str | None:
+    """The verb argv names (build_parser's rule), if it is one."""
+    verb = next((a for a in argv if not a.startswith("-")), None)
+    return verb if verb in VERBS else None
+
+
+def _error(argv: list[str], message: str) -> int:
+    print(f"bitnet-onnx {_verb(argv)}: error: {message}", file=sys.stderr)
+    return 1
+
+
+def interrupted(argv: list[str], signal_name: str, status: int) -> int:
+    """The one line of a run stopped by a signal; its exit status."""
+    verb = _verb(argv)
+    try:
+        print(f"bitnet-onnx{' ' + verb if verb else ''}: interrupted by {signal_name}", file=sys.stderr)
+    except (OSError, ValueError):  # stderr closed or gone: the status still tells
+        pass
+    return status
+
+
+def _run_verb(argv: list[str]) -> int:
     parser = build_parser(argv)
     args = parser.parse_args(argv)
     if not args.verb:
         parser.print_help()
         return 2
     module = importlib.import_module(VERBS[args.verb][0])
-    try:
-        with exit_cleanly_on_termination():  # SIGTERM/SIGHUP remove temp outputs like Ctrl-C
-            return int(module.run(args) or 0)
-    except BitnetOnnxError as e:
-        print(f"bitnet-onnx {args.verb}: error: {e}", file=sys.stderr)
-        return 1
-    except OSError as e:  # unreadable inputs, full disks, folders where files belong, symlink loops, ...
-        print(f"bitnet-onnx {args.verb}: error: {describe_os_error(e)}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 130
+    return int(module.run(args) or 0)
 
 
 def describe_os_error(e: OSError) -> str:

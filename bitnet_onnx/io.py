@@ -1,4 +1,11 @@
-"""The output-safety rule every writer of the package follows (docs/reliability.md):
+"""The input and output rules every reader and writer of the package follows (docs/reliability.md).
+
+Inputs: a file the package reads is opened only when it is a regular file (``open_input_file``,
+``check_input_file``; stdin only where a command documents "-"), so a FIFO without a writer or a
+device like /dev/zero fails at once with one line naming it instead of hanging or filling memory;
+JSON files are read with a size cap (``read_json``); a symlink loop is one line (``resolve``).
+
+Outputs:
 
 - paths are resolved first, and an output that is, contains or is inside an input is refused
   (``check_apart``);
@@ -6,7 +13,9 @@
   so a failure, Ctrl-C, SIGTERM or SIGHUP leaves either the old state or the whole new output;
 - ``--overwrite`` replaces only what the tool itself wrote before (the caller's ``ours`` test);
 - the final rename never replaces something that appeared meanwhile (``rename_noreplace``);
-- results get the usual permissions of the user's umask (mkstemp/mkdtemp would leave them private).
+- every file and folder of a result gets the usual permissions of the user's umask, whatever wrote
+  it (mkstemp/mkdtemp and onnx's external data writer would leave them private);
+- a failed write names its cause: the OS reason and the space left or the file size limit.
 
     with atomic_file(path) as tmp:                 # a file: tmp is a Path next to path
         write(tmp)
@@ -18,19 +27,147 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import fcntl
+import json
 import os
+import re
+import resource
+import stat
 import shutil
 import signal
 import tempfile
 import threading
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Any, BinaryIO, Callable, Iterable, Iterator
 
 from bitnet_onnx.errors import BitnetOnnxError
 
 _RENAME_NOREPLACE = 1  # linux/fs.h
 _AT_FDCWD = -100
+
+
+# ---- inputs -----------------------------------------------------------------------------------
+
+# A config-like JSON file (config.json, tokenizer_config.json, the manifest, ...) is a few KB; the cap
+# keeps a hostile one from costing GBs while parsed. tokenizer.json holds the whole vocabulary (33 MB
+# for Gemma3's 262k tokens), hence its own cap.
+MAX_JSON_BYTES = 16 << 20
+MAX_TOKENIZER_JSON_BYTES = 256 << 20
+
+_KINDS = ((stat.S_ISDIR, "is a directory, not a file"), (stat.S_ISFIFO, "is a FIFO (named pipe), not a regular file"),
+          (stat.S_ISSOCK, "is a socket, not a regular file"), (stat.S_ISCHR, "is a character device, not a regular file"),
+          (stat.S_ISBLK, "is a block device, not a regular file"))
+
+
+def _label(path: str | Path, what: str | None) -> str:
+    return f"{what} {path}" if what else str(path)
+
+
+def _not_regular(mode: int) -> str | None:
+    """Why a file of this st_mode cannot be read as an input; None for a regular file."""
+    if stat.S_ISREG(mode):
+        return None
+    return next((reason for test, reason in _KINDS if test(mode)), "is not a regular file")
+
+
+def input_error(path: str | Path, e: OSError, what: str | None = None, missing: str = "") -> BitnetOnnxError:
+    """One line naming ``path`` for an OSError met while opening or reading it."""
+    label = _label(path, what)
+    if e.errno == errno.ENOENT:
+        return BitnetOnnxError(f"{label}: file not found{missing}")
+    if e.errno == errno.ELOOP:
+        return BitnetOnnxError(f"{label}: a symlink loop (too many levels of symbolic links)")
+    if e.errno == errno.EISDIR:
+        return BitnetOnnxError(f"{label}: is a directory, not a file")
+    return BitnetOnnxError(f"{label}: cannot be read ({e.strerror or e})")
+
+
+def check_input_file(path: str | Path, what: str | None = None, missing: str = "", limit: int | None = None) -> Path:
+    """``path`` when it is (or links to) a regular file of at most ``limit`` bytes; else one line naming
+    it. For paths handed to a library that opens them itself (safetensors, gguf, onnx, onnxruntime,
+    tokenizers): a FIFO there would block the open forever, a device would be read without end."""
+    path = Path(path)
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        raise input_error(path, e, what, missing) from None
+    reason = _not_regular(st.st_mode)
+    if reason:
+        raise BitnetOnnxError(f"{_label(path, what)}: {reason}")
+    _check_size(path, what, st.st_size, limit)
+    return path
+
+
+def _check_size(path: str | Path, what: str | None, size: int, limit: int | None) -> None:
+    if limit is not None and size > limit:
+        raise BitnetOnnxError(f"{_label(path, what)}: {size} bytes, more than the {limit} this file may have")
+
+
+def open_input_file(path: str | Path, what: str | None = None, missing: str = "") -> BinaryIO:
+    """``path`` opened for binary reading, only if it is a regular file (checked before the open and
+    again on the open file, so a FIFO swapped in meanwhile cannot block: the open is non-blocking)."""
+    path = check_input_file(path, what, missing)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError as e:
+        raise input_error(path, e, what, missing) from None
+    try:
+        reason = _not_regular(os.fstat(fd).st_mode)
+        if reason:
+            raise BitnetOnnxError(f"{_label(path, what)}: {reason}")
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_input_file(path: str | Path, what: str | None = None, limit: int | None = None, missing: str = "") -> bytes:
+    """The bytes of a regular file (``open_input_file``); one line naming it when larger than ``limit``."""
+    with open_input_file(path, what, missing) as f:
+        _check_size(path, what, os.fstat(f.fileno()).st_size, limit)
+        try:
+            data = f.read() if limit is None else f.read(limit + 1)  # limit + 1: a file grown meanwhile
+        except OSError as e:
+            raise input_error(path, e, what, missing) from None
+    if limit is not None and len(data) > limit:
+        raise BitnetOnnxError(f"{_label(path, what)}: more than the {limit} bytes this file may have")
+    return data
+
+
+def read_json(path: str | Path, what: str | None = None, limit: int = MAX_JSON_BYTES, missing: str = "") -> Any:
+    """A JSON file (a regular file of at most ``limit`` bytes, UTF-8); one line naming it otherwise.
+    ``missing``: what to add when it does not exist, e.g. " (a model folder needs config.json)"."""
+    data = read_input_file(path, what, limit, missing)
+    try:
+        return json.loads(data.decode("utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise BitnetOnnxError(f"{_label(path, what)}: not valid JSON ({e})") from None
+    except RecursionError:  # [[[[...: json recurses once per level
+        raise BitnetOnnxError(f"{_label(path, what)}: not valid JSON (nested too deeply)") from None
+
+
+def read_json_object(path: str | Path, what: str | None = None, limit: int = MAX_JSON_BYTES, missing: str = "") -> dict:
+    """read_json of a file that must hold a JSON object (config files)."""
+    data = read_json(path, what, limit, missing)
+    if not isinstance(data, dict):
+        raise BitnetOnnxError(f"{_label(path, what)}: expected a JSON object, got {type(data).__name__}")
+    return data
+
+
+def resolve(path: str | Path, what: str | None = None) -> Path:
+    """``Path(path).resolve()``, with a symlink loop as one line naming ``path`` (pathlib raises
+    RuntimeError for one before Python 3.13, OSError ELOOP after)."""
+    try:
+        return Path(path).resolve()
+    except RuntimeError:
+        raise BitnetOnnxError(f"{_label(path, what)}: a symlink loop (too many levels of symbolic links)") from None
+    except OSError as e:
+        raise input_error(path, e, what) from None
+
+
+# ---- outputs ----------------------------------------------------------------------------------
 
 
 def umask() -> int:
@@ -41,9 +178,9 @@ def umask() -> int:
 
 def check_apart(output: str | Path, inputs: Iterable[str | Path], what: str = "output") -> Path:
     """The resolved output; an error when it is, contains or is inside one of ``inputs``."""
-    out = Path(output).resolve()
+    out = resolve(output, what)
     for source in inputs:
-        src = Path(source).resolve()
+        src = resolve(source)
         if out == src:
             raise BitnetOnnxError(f"{what} {output} is the input {source}; choose another path")
         if src.is_relative_to(out):
@@ -90,20 +227,88 @@ def _appeared(path: Path, what: str) -> BitnetOnnxError:
     return BitnetOnnxError(f"{what} {path}: appeared while this run was writing; left as it is, nothing written")
 
 
-# write failures of a full or capped disk; errno None: a library's short-write check
+# write failures of a full or capped disk; errno None: a library's short-write check (numpy's tofile,
+# which gguf-py writes tensors with, says "16384 requested and 8208 written" and drops the errno)
 _DISK_FULL = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT, None)
+_SHORT_WRITE = re.compile(r"(\d+) requested and (\d+) written")
+
+
+def _free_bytes(folder: Path) -> int | None:
+    try:
+        st = os.statvfs(folder)
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize
+
+
+def _size_text(n: int) -> str:
+    if n < 1024:
+        return f"{n} bytes"
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
+        n /= 1024
+        if n < 1024 or unit == "TiB":
+            return f"{n:.1f} {unit}"
+    raise AssertionError("unreachable")
+
+
+def _file_size_limit() -> int | None:
+    soft, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
+    return None if soft == resource.RLIM_INFINITY else soft
+
+
+def _out_of_space(e: OSError, free_at_failure: int | None) -> bool:
+    """Whether a write failed for lack of space; for a library's short write (no errno), judged by
+    the space left when it failed: less than the bytes it could not write."""
+    if e.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    if e.errno is not None or free_at_failure is None:
+        return False
+    short = _SHORT_WRITE.search(str(e))
+    unwritten = int(short[1]) - int(short[2]) if short else 1
+    return free_at_failure < max(unwritten, 1)
+
+
+def _disk_full_reason(e: OSError, folder: Path, free_at_failure: int | None) -> str:
+    """The cause of a failed write, worded as the OS would, with the numbers the user needs."""
+    if _out_of_space(e, free_at_failure):
+        name = os.strerror(e.errno if e.errno == errno.EDQUOT else errno.ENOSPC)
+        free = _free_bytes(folder)  # after the partial output was removed: what the user has
+        return f"{name}; {_size_text(free)} free in {folder}" if free is not None else name
+    limit = _file_size_limit()
+    if e.errno == errno.EFBIG or (e.errno is None and limit is not None):
+        name = os.strerror(errno.EFBIG)
+        return f"{name}: the file size limit (ulimit -f) is {limit} bytes" if limit is not None else name
+    return e.strerror or str(e)
 
 
 @contextmanager
-def _write_errors(path: Path, what: str) -> Iterator[None]:
-    """A full disk while writing ``path`` becomes one error naming it (other OSErrors name their own file)."""
+def _write_errors(path: Path, what: str, folder: Path, remove: Callable[[], None]) -> Iterator[None]:
+    """A full disk while writing ``path`` becomes one error naming it and its cause (other OSErrors name
+    their own file). ``remove`` drops the partial output first, so the free space reported is the user's."""
     try:
         yield
     except OSError as e:
         if e.errno not in _DISK_FULL or isinstance(e, (FileNotFoundError, FileExistsError)):
             raise
-        reason = e.strerror or str(e)
+        free_at_failure = _free_bytes(folder)
+        remove()
+        reason = _disk_full_reason(e, folder, free_at_failure)
         raise BitnetOnnxError(f"{what} {path}: could not write ({reason}); nothing written") from None
+
+
+def _umask_modes(root: Path) -> None:
+    """Every file and folder under ``root`` (itself included) gets the mode a plain open/mkdir would
+    give under the user's umask: libraries write some private (onnx's external data is 0600,
+    mkstemp/mkdtemp are), and a service account must be able to load what the deploy user made.
+    Executable bits of files are kept (within the umask); symlinks are left as they are."""
+    mask = umask()
+    for dirpath, dirnames, filenames in os.walk(root):
+        os.chmod(dirpath, 0o777 & ~mask)
+        for name in filenames:
+            file = os.path.join(dirpath, name)
+            st = os.lstat(file)
+            if stat.S_ISREG(st.st_mode):
+                os.chmod(file, (0o777 if st.st_mode & 0o111 else 0o666) & ~mask)
 
 
 @contextmanager
@@ -121,11 +326,13 @@ def atomic_file(path: str | Path, what: str = "output",
     existed = path.exists()
     if existed and ours is not None and not ours(path):
         raise BitnetOnnxError(f"{what} {path} exists and was not written by bitnet-onnx; not replacing it")
-    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
-    os.close(fd)
-    tmp = Path(name)
+    tmp: Path | None = None
     try:
-        with _write_errors(path, what):
+        with _SIGNALS_HELD:  # a signal while the temp file is made unwinds once it is known: here
+            fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+            os.close(fd)
+            tmp = Path(name)
+        with _write_errors(path, what, folder, lambda: tmp.unlink(missing_ok=True)):
             yield tmp
         os.chmod(tmp, 0o666 & ~umask())
         if existed:
@@ -133,7 +340,8 @@ def atomic_file(path: str | Path, what: str = "output",
         else:
             _rename_new(tmp, path, what)
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        if tmp is not None:
+            tmp.unlink(missing_ok=True)
         raise
 
 
@@ -143,17 +351,20 @@ def atomic_folder(path: str | Path, overwrite: bool = False, what: str = "output
     """Yields an empty temp folder next to ``path``; on success it becomes ``path``, else it is removed.
 
     An existing ``path`` is replaced only with ``overwrite`` and when ``ours(path)`` (if given)
-    says this tool wrote it: the old folder is swapped out, then removed.
+    says this tool wrote it: the old folder is swapped out, then removed. Everything in it gets the
+    umask's modes (``_umask_modes``), whatever the library that wrote it.
     """
     path = Path(path)
     check_replaceable_folder(path, overwrite, what, ours)
     existed = os.path.lexists(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
+    tmp: Path | None = None
     try:
-        os.chmod(tmp, 0o777 & ~umask())
-        with _write_errors(path, what):
+        with _SIGNALS_HELD:  # a signal while the temp folder is made unwinds once it is known: here
+            tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
+        with _write_errors(path, what, path.parent, lambda: shutil.rmtree(tmp, ignore_errors=True)):
             yield tmp
+        _umask_modes(tmp)
         if os.path.lexists(path) and not existed:
             raise _appeared(path, what)
         if os.path.lexists(path):  # overwrite: swap, then drop the old folder
@@ -162,7 +373,8 @@ def atomic_folder(path: str | Path, overwrite: bool = False, what: str = "output
         else:
             _rename_new(tmp, path, what)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
         raise
 
 
@@ -197,20 +409,81 @@ def check_replaceable_folder(path: Path, overwrite: bool, what: str = "output",
                               "folders it wrote")
 
 
+class Terminated(SystemExit):
+    """SIGTERM or SIGHUP, unwinding the stack like Ctrl-C; its code is the exit status, 128 + signal."""
+
+    def __init__(self, signum: int):
+        super().__init__(128 + signum)
+        self.signal_name = signal.Signals(signum).name
+
+
+_UNWINDING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def _unwinding(signum: int) -> BaseException:
+    return KeyboardInterrupt() if signum == signal.SIGINT else Terminated(signum)
+
+
+class _SignalsHeld:
+    """A block in which the signals of exit_cleanly_on_termination wait, then unwind at its end.
+
+    Creating a temp output and recording it for cleanup is not one step: a signal in between would
+    leave it behind. Inside this block a signal is only noted; the block's end raises it, where the
+    caller's cleanup knows the temp output. Effective under exit_cleanly_on_termination's handlers
+    (the command line); elsewhere Python's own Ctrl-C handler raises at once.
+    """
+
+    def __init__(self) -> None:
+        self.depth = 0
+        self.pending: int | None = None
+        self.received: int | None = None  # the first signal of the run, held or raised
+
+    def __enter__(self) -> None:
+        self.depth += 1
+
+    def __exit__(self, *exc) -> bool:
+        self.depth -= 1
+        if self.depth == 0 and self.pending is not None:  # also over an error of the block: the user stops
+            signum, self.pending = self.pending, None
+            raise _unwinding(signum)
+        return False
+
+    def handler(self, signum: int, _frame) -> None:
+        self.received = self.received or signum
+        if self.depth:
+            self.pending = self.pending or signum
+            return
+        raise _unwinding(signum)
+
+
+_SIGNALS_HELD = _SignalsHeld()
+
+
+def received_signal() -> int | None:
+    """The signal that came during exit_cleanly_on_termination's block, if one did. The exception it
+    raised may reach the caller as another: a C extension importing when Ctrl-C comes reports an
+    ImportError (numpy: 'PyCapsule_Import could not import module "datetime"')."""
+    return _SIGNALS_HELD.received
+
+
 @contextmanager
 def exit_cleanly_on_termination() -> Iterator[None]:
-    """Within the block, SIGTERM and SIGHUP unwind like Ctrl-C (exit status 128 + signal), so every
-    atomic_* block removes its temp output; the previous handlers come back after it. For
-    command-line entry points (a server installs its own handlers inside)."""
-    def unwind(signum, _frame):
-        raise SystemExit(128 + signum)
-
+    """Within the block, Ctrl-C raises KeyboardInterrupt and SIGTERM/SIGHUP ``Terminated`` (exit status
+    128 + signal), never while a temp output is being created (``_SignalsHeld``), so every atomic_*
+    block removes its temp output; the previous handlers come back after it. A signal the caller
+    ignores (nohup's SIGHUP, a background job's SIGINT) stays ignored. For command-line entry points
+    (a server installs its own handlers inside)."""
+    _SIGNALS_HELD.received = None  # this run's, read by the caller after the block
     if threading.current_thread() is not threading.main_thread():
         yield  # only the main thread may set handlers (e.g. main() called from a test's thread)
         return
-    previous = {sig: signal.signal(sig, unwind) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    previous = {sig: signal.getsignal(sig) for sig in _UNWINDING}
+    for sig, handler in previous.items():
+        if handler is not signal.SIG_IGN:
+            signal.signal(sig, _SIGNALS_HELD.handler)
     try:
         yield
     finally:
         for sig, handler in previous.items():
-            signal.signal(sig, handler)
+            if handler is not None:  # None: a handler not installed from Python, cannot be restored
+                signal.signal(sig, handler)

@@ -8,13 +8,13 @@ gguf's SpecialVocab (tokenizer.json + tokenizer_config.json).
 
 from __future__ import annotations
 
-import json
 import logging
 from hashlib import sha256
 from pathlib import Path
 
 from bitnet_onnx.arch import ArchSpec
 from bitnet_onnx.errors import BitnetOnnxError
+from bitnet_onnx.io import MAX_TOKENIZER_JSON_BYTES, read_json
 
 log = logging.getLogger(__name__)
 
@@ -67,8 +67,9 @@ class VocabSource:
 
     def __init__(self, folder: Path, n_vocab: int):
         self.file = folder / "tokenizer.json"
+        # read through io first: a FIFO or a device there would block or never end
+        self.data = read_json(self.file, limit=MAX_TOKENIZER_JSON_BYTES, missing=" (the GGUF needs the tokenizer)")
         try:
-            self.data = json.loads(self.file.read_text(encoding="utf-8"))
             from tokenizers import Tokenizer
 
             self.tokenizer = Tokenizer.from_file(str(self.file))

@@ -17,14 +17,15 @@ import numpy as np
 
 from bitnet_onnx.arch import HEAD_NORM, LINEAR, NORM, NORM_IN, SLIDING, TensorSpec
 from bitnet_onnx.errors import BitnetOnnxError
-from bitnet_onnx.io import atomic_file
+from bitnet_onnx.io import atomic_file, open_input_file
 from bitnet_onnx.ternary import BLOCK
 from bitnet_onnx.gguf_file import (
     DEFAULT_PROMPT_KEY, INCLUDE_PROMPT_KEY, MAX_SEQ_LENGTH_KEY, NORMALIZE_KEY, POOLING_NAMES, PROMPT_NAMES_KEY,
     PROMPTS_KEY,
 )
-from bitnet_onnx.st_modules import StModules, read_st_modules
-from bitnet_onnx.weights import ModelFolder, open_model, to_float16
+from bitnet_onnx.formats import to_float16
+from bitnet_onnx.st_modules import StModules
+from bitnet_onnx.weights import ModelFolder, open_model
 
 from bitnet_onnx.convert_gguf.i2s import I2S_FILE_TYPE, encode_i2s, i2s_nbytes, register_i2s
 from bitnet_onnx.convert_gguf.tokenizer import add_vocab
@@ -126,9 +127,13 @@ def add_metadata(writer, folder: ModelFolder, outtype: str, pooling: str) -> Non
 
 
 def is_gguf_file(path: Path) -> bool:
-    """A GGUF file (its magic): the only kind of existing --outfile convert-gguf replaces."""
-    with open(path, "rb") as f:
-        return f.read(4) == b"GGUF"
+    """A regular file with the GGUF magic: the only kind of existing --outfile convert-gguf replaces
+    (a FIFO or device there is not opened: it could block or never end)."""
+    try:
+        with open_input_file(path) as f:
+            return f.read(4) == b"GGUF"
+    except BitnetOnnxError:
+        return False
 
 
 def add_st_metadata(writer, st: StModules) -> None:
@@ -167,7 +172,7 @@ def convert(model_dir: str | Path, outfile: str | Path | None = None, outtype: s
     if outtype == "i2_s" and not folder.is_bitnet:
         log.warning("%s has no BitNet per-projection norms; ternarizing its weights will not reproduce it",
                     folder.path)
-    st = read_st_modules(folder.path, folder.arch, folder.cfg.hidden)
+    st = folder.st_modules()
     if st.dense:
         log.warning("%s: the GGUF omits the %d sentence-transformers Dense layer(s); bitnet.cpp has no place for them",
                     folder.path, len(st.dense))

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from bitnet_onnx.errors import BitnetOnnxError
-from bitnet_onnx.io import atomic_file
+from bitnet_onnx.io import atomic_file, check_input_file, open_input_file, read_json
 
 PARQUET_SUFFIXES = (".parquet", ".pq")
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
@@ -71,7 +71,7 @@ def input_files(spec: str | Path) -> list[Path]:
     path = Path(text)
     if path.is_dir():
         files = [p for p in sorted(path.iterdir()) if p.suffix.lower() in PARQUET_SUFFIXES + JSONL_SUFFIXES]
-    elif path.is_file():
+    elif path.exists():  # a FIFO or device too: refused by name when planned, never opened
         files = [path]
     else:
         files = [Path(p) for p in sorted(glob.glob(text)) if Path(p).is_file()]
@@ -96,6 +96,7 @@ def plan_blocks(files: list[Path], block_rows: int, text_column: str) -> list[Bl
 def _parquet_blocks(f: Path, file_index: int, block_rows: int, text_column: str) -> list[Block]:
     import pyarrow.parquet as pq
 
+    check_input_file(f)  # a FIFO matched by a glob would block pyarrow's open
     try:
         meta = pq.ParquetFile(f).metadata
         schema = pq.read_schema(f)
@@ -118,7 +119,7 @@ def _parquet_blocks(f: Path, file_index: int, block_rows: int, text_column: str)
 def _jsonl_blocks(f: Path, file_index: int, block_rows: int, text_column: str) -> list[Block]:
     blocks, line, start, pos = [], 0, 0, 0
     try:
-        with open(f, "rb") as fh:
+        with open_input_file(f) as fh:
             for raw in fh:
                 pos += len(raw)
                 line += 1
@@ -166,7 +167,7 @@ def _read_parquet_block(block: Block, opts: EmbedOptions) -> tuple[list, list]:
 
 def _read_jsonl_block(block: Block, opts: EmbedOptions) -> tuple[list, list]:
     texts, ids = [], []
-    with open(block.file, "rb") as fh:
+    with open_input_file(block.file) as fh:
         fh.seek(block.byte_start)
         data = fh.read(block.byte_end - block.byte_start)
     for j, raw in enumerate(data.splitlines()):
@@ -337,7 +338,7 @@ def read_output(output_dir: str | Path) -> tuple[list, np.ndarray, np.ndarray]:
     out = Path(output_dir)
     if not (out / SUCCESS).is_file():
         raise BitnetOnnxError(f"{out}: no {SUCCESS}: the job did not complete (rerun it to finish)")
-    parts = json.loads((out / SUCCESS).read_text(encoding="utf-8"))["parts"]
+    parts = read_json(out / SUCCESS)["parts"]
     tables = [pq.read_table(out / p) for p in parts]
     ids = [v for t in tables for v in t.column(ID).to_pylist()]
     dim = tables[0].schema.field(EMBEDDING).type.list_size if tables else 0
@@ -355,7 +356,6 @@ def _check_output_dir(out: Path, files: list[Path], export_dir: str | Path) -> N
         raise BitnetOnnxError(f"{out}: exists and is not a folder")
     if out.is_dir() and any(out.iterdir()) and not (out / PLAN).is_file():
         raise BitnetOnnxError(f"{out}: a non-empty folder not written by embed-dataset; choose an empty one")
-    out.mkdir(parents=True, exist_ok=True)
 
 
 def _write_plan(out: Path, files: list[Path], block_rows: int, opts: EmbedOptions) -> None:
@@ -363,9 +363,10 @@ def _write_plan(out: Path, files: list[Path], block_rows: int, opts: EmbedOption
     plan = {"inputs": [str(f.resolve()) for f in files], "block_rows": block_rows,
             "text_column": opts.text_column, "id_column": opts.id_column, "prompt_name": opts.prompt_name,
             "dimensions": opts.dimensions}
+    out.mkdir(parents=True, exist_ok=True)  # after the inputs were planned: a bad input leaves nothing
     path = out / PLAN
     if path.is_file():
-        before = json.loads(path.read_text(encoding="utf-8"))
+        before = read_json(path)
         if before != plan:
             changed = sorted(k for k in plan if before.get(k) != plan[k])
             raise BitnetOnnxError(f"{out}: holds parts of another job ({', '.join(changed)} differ); "

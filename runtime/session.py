@@ -6,11 +6,13 @@ The op library is registered only when the manifest says the graph uses I2STerna
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from packaging.version import Version
 
 from bitnet_onnx.errors import BitnetOnnxError
+from bitnet_onnx.io import check_input_file
 from bitnet_onnx.manifest import PROMPT_INPUT, PROMPT_LENGTH_INPUT, TEXT_INPUT, Manifest
 
 INPUTS = ("input_ids", "attention_mask")
@@ -23,12 +25,15 @@ SENTENCE_OUTPUT = "sentence_embedding"
 TOKEN_OUTPUT = "token_embeddings"
 
 
-def create_session(folder: str | Path, manifest: Manifest, threads: int | None = None, text: bool = False):
+def create_session(folder: str | Path, manifest: Manifest, threads: int | None = None, text: bool = False,
+                   profile_prefix: str | None = None):
     """An ``onnxruntime.InferenceSession`` on the folder's model, CPU provider, ``threads`` intra-op threads.
 
     ``text``: the strings-in model (``text_model_file``, export --text-input) instead of the token-ids
     model, with the libraries its tokenizer needs (the manifest's ``text_custom_ops``, and
     onnxruntime-extensions' when ``text_needs_extensions``).
+    ``profile_prefix``: ORT's profiler on, its trace written to that prefix (ORT appends a timestamp
+    and .json; ``session.end_profiling()`` returns the file's name).
     """
     import onnxruntime as ort
 
@@ -36,8 +41,12 @@ def create_session(folder: str | Path, manifest: Manifest, threads: int | None =
     if text and not manifest.text_model_file:
         raise BitnetOnnxError(f"{folder}: has no strings-in model (export it with --text-input)")
     model_path = folder / (manifest.text_model_file if text else manifest.model_file)
-    if not model_path.is_file():
+    if not os.path.lexists(model_path):
         raise BitnetOnnxError(f"{model_path}: model file missing")
+    check_input_file(model_path)  # onnxruntime opens it itself: a FIFO would block it
+    external_data = model_path.with_name(model_path.name + ".data")  # the name export's writer gives it
+    if os.path.lexists(external_data):
+        check_input_file(external_data, f"{external_data} (the external data of {model_path.name})")
     if threads is not None and (not isinstance(threads, int) or threads < 1):
         raise BitnetOnnxError(f"threads must be a positive integer, got {threads!r}")
     _check_ort_version(ort.__version__, manifest.min_onnxruntime, folder)
@@ -51,6 +60,9 @@ def create_session(folder: str | Path, manifest: Manifest, threads: int | None =
         options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     options.log_severity_level = 3  # errors only: ORT's warnings would clutter a CLI's stderr
+    if profile_prefix is not None:
+        options.enable_profiling = True
+        options.profile_file_prefix = profile_prefix
     try:
         session = ort.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
     except Exception as e:

@@ -9,13 +9,15 @@ warning per tokenizer, not per text), and padding on the manifest's side with it
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
 from bitnet_onnx.errors import BitnetOnnxError
-from bitnet_onnx.manifest import Manifest
+from bitnet_onnx.io import MAX_TOKENIZER_JSON_BYTES, check_input_file
+from bitnet_onnx.manifest import MANIFEST_NAME, Manifest
 
 from bitnet_onnx.runtime.session import first_line
 
@@ -33,8 +35,9 @@ class TextTokenizer:
         from tokenizers import Tokenizer
 
         path = Path(tokenizer_file)
-        if not path.is_file():
+        if not os.path.lexists(path):
             raise BitnetOnnxError(f"{path}: tokenizer file missing")
+        check_input_file(path, limit=MAX_TOKENIZER_JSON_BYTES)  # a FIFO would block the Rust reader
         try:
             self._tok = Tokenizer.from_file(str(path))
         except Exception as e:  # the Rust side raises a bare Exception on bad JSON
@@ -48,9 +51,18 @@ class TextTokenizer:
         self.pad_id = int(manifest.pad_token_id)
         self.left_padding = manifest.padding_side == "left"
         self.vocab_size = int(self._tok.get_vocab_size(with_added_tokens=True))
+        self._check_ids_in_vocabulary(path)
         if self.max_length < (2 if self.eos_id is not None else 1):
             raise BitnetOnnxError(f"manifest max_length {self.max_length} is too small")
         self._warned = False
+
+    def _check_ids_in_vocabulary(self, path: Path) -> None:
+        """The manifest's pad and EOS ids index the embedding table: one out of the vocabulary would
+        surface as an ORT Gather error in the middle of a run."""
+        for field, token_id in (("pad_token_id", self.pad_id), ("append_eos_token_id", self.eos_id)):
+            if token_id is not None and not 0 <= token_id < self.vocab_size:
+                raise BitnetOnnxError(f"{path.with_name(MANIFEST_NAME)}: {field} {token_id} is not in the vocabulary "
+                                      f"of {path} (ids 0..{self.vocab_size - 1})")
 
     @classmethod
     def from_folder(cls, folder: str | Path) -> "TextTokenizer":
@@ -152,5 +164,16 @@ def check_texts(texts) -> list[str]:
     for i, t in enumerate(texts):
         if not isinstance(t, str):
             raise BitnetOnnxError(f"texts[{i}] is {type(t).__name__}, expected str")
+        _check_encodable(t, i)
     return texts
+
+
+def _check_encodable(text: str, index: int) -> None:
+    """A lone surrogate (from JSON's "\\ud800" or surrogateescape'd bytes) has no UTF-8 form: the tokenizer
+    would raise a TypeError deep inside; say which text and where instead."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise BitnetOnnxError(f"texts[{index}] holds a lone surrogate (U+{ord(text[e.start]):04X}) at character "
+                              f"{e.start}: not valid Unicode text") from None
 

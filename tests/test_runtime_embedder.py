@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from bitnet_onnx import Embedder
+from bitnet_onnx.arch import ARCHITECTURES
 from bitnet_onnx.errors import BitnetOnnxError
 
 TEXTS = [
@@ -62,7 +63,7 @@ def test_matches_pytorch_reference(exports, embedders):
     pytest.importorskip("torch")
     from bitnet_onnx.reference import Reference
 
-    for name in ("qwen3", "gemma3"):
+    for name in ARCHITECTURES:
         ref = Reference(exports[name + "/hf"])
         got = embedders[name].encode(TEXTS, batch_size=3)
         tok = embedders[name].tokenizer
@@ -195,6 +196,8 @@ def test_bad_arguments(embedders):
     e = embedders["qwen3"]
     with pytest.raises(BitnetOnnxError, match=r"texts\[1\]"):
         e.encode(["fine", None])
+    with pytest.raises(BitnetOnnxError, match=r"texts\[1\] holds a lone surrogate \(U\+D800\) at character 2"):
+        e.encode(["fine", "ab\ud800"])  # JSON's "\ud800" gives such a str; it has no UTF-8 form
     with pytest.raises(BitnetOnnxError, match="batch_size"):
         e.encode(TEXTS, batch_size=0)
     with pytest.raises(BitnetOnnxError, match="max_batch_tokens"):

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from bitnet_onnx.errors import BitnetOnnxError
-from bitnet_onnx.io import atomic_file, check_apart
+from bitnet_onnx.io import atomic_file, check_apart, read_input_file
 
 from bitnet_onnx.runtime.embedder import MAX_BATCH_TOKENS, Embedder
 
@@ -85,11 +85,8 @@ def read_input(name: str) -> list[dict]:
     """Records with a "text" field from a text-lines file, a JSONL file or stdin ("-")."""
     if name == "-":
         data, label = sys.stdin.buffer.read(), "<stdin>"
-    else:
-        path = Path(name)
-        if not path.is_file():
-            raise BitnetOnnxError(f"--input {path}: file not found")
-        data, label = path.read_bytes(), str(path)
+    else:  # a regular file only: a FIFO without a writer would block, a device never end
+        data, label = read_input_file(name, "--input"), name
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as e:

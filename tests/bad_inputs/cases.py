@@ -6,8 +6,7 @@ the workspace as its working directory. test_corpus.py asserts for every case: t
 one line on stderr matching ``error`` (which names the culprit), every input unchanged and nothing
 left behind (no new or hidden temp entries) unless the case lists what it ``creates``.
 
-Classes (issue 16): 1 output locations, 2 invalid configs and weights, 3 signals, 4 resource
-exhaustion, 5 one-line errors for corrupt files and failing writes.
+Classes (``CLASSES``; 1-5 from issue 16, 6-9 from issue 23).
 
 Placeholders in ``argv``: {model} (qwen3, float32), {gemma} (gemma3), {export} (an f32 export of
 {model}), {external} ({export} with its weights in model.onnx.data), {gguf} (an f16 GGUF of
@@ -26,6 +25,17 @@ from typing import Callable
 
 import numpy as np
 
+CLASSES = {
+    1: "output locations",
+    2: "invalid configs and weights",
+    3: "signals",
+    4: "resource exhaustion",
+    5: "one-line errors for corrupt files and failing writes",
+    6: "inputs that are not regular files (a FIFO, a device): refused by name, never a hang",
+    7: "outputs other users can read: every file and folder gets the umask's mode",
+    8: "one line where Python would print a traceback (symlink loops, Ctrl-C during imports)",
+    9: "messages that name the cause (the OS reason and the numbers of a failed write)",
+}
 EXIT_ERROR = 1
 FIVE_MB_LINE = b"word " * (1 << 20)  # one text line of 5 MiB
 GGUF_MAGIC = b"GGUF"
@@ -76,6 +86,7 @@ class Case:
     # ``meanwhile`` runs and GO is created
     hold: str | None = None
     wait_for: str | None = None  # glob (in the workspace) that exists once the temp output is there
+    wait_held: bool = False  # instead of wait_for: until the held function is holding (no temp output yet)
     signal: int | None = None
     meanwhile: Callable[[Workspace], None] | None = None
     runs: int = 1  # >1: the same argv run concurrently (all held until their temp outputs exist)
@@ -138,6 +149,51 @@ def symlink_loop(rel: str) -> Callable[[Workspace], None]:
         loop = path.with_name("loop.json")
         os.symlink(loop.name, path)
         os.symlink(path.name, loop)
+    return setup
+
+
+def fifo(rel: str) -> Callable[[Workspace], None]:
+    """``rel`` (a file of a copied input, or a new name) replaced by a FIFO nobody writes to: opening
+    it for reading blocks until a writer comes, which never happens."""
+    def setup(ws: Workspace) -> None:
+        root = rel.partition("/")[0]
+        if root in ws.sources:
+            getattr(ws, root)
+        path = ws.root / rel
+        if os.path.lexists(path):
+            path.unlink()
+        os.mkfifo(path)
+    return setup
+
+
+def link(rel: str, target: str) -> Callable[[Workspace], None]:
+    """``rel`` (a file of a copied input, or a new name) replaced by a symlink to ``target``."""
+    def setup(ws: Workspace) -> None:
+        root = rel.partition("/")[0]
+        if root in ws.sources:
+            getattr(ws, root)
+        path = ws.root / rel
+        if os.path.lexists(path):
+            path.unlink()
+        os.symlink(target, path)
+    return setup
+
+
+def loop(rel: str) -> Callable[[Workspace], None]:
+    """``rel`` and ``rel``.other: two symlinks naming each other (a folder or file path that loops)."""
+    def setup(ws: Workspace) -> None:
+        path = ws.root / rel
+        os.symlink(path.name + ".other", path)
+        os.symlink(path.name, path.with_name(path.name + ".other"))
+    return setup
+
+
+def sparse(rel: str, size: int) -> Callable[[Workspace], None]:
+    """``rel`` of a copied input replaced by ``size`` bytes of zeros that take no disk space."""
+    def setup(ws: Workspace) -> None:
+        getattr(ws, rel.partition("/")[0])
+        with open(ws.root / rel, "r+b" if (ws.root / rel).exists() else "wb") as f:
+            f.truncate(size)
     return setup
 
 
@@ -281,6 +337,7 @@ CONVERT = ["convert-gguf", "{model}", "--outtype", "f16", "--pre-tokenizer", "qw
 EMBED = ["embed", "{export}", "a cat sat on the mat"]
 DATASET = ["embed-dataset", "{export}"]
 TEXTS = texts_file("texts.jsonl", b'{"text": "a cat"}\n{"text": "a dog"}\n')
+TEXTS_AT_T = texts_file("t.jsonl", b'{"text": "a cat", "id": 1}\n{"text": "a dog", "id": 2}\n')
 
 OUTPUT_CASES = [
     Case("export-output-is-model", 1, EXPORT + ["-o", "{model}", "--overwrite"], r"-o/--output model is the input model"),
@@ -469,9 +526,13 @@ RESOURCE_CASES = [
 
 CORRUPT_CASES = [
     # disk full: a small RLIMIT_FSIZE makes every write past it fail with EFBIG
-    Case("export-disk-full", 5, EXPORT + ["-o", "out"], r"output out: could not write \(File too large\)", fsize=64 << 10),
-    Case("convert-disk-full", 5, CONVERT + ["--outfile", "m.gguf"], r"--outfile m\.gguf: could not write", fsize=64 << 10),
-    Case("embed-disk-full", 5, ["embed", "{export}", "--input", "texts.txt", "--output", "v.jsonl"], r"--output v\.jsonl: could not write \(File too large\)",
+    Case("export-disk-full", 5, EXPORT + ["-o", "out"], r"output out: could not write \(File too large: the file size limit \(ulimit -f\) is 65536 bytes\)", fsize=64 << 10),
+    # class 9: gguf-py's numpy tofile drops the errno ("16384 requested and 8208 written"): the cause is
+    # found again (a real full disk, tmpfs, is in tests/test_disk_full.py)
+    Case("convert-disk-full", 9, CONVERT + ["--outfile", "m.gguf"],
+         r"--outfile m\.gguf: could not write \(File too large: the file size limit \(ulimit -f\) is 65536 bytes\); nothing written$",
+         fsize=64 << 10),
+    Case("embed-disk-full", 5, ["embed", "{export}", "--input", "texts.txt", "--output", "v.jsonl"], r"--output v\.jsonl: could not write \(File too large: the file size limit \(ulimit -f\) is 16384 bytes\)",
          fsize=16 << 10, setup=texts_file("texts.txt", b"a cat sat on the mat\n" * 64)),
     Case("external-data-truncated", 5, ["embed", "{external}", "hello"], r"model\.onnx\.data", setup=truncate("external/model.onnx.data", 0.5)),
     Case("external-data-empty", 5, ["embed", "{external}", "hello"], r"model\.onnx\.data", setup=truncate("external/model.onnx.data", 0)),
@@ -490,7 +551,7 @@ CORRUPT_CASES = [
     Case("safetensors-offsets-outside", 5, EXPORT + ["-o", "out"], r"model\.safetensors: not a valid safetensors file",
          setup=safetensors_header(json.dumps({"model.norm.weight": {"dtype": "F32", "shape": [128],
                                                                    "data_offsets": [0, 1 << 30]}}).encode())),
-    Case("safetensors-is-directory", 5, EXPORT + ["-o", "out"], r"model: no model\.safetensors",
+    Case("safetensors-is-directory", 5, EXPORT + ["-o", "out"], r"model/model\.safetensors: is a directory",
          setup=replace_with_dir("model/model.safetensors")),
     Case("safetensors-wrong-shape", 5, EXPORT + ["-o", "out"], r"up_proj\.weight.*shape",
          setup=edit_tensors(lambda t: t.__setitem__(_projection(t), np.ascontiguousarray(t[_projection(t)][:, :64])))),
@@ -521,4 +582,126 @@ CORRUPT_CASES = [
     Case("gguf-empty", 5, ["inspect", "e.gguf"], r"e\.gguf: not a readable GGUF", setup=texts_file("e.gguf", b"")),
 ]
 
-CASES = OUTPUT_CASES + CONFIG_CASES + SIGNAL_CASES + RESOURCE_CASES + CORRUPT_CASES
+DEV_ZERO = "/dev/zero"
+FIFO = r"is a FIFO \(named pipe\), not a regular file"
+LOOP = r"a symlink loop \(too many levels of symbolic links\)"
+BIG_SPARSE = 300 << 20  # above io.MAX_TOKENIZER_JSON_BYTES (256 MiB): refused by its size, never parsed
+HANG = 30  # seconds: every case answers in a few; a blocked open() would not answer at all
+NOT_REGULAR_CASES = [  # each would block in open() or read without end if opened like a file
+    Case("embed-input-fifo", 6, ["embed", "{export}", "--input", "t.txt"], r"^bitnet-onnx embed: error: --input t\.txt: is a FIFO \(named pipe\), not a regular file$",
+         setup=fifo("t.txt")),
+    Case("embed-input-jsonl-fifo", 6, ["embed", "{export}", "--input", "t.jsonl"], r"--input t\.jsonl: is a FIFO", setup=fifo("t.jsonl")),
+    Case("embed-input-dev-zero", 6, ["embed", "{export}", "--input", DEV_ZERO], r"--input /dev/zero: is a character device, not a regular file",
+         memory=MEMORY_CAP),
+    Case("embed-input-link-to-dev-zero", 6, ["embed", "{export}", "--input", "t.txt"], r"--input t\.txt: is a character device",
+         memory=MEMORY_CAP, setup=link("t.txt", DEV_ZERO)),
+    Case("dataset-input-fifo", 6, DATASET + ["t.jsonl", "parts"], r"t\.jsonl: is a FIFO \(named pipe\), not a regular file",
+         setup=fifo("t.jsonl")),
+    Case("dataset-input-folder-holds-fifo", 6, DATASET + ["corpus", "parts"], r"corpus/b\.jsonl: is a FIFO",
+         setup=both(mkdir("corpus", with_file=False), texts_file("corpus/a.jsonl", b'{"text": "a cat"}\n'), fifo("corpus/b.jsonl"))),
+    Case("export-config-fifo", 6, EXPORT + ["-o", "out"], rf"model/config\.json: {FIFO}", setup=fifo(CONFIG), timeout=HANG),
+    Case("convert-config-fifo", 6, CONVERT + ["--outfile", "m.gguf"], rf"model/config\.json: {FIFO}", setup=fifo(CONFIG),
+         timeout=HANG),
+    Case("export-pooling-config-fifo", 6, EXPORT + ["-o", "out"], rf"model/1_Pooling/config\.json: {FIFO}",
+         setup=fifo("model/1_Pooling/config.json"), timeout=HANG),
+    Case("convert-outfile-fifo", 6, CONVERT + ["--outfile", "o.gguf"], r"--outfile o\.gguf exists and is not a GGUF file; not replacing it",
+         setup=fifo("o.gguf")),
+]
+
+OTHER_USERS_CASES = [  # tests/test_file_modes.py: every writer, real-shape external data, as another user
+    Case(f"export-{weights}-files-follow-umask-022", 7, ["export", "{model}", "--weights", weights, "-o", "out"], None, status=0,
+         umask=0o022, creates=("out",), check=assert_modes("out", umask=0o022))
+    for weights in ("i2s", "f16", "int8", "nbits")
+] + [
+    Case("export-text-input-files-follow-umask-022", 7, EXPORT + ["--text-input", "-o", "out"], None, status=0, umask=0o022,
+         creates=("out",), check=assert_modes("out", umask=0o022)),
+    Case("convert-i2s-follows-umask-022", 7, ["convert-gguf", "{model}", "--outtype", "i2_s", "--pre-tokenizer", "qwen2", "--outfile", "m.gguf"],
+         None, status=0, umask=0o022, creates=("m.gguf",), check=assert_modes("m.gguf", umask=0o022)),
+    Case("embed-npy-follows-umask-027", 7, EMBED + ["--output", "v.npy"], None, status=0, umask=0o027, creates=("v.npy",),
+         check=assert_modes("v.npy", umask=0o027)),
+    Case("embed-jsonl-follows-umask-022", 7, ["embed", "{export}", "--input", "t.jsonl", "--output", "v.jsonl"], None, status=0, umask=0o022,
+         creates=("v.jsonl",), setup=TEXTS_AT_T, check=assert_modes("v.jsonl", umask=0o022)),
+]
+
+TRACEBACK_CASES = [
+    Case("export-model-folder-symlink-loop", 8, ["export", "loop", "--weights", "f32", "-o", "out"],
+         r"^bitnet-onnx export: error: loop: a symlink loop \(too many levels of symbolic links\)$", setup=loop("loop")),
+    Case("export-output-symlink-loop", 8, EXPORT + ["-o", "loop", "--overwrite"], r"-o/--output loop: a symlink loop", setup=loop("loop")),
+    Case("embed-input-symlink-loop", 8, ["embed", "{export}", "--input", "loop"], r"--input loop: a symlink loop", setup=loop("loop")),
+    Case("embed-output-symlink-loop", 8, EMBED + ["--output", "loop.npy"], r"--output loop\.npy: a symlink loop", setup=loop("loop.npy")),
+    Case("dataset-output-symlink-loop", 8, DATASET + ["texts.jsonl", "loop"], r"OUTPUT_DIR loop: a symlink loop", setup=both(TEXTS, loop("loop"))),
+    Case("export-config-is-dev-zero-under-memory-cap", 8, EXPORT + ["-o", "out"],
+         r"model/config\.json: is a character device, not a regular file", memory=MEMORY_CAP,
+         setup=link(CONFIG, DEV_ZERO), timeout=HANG),
+    Case("convert-config-is-dev-zero-under-memory-cap", 8, CONVERT + ["--outfile", "m.gguf"],
+         r"model/config\.json: is a character device, not a regular file", memory=MEMORY_CAP,
+         setup=link(CONFIG, DEV_ZERO), timeout=HANG),
+    Case("export-config-too-large", 8, EXPORT + ["-o", "out"],
+         r"model/config\.json: \d+ bytes, more than the 16777216 this file may have", memory=MEMORY_CAP,
+         setup=sparse(CONFIG, (16 << 20) + 1), timeout=HANG),
+    Case("export-gguf-symlink-loop", 8, ["export", "loop.gguf", "-o", "out"], rf"loop\.gguf: {LOOP}",
+         setup=loop("loop.gguf"), timeout=HANG),
+    Case("export-config-symlink-loop-names-it", 8, EXPORT + ["-o", "out"], rf"model/config\.json: {LOOP}",
+         setup=lambda ws: (os.unlink(ws.model / "config.json"), loop("model/config.json")(ws)), timeout=HANG),
+] + [  # a signal while the verb's modules are imported (seconds for torch/onnx), before any output
+    Case(f"{verb}-{sig.name.lower()}-while-starting", 8, argv, None, hold="bitnet_onnx.cli:build_parser", wait_held=True,
+         signal=sig, status=130 if sig == signal.SIGINT else 128 + sig)
+    for verb, (argv, _, _) in HELD.items()
+    for sig in (signal.SIGINT, signal.SIGTERM)
+]
+
+GGUF_INSPECT = ["inspect", "{gguf}"]
+PADDED = ["embed", "{export}", "a cat", "a cat sat on the mat"]  # two lengths: the batch pads
+# Hostile files at every reader of the package (docs/reliability.md: each goes through bitnet_onnx.io)
+READER_CASES = [
+    # ---- no input can hang (class 6) ----------------------------------------------------------
+    Case("export-tokenizer-fifo", 6, EXPORT + ["-o", "out"], rf"model/tokenizer\.json: {FIFO}",
+         setup=fifo("model/tokenizer.json"), timeout=HANG),
+    Case("convert-tokenizer-fifo", 6, CONVERT + ["--outfile", "m.gguf"], rf"model/tokenizer\.json: {FIFO}",
+         setup=fifo("model/tokenizer.json"), timeout=HANG),
+    Case("export-tokenizer-config-fifo", 6, EXPORT + ["-o", "out"], rf"model/tokenizer_config\.json: {FIFO}",
+         setup=fifo("model/tokenizer_config.json"), timeout=HANG),
+    Case("export-safetensors-fifo", 6, EXPORT + ["-o", "out"], rf"model/model\.safetensors: {FIFO}",
+         setup=fifo("model/model.safetensors"), timeout=HANG),
+    Case("export-modules-json-fifo", 6, EXPORT + ["-o", "out"], rf"model/modules\.json: {FIFO}",
+         setup=fifo("model/modules.json"), timeout=HANG),
+    Case("export-sentence-bert-config-fifo", 6, EXPORT + ["-o", "out"], rf"model/sentence_bert_config\.json: {FIFO}",
+         setup=fifo("model/sentence_bert_config.json"), timeout=HANG),
+    Case("inspect-gguf-fifo", 6, GGUF_INSPECT, rf"gguf: {FIFO}", setup=fifo("gguf"), timeout=HANG),
+    Case("export-gguf-fifo", 6, ["export", "f.gguf", "-o", "out"], rf"f\.gguf: {FIFO}", setup=fifo("f.gguf"), timeout=HANG),
+    Case("embed-manifest-fifo", 6, EMBED, rf"export/bitnet_onnx\.json: {FIFO}", setup=fifo("export/bitnet_onnx.json"),
+         timeout=HANG),
+    Case("embed-model-onnx-fifo", 6, EMBED, rf"export/model\.onnx: {FIFO}", setup=fifo("export/model.onnx"), timeout=HANG),
+    Case("embed-external-data-fifo", 6, ["embed", "{external}", "hello"], rf"external/model\.onnx\.data: {FIFO}",
+         setup=fifo("external/model.onnx.data"), timeout=HANG),
+    Case("embed-export-tokenizer-fifo", 6, EMBED, rf"export/tokenizer\.json: {FIFO}", setup=fifo("export/tokenizer.json"),
+         timeout=HANG),
+    # ---- one line, not a traceback (class 8) --------------------------------------------------
+    Case("export-tokenizer-too-large", 8, EXPORT + ["-o", "out"],
+         r"model/tokenizer\.json: \d+ bytes, more than the 268435456 this file may have", memory=MEMORY_CAP,
+         setup=sparse("model/tokenizer.json", BIG_SPARSE), timeout=HANG),
+    Case("embed-manifest-too-large", 8, EMBED, r"export/bitnet_onnx\.json: \d+ bytes, more than", memory=MEMORY_CAP,
+         setup=sparse("export/bitnet_onnx.json", (16 << 20) + 1), timeout=HANG),
+    Case("convert-model-folder-symlink-loop", 8, ["convert-gguf", "loop", "--outtype", "f16", "--outfile", "m.gguf"],
+         rf"loop: {LOOP}", setup=loop("loop"), timeout=HANG),
+    Case("embed-export-folder-symlink-loop", 8, ["embed", "loop", "hello"], rf"loop: {LOOP}", setup=loop("loop"),
+         timeout=HANG),
+    Case("inspect-gguf-symlink-loop", 8, ["inspect", "loop.gguf"], rf"loop\.gguf: {LOOP}", setup=loop("loop.gguf"),
+         timeout=HANG),
+    # a manifest value that would fail inside ORT at run time (texts of two lengths: padding) is refused
+    # when the export is loaded
+    Case("embed-manifest-pad-token-beyond-vocab", 8, PADDED,
+         r"export/bitnet_onnx\.json: .*pad_token_id 1000000000000 .*vocab", setup=edit_json("export/bitnet_onnx.json",
+                                                                                            pad_token_id=10 ** 12),
+         timeout=HANG),
+    Case("embed-manifest-pad-token-negative", 8, PADDED, r"export/bitnet_onnx\.json: .*pad_token_id -1",
+         setup=edit_json("export/bitnet_onnx.json", pad_token_id=-1), timeout=HANG),
+    # ---- messages that name the cause (class 9) -------------------------------------------------
+    Case("verify-export-of-another-architecture", 9, ["verify", "{export}", "{gemma}"],
+         r"^bitnet-onnx verify: error: gemma: is gemma3, but export holds a qwen3 export$", timeout=300),
+    Case("export-gguf-is-dev-zero", 9, ["export", "z.gguf", "-o", "out"], r"z\.gguf: is a character device",
+         memory=MEMORY_CAP, setup=link("z.gguf", DEV_ZERO), timeout=HANG),
+]
+
+CASES = (OUTPUT_CASES + CONFIG_CASES + SIGNAL_CASES + RESOURCE_CASES + CORRUPT_CASES + NOT_REGULAR_CASES
+         + OTHER_USERS_CASES + TRACEBACK_CASES + READER_CASES)

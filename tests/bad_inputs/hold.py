@@ -2,7 +2,7 @@
 
     python tests/bad_inputs/hold.py MODULE:FUNCTION GO_FILE ARGV...
 
-FUNCTION runs, then waits until GO_FILE exists (at most 60 s) before returning. The corpus sends a
+FUNCTION runs, creates GO_FILE.held, then waits until GO_FILE exists (at most 60 s) before returning. The corpus sends a
 signal, or makes a folder appear at the output path, during that wait: deterministic, whatever the
 speed of the machine.
 """
@@ -24,6 +24,7 @@ def hold(target: str, go_file: str) -> None:
 
     def held(*args, **kwargs):
         result = original(*args, **kwargs)
+        open(go_file + ".held", "w").close()  # for a case with no temp output to wait for
         deadline = time.monotonic() + HOLD_SECONDS
         while not os.path.exists(go_file) and time.monotonic() < deadline:
             time.sleep(0.01)

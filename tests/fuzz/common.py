@@ -30,6 +30,11 @@ def import_instrumented(*modules: str, include: tuple[str, ...] = ("bitnet_onnx"
     sys.meta_path[:] = [f for f in sys.meta_path if "editable" not in type(f).__module__]
     sys.path.insert(0, str(REPO))
     with atheris.instrument_imports(include=list(include)):
+        import bitnet_onnx
+
+        # the wheel's subpackages bitnet_onnx.export/.runtime/.convert_gguf live at the top of the
+        # repository (pyproject's wheel.packages), as the editable install maps them
+        bitnet_onnx.__path__.append(str(REPO))
         return [importlib.import_module(m) for m in modules]
 
 # a RAM-backed folder when there is one: one file write per input

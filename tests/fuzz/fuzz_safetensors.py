@@ -1,4 +1,4 @@
-"""Fuzz target: the safetensors reader (bitnet_onnx.weights.index_safetensors + load_entry). See common.py."""
+"""Fuzz target: the safetensors reader (bitnet_onnx.safetensors_file: index_safetensors + load_entry). See common.py."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from common import import_instrumented, main  # noqa: E402
 
-(weights,) = import_instrumented("bitnet_onnx.weights")
+(safetensors_file,) = import_instrumented("bitnet_onnx.safetensors_file")
 
 
 def seeds() -> list[bytes]:
@@ -26,8 +26,8 @@ def seeds() -> list[bytes]:
 
 
 def check(path: Path) -> None:
-    for name, entry in weights.index_safetensors(path).items():
-        weights.load_entry(entry, name)
+    for name, entry in safetensors_file.index_safetensors(path).items():
+        safetensors_file.load_entry(entry, name)
 
 
 if __name__ == "__main__":
