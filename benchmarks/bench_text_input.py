@@ -28,15 +28,16 @@ from pathlib import Path
 
 import numpy as np
 
+from bitnet_onnx.arch import ARCHITECTURES, REAL_SHAPES
 from bitnet_onnx.bench.cache import build_atomically, cache_dir, code_hash
 from bitnet_onnx.bench.host import cpu_name
+from bitnet_onnx.bench.runners import text_of_tokens
 from bitnet_onnx.bench.timing import interleave
-from bitnet_onnx.bench.worker import text_of_tokens
 from bitnet_onnx.manifest import Manifest
 from bitnet_onnx.runtime.session import SENTENCE_OUTPUT, create_session
 from bitnet_onnx.runtime.tokenization import TextTokenizer
 
-SHAPES = {"qwen3": "qwen3-0.6b", "gemma3": "gemma3-270m"}
+SHAPES = {arch: real.name for arch, real in REAL_SHAPES.items()}  # arch -> its released model's shape
 PATHS = ("ids in", "tokenizer + ids in", "strings in", "graph tokenizer", "Python tokenizer")
 PROSE = ("Ternary weights take the values minus one, zero and plus one, so a matrix product needs only "
          "additions and subtractions. Search engines embed queries and documents into one vector space "
@@ -89,7 +90,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--cells", default="1x16,16x128", help="BATCHxTOKENS,...")
-    p.add_argument("--arch", default="qwen3,gemma3")
+    p.add_argument("--arch", default=",".join(ARCHITECTURES))
     p.add_argument("--threads", type=int, default=1)
     args = p.parse_args()
     cells = [tuple(int(x) for x in c.split("x")) for c in args.cells.split(",")]

@@ -3,7 +3,8 @@
 Everything that differs between Qwen3 and Gemma3 lives here as data: HF and GGUF tensor
 names, which norms exist and where, the RMSNorm form, activation, embedding scale, attention
 pattern and rope. The ONNX exporter, the GGUF converter and the PyTorch reference all read it;
-adding an architecture means adding an ``ArchSpec`` to ``ARCHITECTURES``.
+adding an architecture means adding an ``ArchSpec`` to ``ARCHITECTURES``, the dims of one released
+model to ``REAL_SHAPES`` and a testing record to ``bitnet_onnx.testing.archs`` (docs/contributing.md).
 """
 
 from __future__ import annotations
@@ -163,6 +164,28 @@ GEMMA3 = ArchSpec(
 )
 
 ARCHITECTURES: dict[str, ArchSpec] = {a.name: a for a in (QWEN3, GEMMA3)}
+
+
+@dataclass(frozen=True)
+class RealShape:
+    """A released model's dims: random-weight models of its size for ``bench --shape`` and the demo."""
+
+    arch: str  # a key of ARCHITECTURES
+    name: str  # the bench --shape name and the factory's shape name, e.g. "qwen3-0.6b"
+    config: dict  # its config.json dims (HF keys; "sliding_window_pattern": every n-th layer full)
+    demo_layers: int  # layers the demo keeps (the real widths, seconds to build and export)
+
+
+# One released model per architecture.
+REAL_SHAPES: dict[str, RealShape] = {s.arch: s for s in (
+    RealShape(QWEN3.name, "qwen3-0.6b", dict(
+        hidden_size=1024, num_attention_heads=16, num_key_value_heads=8, head_dim=128, intermediate_size=3072,
+        num_hidden_layers=28, vocab_size=151936, max_position_embeddings=32768), demo_layers=2),
+    RealShape(GEMMA3.name, "gemma3-270m", dict(
+        hidden_size=640, num_attention_heads=4, num_key_value_heads=1, head_dim=256, query_pre_attn_scalar=256,
+        intermediate_size=2048, num_hidden_layers=18, vocab_size=262144, sliding_window=512,
+        sliding_window_pattern=6, max_position_embeddings=32768), demo_layers=3),
+)}
 
 
 class ConfigError(BitnetOnnxError):

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from bitnet_onnx.errors import BitnetOnnxError
+from bitnet_onnx.io import check_input_file, open_input_file
 from bitnet_onnx.ternary import BLOCK, unpack_i2s
 
 GGUF_MAGIC = b"GGUF"
@@ -72,7 +73,7 @@ def is_gguf(path: str | Path) -> bool:
         return True
     if not path.is_file():
         return False
-    with open(path, "rb") as f:
+    with open_input_file(path) as f:
         return f.read(4) == GGUF_MAGIC
 
 
@@ -201,7 +202,7 @@ def check_gguf_header(path: str | Path) -> None:
     """A one-line error for a GGUF header whose counts or lengths do not fit in the file (before
     gguf.GGUFReader, which would allocate what a crafted count asks)."""
     path = Path(path)
-    with open(path, "rb") as f:
+    with open_input_file(path) as f:
         if os.fstat(f.fileno()).st_size == 0:
             raise BitnetOnnxError(f"{path}: not a readable GGUF file (empty)")
         with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
@@ -214,8 +215,7 @@ def open_gguf(path: str | Path):
 
     register_i2s()
     path = Path(path)
-    if not path.is_file():
-        raise BitnetOnnxError(f"{path}: no such file")
+    check_input_file(path)
     check_gguf_header(path)
     try:
         return gguf.GGUFReader(path)

@@ -1,4 +1,4 @@
-"""A GGUF file as a model source: the same interface as ``weights.ModelFolder``, read from GGUF.
+"""A GGUF file as a model source (``model_source.ModelSource``, as ``weights.ModelFolder`` is a HF folder).
 
 - config: the GGUF metadata keys llama.cpp and our converter write, mapped to the config.json keys
   ``ModelConfig.from_dict`` reads, so one set of rules (defaults, rope, sliding pattern) applies;
@@ -14,7 +14,6 @@
 from __future__ import annotations
 
 import json
-import logging
 import tempfile
 from pathlib import Path
 
@@ -27,10 +26,8 @@ from bitnet_onnx.gguf_file import (
     PROMPT_NAMES_KEY, PROMPTS_KEY, dequantize, metadata, open_gguf, read_i2s_packed, tensor_shape,
 )
 from bitnet_onnx.gguf_tokenizer import tokenizer_files
-from bitnet_onnx.weights import bitnet_norms_present
-from bitnet_onnx.st_modules import POOLINGS, StModules
-
-log = logging.getLogger(__name__)
+from bitnet_onnx.model_source import bitnet_norms_present
+from bitnet_onnx.st_modules import StModules, choose_pooling
 
 # config.json key -> GGUF key under "{arch}."
 _REQUIRED = {"hidden_size": "embedding_length", "num_attention_heads": "attention.head_count",
@@ -165,19 +162,9 @@ class GgufModel:
         """Pooling (``pooling`` overrides), normalize, prompts and max length from the metadata."""
         code = self._key("pooling_type")
         stored = POOLING_NAMES.get(int(code)) if code is not None else None
-        if pooling is not None and pooling not in POOLINGS:
-            raise BitnetOnnxError(f"--pooling {pooling!r} is not one of {', '.join(POOLINGS)}")
-        if pooling is not None and stored is not None and pooling != stored:
-            raise BitnetOnnxError(f"{self.path}: --pooling {pooling} contradicts its {self.arch.name}.pooling_type "
-                                  f"({stored})")
-        chosen, from_file = pooling or stored, stored is not None
-        if chosen is None and self.arch.default_pooling:
-            chosen = self.arch.default_pooling
-            log.warning("%s: no %s.pooling_type; using %s's default pooling %r", self.path, self.arch.name,
-                        self.arch.name, chosen)
-        if chosen is None:
-            raise BitnetOnnxError(f"{self.path}: no pooling type in the metadata ({self.arch.name}.pooling_type) "
-                                  f"and {self.arch.name} has no default; pass --pooling {'|'.join(POOLINGS)}")
+        key = f"{self.arch.name}.pooling_type"
+        chosen, from_file = choose_pooling(stored, pooling, self.arch, str(self.path), stored_as=key,
+                                           missing=f"no pooling type in the metadata ({key})")
         names = self.meta.get(PROMPT_NAMES_KEY) or []
         texts = self.meta.get(PROMPTS_KEY) or []
         if len(names) != len(texts):
@@ -200,7 +187,3 @@ class GgufModel:
                                                                encoding="utf-8")
             self._tokenizer_tmp = tmp
         return Path(self._tokenizer_tmp.name)
-
-
-def open_gguf_model(path: str | Path, arch: str | None = None) -> GgufModel:
-    return GgufModel(path, arch)

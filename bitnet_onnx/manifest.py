@@ -7,6 +7,7 @@ so both sides agree on every field.
 from __future__ import annotations
 
 import json
+import os
 import types
 import typing
 from dataclasses import MISSING, asdict, dataclass, field, fields
@@ -16,6 +17,8 @@ from bitnet_onnx.version import __version__
 from bitnet_onnx.customops import DOMAIN as OP_DOMAIN
 from bitnet_onnx.customops import DOMAIN_VERSION as OP_DOMAIN_VERSION
 from bitnet_onnx.errors import BitnetOnnxError
+from bitnet_onnx.formats import MIN_ONNXRUNTIME
+from bitnet_onnx.io import read_json_object, resolve
 from bitnet_onnx.st_modules import POOLINGS
 
 MANIFEST_NAME = "bitnet_onnx.json"
@@ -25,13 +28,12 @@ TEXT_INPUT, PROMPT_INPUT = "text", "prompt"  # its inputs: string [N], string [1
 # model.onnx input of include_prompt=false models: int64 [batch], leading tokens left out of the pooling
 PROMPT_LENGTH_INPUT = "prompt_length"
 FORMAT_VERSION = 1
-WEIGHT_VARIANTS = ("i2s", "f32", "f16", "int8", "nbits")
 
 
 @dataclass
 class Manifest:
     arch: str  # ArchSpec.name
-    weights: str  # one of WEIGHT_VARIANTS
+    weights: str  # a weight format's name (bitnet_onnx.formats.NAMES)
     pooling: str  # one of POOLINGS
     normalize: bool  # sentence_embedding is L2-normalized in the graph
     dimension: int  # width of sentence_embedding
@@ -54,7 +56,7 @@ class Manifest:
     text_needs_extensions: bool = False
     op_domain: str = OP_DOMAIN
     op_domain_version: int = OP_DOMAIN_VERSION
-    min_onnxruntime: str = "1.21"
+    min_onnxruntime: str = MIN_ONNXRUNTIME  # the weight format's (formats.WeightFormat.min_onnxruntime)
     package_version: str = __version__
     source_model: str = ""
     model_file: str = MODEL_NAME
@@ -68,16 +70,12 @@ class Manifest:
     @classmethod
     def read(cls, folder: Path) -> "Manifest":
         path = Path(folder) / MANIFEST_NAME
+        resolve(folder)  # a symlink loop: one line naming the folder
         if not Path(folder).is_dir():
             raise BitnetOnnxError(f"{folder}: not a folder (expected an exported bitnet-onnx folder)")
-        if not path.is_file():
+        if not os.path.lexists(path):
             raise BitnetOnnxError(f"{path}: manifest missing; is {folder} a folder written by 'bitnet-onnx export'?")
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise BitnetOnnxError(f"{path}: not valid JSON ({e})") from None
-        if not isinstance(data, dict):
-            raise BitnetOnnxError(f"{path}: expected a JSON object, got {type(data).__name__}")
+        data = read_json_object(path)
         known = {f.name for f in fields(cls)}
         required = [f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING]
         missing = [name for name in required if name not in data]

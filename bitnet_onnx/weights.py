@@ -1,20 +1,16 @@
-"""HF model folder -> weights: the one loader used by the exporter, the GGUF converter and the reference.
-
-A GGUF file is the other source format (``gguf_source.GgufModel``, same interface: arch, cfg,
-is_bitnet, tensor, ternary_codes, st_modules, tokenizer_dir); ``open_source`` picks by file.
+"""HF model folder -> weights: the HF-folder model source (``model_source.ModelSource``).
 
 ``open_model(path)`` reads config.json (architecture, ModelConfig) and indexes the safetensors
-file(s), single or sharded. Tensors are read one at a time from a memory map and returned as
-float32, checked against the shape config.json implies and for finiteness, so a 0.6B model is
-never held whole in RAM.
+file(s), single or sharded (safetensors_file.py). Tensors are read one at a time from a memory map
+and returned as float32, checked against the shape config.json implies and for finiteness, so a
+0.6B model is never held whole in RAM. A GGUF file is the other source (``gguf_source.GgufModel``);
+``open_source`` opens either, by what the path is.
 """
 
 from __future__ import annotations
 
-import json
-import struct
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
+import os
 from pathlib import Path
 
 import numpy as np
@@ -22,110 +18,16 @@ import numpy as np
 from bitnet_onnx.arch import NORM_IN, ArchSpec, ModelConfig, TensorSpec, detect_arch
 from bitnet_onnx.errors import BitnetOnnxError
 from bitnet_onnx.gguf_file import is_gguf
+from bitnet_onnx.gguf_source import GgufModel
+from bitnet_onnx.io import read_json, read_json_object, resolve
+from bitnet_onnx.model_source import ModelSource, bitnet_norms_present
+from bitnet_onnx.safetensors_file import TensorEntry, index_safetensors, load_entry
+from bitnet_onnx.st_modules import StModules, read_st_modules
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
 INDEX_NAME = "model.safetensors.index.json"
 PREFIX = "model."  # transformers' base-model prefix; sentence-transformers saves without it
-
-# safetensors dtype -> (numpy storage dtype, is bfloat16)
-_DTYPES = {"F32": (np.float32, False), "F16": (np.float16, False), "BF16": (np.uint16, True)}
-FLOAT16_MAX = float(np.finfo(np.float16).max)
-
-
-@dataclass(frozen=True)
-class _Entry:
-    file: Path
-    dtype: str  # safetensors dtype string, e.g. "BF16"
-    shape: tuple[int, ...]
-    offset: int  # absolute byte offset of the data in the file
-
-
-def read_json(path: Path, what: str = "") -> dict | list:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise BitnetOnnxError(f"{path}: file not found{what}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise BitnetOnnxError(f"{path}: not valid JSON ({e})") from None
-
-
-def read_json_object(path: Path, what: str = "") -> dict:
-    """read_json of a file that must hold a JSON object (config files); a one-line error otherwise."""
-    data = read_json(path, what)
-    if not isinstance(data, dict):
-        raise BitnetOnnxError(f"{path}: expected a JSON object, got {type(data).__name__}")
-    return data
-
-
-def index_safetensors(file: Path) -> dict[str, _Entry]:
-    """Name -> location of every tensor in one safetensors file, validated with the safetensors library.
-
-    safetensors' numpy framework cannot return bf16, so the data is memory-mapped by offset; the
-    library still checks the header and that the file is not truncated.
-    """
-    from safetensors import SafetensorError, safe_open
-
-    try:
-        with open(file, "rb"):  # an unreadable file is reported as such, not as a bad format
-            pass
-        with safe_open(str(file), framework="np") as f:
-            names = set(f.keys())
-    except FileNotFoundError:
-        raise BitnetOnnxError(f"{file}: file not found") from None
-    except (SafetensorError, ValueError) as e:
-        raise BitnetOnnxError(f"{file}: not a valid safetensors file ({e})") from None
-    except OSError as e:
-        raise BitnetOnnxError(f"{file}: cannot be read ({e.strerror or e})") from None
-    with open(file, "rb") as fh:
-        (header_len,) = struct.unpack("<Q", fh.read(8))
-        header = json.loads(fh.read(header_len))
-    base = 8 + header_len
-    entries = {}
-    for name in names:
-        h = header[name]
-        start, _ = h["data_offsets"]
-        entries[name] = _Entry(file, h["dtype"], tuple(int(d) for d in h["shape"]), base + int(start))
-    return entries
-
-
-def bitnet_norms_present(cfg: ModelConfig, found: Callable[[TensorSpec, int | None], bool],
-                         incomplete: Callable[[TensorSpec, int | None], str]) -> bool:
-    """Whether a source is BitNet: every per-projection norm present (True) or none (False); some but
-    not all is an error, worded by ``incomplete`` for the first missing one. Both sources use it."""
-    wanted = [(s, i) for s in cfg.arch.tensors if s.kind == NORM_IN
-              for i in (range(cfg.n_layers) if s.per_layer else (None,))]
-    present = [found(s, i) for s, i in wanted]
-    if any(present) and not all(present):
-        raise BitnetOnnxError(incomplete(*wanted[present.index(False)]))
-    return bool(present) and all(present)
-
-
-def to_float16(values: np.ndarray, name: str) -> np.ndarray:
-    """``values`` as float16; an error naming the tensor when a value is beyond float16's range
-    (it would become Inf, and the model's output NaN)."""
-    peak = float(np.max(np.abs(values), initial=0.0))
-    if peak > FLOAT16_MAX:
-        raise BitnetOnnxError(f"tensor {name}: value {peak:g} is beyond float16's range (max {FLOAT16_MAX:g}), "
-                              "which this output stores it in")
-    return values.astype(np.float16)
-
-
-def load_entry(entry: _Entry, name: str) -> np.ndarray:
-    """One tensor as float32 (bf16 widened by a 16-bit shift); the source is memory-mapped."""
-    if entry.dtype not in _DTYPES:
-        raise BitnetOnnxError(f"{entry.file.name}: tensor {name} has dtype {entry.dtype}; "
-                              f"supported: {', '.join(_DTYPES)}")
-    storage, is_bf16 = _DTYPES[entry.dtype]
-    count = int(np.prod(entry.shape, dtype=np.int64))
-    if count == 0:
-        return np.zeros(entry.shape, dtype=np.float32)
-    raw = np.memmap(entry.file, dtype=storage, mode="r", offset=entry.offset, shape=entry.shape)
-    if is_bf16:  # widen in place: one f32-sized buffer, never two
-        wide = raw.astype(np.uint32)
-        wide <<= 16
-        return wide.view(np.float32)
-    return np.array(raw, dtype=np.float32)
 
 
 class ModelFolder:
@@ -133,25 +35,26 @@ class ModelFolder:
 
     def __init__(self, path: Path, arch: str | None = None):
         self.path = Path(path)
+        resolve(self.path)  # a symlink loop: one line naming the folder
         if not self.path.is_dir():
             raise BitnetOnnxError(f"{self.path}: not a model folder (no such directory)")
         config_file = self.path / CONFIG_NAME
-        self.config: dict = read_json(config_file, " (a model folder needs config.json)")
+        self.config: dict = read_json(config_file, missing=" (a model folder needs config.json)")
         self.arch: ArchSpec = detect_arch(self.config, arch, source=str(config_file))
         self.cfg: ModelConfig = ModelConfig.from_dict(self.config, self.arch, source=str(config_file))
         self._entries = self._index()
         self.is_bitnet = self._detect_bitnet()
 
-    def _index(self) -> dict[str, _Entry]:
+    def _index(self) -> dict[str, TensorEntry]:
         single, index = self.path / WEIGHTS_NAME, self.path / INDEX_NAME
-        if single.is_file():
+        if os.path.lexists(single):  # index_safetensors refuses what is not a regular file
             return index_safetensors(single)
         if not index.is_file():
             raise BitnetOnnxError(f"{self.path}: no {WEIGHTS_NAME} or {INDEX_NAME}")
         weight_map = read_json_object(index).get("weight_map")
         if not isinstance(weight_map, dict):
             raise BitnetOnnxError(f"{index}: has no 'weight_map'")
-        entries: dict[str, _Entry] = {}
+        entries: dict[str, TensorEntry] = {}
         for shard in sorted(set(weight_map.values())):
             found = index_safetensors(self.path / shard)
             entries.update({n: e for n, e in found.items() if weight_map.get(n) == shard})
@@ -209,10 +112,8 @@ class ModelFolder:
         self.cfg.tensor_spec(role, layer)
         return None
 
-    def st_modules(self, pooling: str | None = None):
+    def st_modules(self, pooling: str | None = None) -> StModules:
         """The sentence-transformers modules; ``pooling`` (--pooling) fills in for a missing Pooling module."""
-        from bitnet_onnx.st_modules import read_st_modules  # st_modules imports this module
-
         return read_st_modules(self.path, self.arch, self.cfg.hidden, pooling)
 
     @property
@@ -243,10 +144,8 @@ def open_model(path: str | Path, arch: str | None = None) -> ModelFolder:
     return ModelFolder(Path(path), arch)
 
 
-def open_source(path: str | Path, arch: str | None = None):
+def open_source(path: str | Path, arch: str | None = None) -> ModelSource:
     """A HF model folder or a GGUF file (by suffix or magic): a ModelFolder or a GgufModel."""
     if not Path(path).is_dir() and is_gguf(path):
-        from bitnet_onnx.gguf_source import GgufModel  # gguf_source imports st_modules, which imports this module
-
         return GgufModel(path, arch)
     return open_model(path, arch)

@@ -12,7 +12,8 @@ which one runs:
 They return the context [B, S, Hq*D], heads merged in the order o_proj reads them.
 
 To add a strategy: write a function with ``Strategy``'s signature and add a row to ``STRATEGIES``
-(docs/contributing.md). Which strategy a weight variant uses by default is ``DEFAULT``.
+(docs/contributing.md). Which strategy a weight format uses by default is its record's
+``default_attention`` (bitnet_onnx.formats).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from bitnet_onnx.arch import ModelConfig
 from bitnet_onnx.customops import DOMAIN as OP_DOMAIN
 from bitnet_onnx.customops.encoder_attention import NAME as FUSED_OP
 from bitnet_onnx.errors import BitnetOnnxError
+from bitnet_onnx.formats import FORMATS
 from bitnet_onnx.export.builder import GraphBuilder
 
 MASKED = float(np.finfo(np.float32).min)  # finite, so fully masked (padding) query rows stay finite
@@ -106,13 +108,11 @@ def fused_attention(b: GraphBuilder, q: str, k: str, v: str, layer_type: str, am
 
 # --attention name -> strategy
 STRATEGIES: dict[str, Strategy] = {"onnx": onnx_attention, "fused": fused_attention}
-# weight variant -> its default strategy (variants not listed use "onnx"); i2s needs the op library anyway
-DEFAULT: dict[str, str] = {"i2s": "fused"}
 
 
 def choose(name: str | None, variant: str) -> str:
-    """The strategy name for ``--attention name`` (None: the variant's default)."""
-    name = name or DEFAULT.get(variant, "onnx")
+    """The strategy name for ``--attention name`` (None: the weight format's default)."""
+    name = name or FORMATS[variant].default_attention
     if name not in STRATEGIES:
         raise BitnetOnnxError(f"--attention {name!r} is not one of {', '.join(STRATEGIES)}")
     return name

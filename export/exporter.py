@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import time
 from pathlib import Path
 
@@ -10,28 +11,28 @@ import onnx
 
 from bitnet_onnx import customops
 from bitnet_onnx.errors import BitnetOnnxError
-from bitnet_onnx.manifest import WEIGHT_VARIANTS, Manifest
+from bitnet_onnx.formats import DEFAULT_FLOAT, DEFAULT_TERNARY, FORMATS, weight_format
+from bitnet_onnx.io import MAX_TOKENIZER_JSON_BYTES, check_input_file, read_json
+from bitnet_onnx.manifest import Manifest
+from bitnet_onnx.model_source import ModelSource
 from bitnet_onnx.st_modules import StModules
-from bitnet_onnx.weights import ModelFolder, open_source, read_json
+from bitnet_onnx.weights import open_source
 from bitnet_onnx.export import attention
 from bitnet_onnx.export.graph import build_model
+from bitnet_onnx.export.hf_layout import LAYOUTS, add_hf_layout
 from bitnet_onnx.export.text_input import text_input_for
 from bitnet_onnx.export.writer import check_output, write_folder
 
 log = logging.getLogger("bitnet_onnx")
 
-NBITS_CHOICES = (2, 4)
-NBITS2_MIN_ONNXRUNTIME = "1.24"  # MatMulNBits has a 2-bit CPU kernel from 1.24 on (1.21-1.23.2 checked)
-TERNARY_ONLY = ("i2s", "nbits")  # variants that exist only for ternary weights
+NBITS_CHOICES = FORMATS["nbits"].bits
 
 
-def choose_variant(folder: ModelFolder, weights: str | None, ternarize: bool) -> str:
+def choose_variant(folder: ModelSource, weights: str | None, ternarize: bool) -> str:
     if ternarize and folder.is_bitnet:
         raise BitnetOnnxError(f"{folder.path}: --ternarize is for standard models; this one is already BitNet")
-    variant = weights or ("i2s" if folder.is_bitnet or ternarize else "f32")
-    if variant not in WEIGHT_VARIANTS:
-        raise BitnetOnnxError(f"--weights {variant!r} is not one of {', '.join(WEIGHT_VARIANTS)}")
-    if variant in TERNARY_ONLY and not (folder.is_bitnet or ternarize):
+    variant = weights or (DEFAULT_TERNARY if folder.is_bitnet or ternarize else DEFAULT_FLOAT)
+    if weight_format(variant).ternary_only and not (folder.is_bitnet or ternarize):
         raise BitnetOnnxError(f"{folder.path}: is a standard (non-BitNet) model, it has no per-projection norms; "
                               f"--weights {variant} needs a BitNet model, or --ternarize for a speed stand-in")
     return variant
@@ -45,13 +46,14 @@ def _token_id(tok, value, source: Path) -> int | None:
     return tok.token_to_id(value)
 
 
-def tokenizer_facts(folder: ModelFolder) -> dict:
+def tokenizer_facts(folder: ModelSource) -> dict:
     """pad id, padding side and the EOS id of the arch's append rule, from the tokenizer files."""
     from tokenizers import Tokenizer
 
     tok_file = folder.tokenizer_dir / "tokenizer.json"
-    if not tok_file.is_file():
+    if not os.path.lexists(tok_file):
         raise BitnetOnnxError(f"{folder.path}: tokenizer.json is missing (the exported folder needs it)")
+    check_input_file(tok_file, limit=MAX_TOKENIZER_JSON_BYTES)  # the Rust reader would block on a FIFO
     try:
         tok = Tokenizer.from_file(str(tok_file))
     except Exception as e:
@@ -61,7 +63,7 @@ def tokenizer_facts(folder: ModelFolder) -> dict:
         raise BitnetOnnxError(f"{tok_file}: token id {top} is not below the model's vocab_size {folder.cfg.vocab} "
                               "(the embedding has no row for it)")
     cfg_file = folder.tokenizer_dir / "tokenizer_config.json"
-    tcfg = read_json(cfg_file) if cfg_file.is_file() else {}
+    tcfg = read_json(cfg_file) if os.path.lexists(cfg_file) else {}
     if not isinstance(tcfg, dict):
         raise BitnetOnnxError(f"{cfg_file}: expected a JSON object, got {type(tcfg).__name__}")
     eos_id = None
@@ -81,10 +83,10 @@ def tokenizer_facts(folder: ModelFolder) -> dict:
             "append_eos_token_id": eos_id, "model_max_length": model_max}
 
 
-def make_manifest(folder: ModelFolder, st: StModules, tf: dict, variant: str, bits: int, ternarize: bool,
+def make_manifest(folder: ModelSource, st: StModules, tf: dict, variant: str, bits: int, ternarize: bool,
                   attention_name: str, custom_ops: list[str]) -> Manifest:
     """``tf``: tokenizer_facts(folder)."""
-    cfg = folder.cfg
+    cfg, fmt = folder.cfg, FORMATS[variant]
     max_length = st.max_seq_length
     if not max_length and isinstance(tf["model_max_length"], int) and 0 < tf["model_max_length"] < 10**7:
         max_length = tf["model_max_length"]
@@ -94,8 +96,8 @@ def make_manifest(folder: ModelFolder, st: StModules, tf: dict, variant: str, bi
         dimension=st.dimension or cfg.hidden, hidden_size=cfg.hidden, max_length=max_length,
         padding_side=tf["padding_side"], pad_token_id=tf["pad_token_id"],
         append_eos_token_id=tf["append_eos_token_id"], prompts=dict(st.prompts),
-        default_prompt_name=st.default_prompt_name, nbits=bits if variant == "nbits" else None,
-        min_onnxruntime=NBITS2_MIN_ONNXRUNTIME if (variant, bits) == ("nbits", 2) else Manifest.min_onnxruntime,
+        default_prompt_name=st.default_prompt_name, nbits=bits if fmt.bits else None,
+        min_onnxruntime=fmt.min_onnxruntime(bits),
         ternarized=ternarize, attention=attention_name, custom_ops=custom_ops, needs_custom_ops=bool(custom_ops),
         source_model=folder.path.resolve().name,
     )
@@ -108,14 +110,18 @@ def custom_ops_used(model: onnx.ModelProto) -> list[str]:
 
 def export(model_dir: str | Path, out_dir: str | Path, arch: str | None = None, weights: str | None = None,
            bits: int = 4, ternarize: bool = False, overwrite: bool = False, attention_name: str | None = None,
-           pooling: str | None = None, text_input: bool = False) -> Path:
+           pooling: str | None = None, text_input: bool = False, layout: str = "bitnet") -> Path:
     """Export ``model_dir`` (a HF folder or a GGUF file) to ``out_dir``; returns the folder.
 
     ``pooling`` fills in for a source that names none. ``text_input`` also writes model_text.onnx,
-    strings in (the tokenizer in the graph, export/text_input.py). Raises BitnetOnnxError on bad input.
+    strings in (the tokenizer in the graph, export/text_input.py). ``layout`` "hf" also writes the
+    sentence-transformers / optimum / fastembed files (export/hf_layout.py, docs/integrations.md).
+    Raises BitnetOnnxError on bad input.
     """
+    if layout not in LAYOUTS:
+        raise BitnetOnnxError(f"--layout {layout!r}: choose {' or '.join(LAYOUTS)}")
     if bits not in NBITS_CHOICES:
-        raise BitnetOnnxError(f"--nbits {bits} is not supported; choose 2 or 4")
+        raise BitnetOnnxError(f"--nbits {bits} is not supported; choose {' or '.join(map(str, NBITS_CHOICES))}")
     out_dir = Path(out_dir)
     check_output(out_dir, [model_dir], overwrite)  # before the slow part
     start = time.perf_counter()
@@ -127,7 +133,9 @@ def export(model_dir: str | Path, out_dir: str | Path, arch: str | None = None, 
     model, weight_bytes = build_model(folder, st, variant, bits, ternarize, attention_name)
     manifest = make_manifest(folder, st, tf, variant, bits, ternarize, attention_name, custom_ops_used(model))
     text_pre = text_input_for(folder.tokenizer_dir, manifest, model) if text_input else None
-    write_folder(out_dir, model, manifest, folder.tokenizer_dir, weight_bytes, overwrite=overwrite, text_pre=text_pre)
+    add_files = (lambda tmp: add_hf_layout(tmp, manifest, model, folder.config, st)) if layout == "hf" else None
+    write_folder(out_dir, model, manifest, folder.tokenizer_dir, weight_bytes, overwrite=overwrite, text_pre=text_pre,
+                 add_files=add_files)
     log.info("exported %s (%s, %s, attention %s) to %s in %.1f s", folder.path, folder.arch.name, variant,
              attention_name, out_dir,
              time.perf_counter() - start)

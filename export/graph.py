@@ -12,8 +12,9 @@ import onnx
 
 from bitnet_onnx.version import __version__
 from bitnet_onnx.arch import HEAD_NORM, NORM, Projection
+from bitnet_onnx.formats import ProjectionWeight, to_float16
+from bitnet_onnx.model_source import ModelSource
 from bitnet_onnx.st_modules import StModules
-from bitnet_onnx.weights import ModelFolder, to_float16
 from bitnet_onnx.export.builder import GraphBuilder
 from bitnet_onnx.export import attention
 from bitnet_onnx.export.layers import LayerSource, decoder_layer, layer_inputs
@@ -23,7 +24,7 @@ from bitnet_onnx.export.pooling import PROMPT_POOLINGS, dense, l2_normalize, poo
 from bitnet_onnx.export.projections import LinearWeights, projector
 
 
-def layer_source(folder: ModelFolder, variant: str, bits: int, attention_name: str, ternarize: bool) -> LayerSource:
+def layer_source(folder: ModelSource, variant: str, bits: int, attention_name: str, ternarize: bool) -> LayerSource:
     arch, cfg = folder.arch, folder.cfg
 
     def norm(role: str, i: int | None) -> np.ndarray:
@@ -40,13 +41,14 @@ def layer_source(folder: ModelFolder, variant: str, bits: int, attention_name: s
             norm_in = np.ones(weight.shape[1], np.float32)
         else:
             norm_in = None
-        return LinearWeights(weight, norm_in, folder.is_bitnet or ternarize, cfg.rms_eps, folder.hf_name(p.weight, i),
-                             codes=folder.ternary_codes(p.weight, i))
+        stored = ProjectionWeight(weight, folder.is_bitnet or ternarize, folder.hf_name(p.weight, i),
+                                  codes=folder.ternary_codes(p.weight, i))
+        return LinearWeights(stored, norm_in, cfg.rms_eps)
 
     return LayerSource(norm, linear, projector(variant, bits), attention.STRATEGIES[attention_name])
 
 
-def build_model(folder: ModelFolder, st: StModules, variant: str, bits: int = 4, ternarize: bool = False,
+def build_model(folder: ModelSource, st: StModules, variant: str, bits: int = 4, ternarize: bool = False,
                 attention_name: str = "onnx") -> tuple[onnx.ModelProto, int]:
     """The model and the bytes of its weights (the writer decides on external data from it)."""
     cfg = folder.cfg

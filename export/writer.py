@@ -9,13 +9,15 @@ protobuf could not hold more than 2 GB inline anyway.
 
 from __future__ import annotations
 
+import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import onnx
 
 from bitnet_onnx.errors import BitnetOnnxError
-from bitnet_onnx.io import atomic_folder, check_apart, check_replaceable_folder
+from bitnet_onnx.io import atomic_folder, check_apart, check_input_file, check_replaceable_folder
 from bitnet_onnx.manifest import MANIFEST_NAME, MODEL_NAME, Manifest
 from bitnet_onnx.export.text_input import save_text_model
 
@@ -45,11 +47,11 @@ def check_model(path: Path, uses_custom_op: bool) -> None:
 
 
 def copy_tokenizer(source: Path, folder: Path) -> None:
-    if not (source / "tokenizer.json").is_file():
+    if not os.path.lexists(source / "tokenizer.json"):
         raise BitnetOnnxError(f"{source}: tokenizer.json is missing (the exported folder needs it to tokenize)")
     for name in TOKENIZER_FILES:
-        if (source / name).is_file():
-            shutil.copyfile(source / name, folder / name)  # not copy2: modes follow the umask
+        if os.path.lexists(source / name):  # a FIFO or device there is refused, not copied without end
+            shutil.copyfile(check_input_file(source / name), folder / name)  # not copy2: modes follow the umask
 
 
 def is_export_folder(path: Path) -> bool:
@@ -64,14 +66,19 @@ def check_output(out_dir: str | Path, inputs: list[str | Path], overwrite: bool)
 
 
 def write_folder(out_dir: Path, model: onnx.ModelProto, manifest: Manifest, source: Path, weight_bytes: int,
-                 overwrite: bool = False, text_pre: onnx.ModelProto | None = None) -> Path:
+                 overwrite: bool = False, text_pre: onnx.ModelProto | None = None,
+                 add_files: Callable[[Path], None] | None = None) -> Path:
     """``text_pre``: the strings-in pre-processing graph (export --text-input), saved in front of the
-    model as manifest.text_model_file, after model.onnx so that both share its external data."""
+    model as manifest.text_model_file, after model.onnx so that both share its external data.
+    ``add_files(folder)``: writes further files into the folder before it is put in place (export
+    --layout hf); a callback so that the writer needs no knowledge of other layouts."""
     with atomic_folder(out_dir, overwrite, ours=is_export_folder) as tmp:
         path = save_model(model, tmp, weight_bytes)
         check_model(path, manifest.needs_custom_ops)
         if text_pre is not None:
             check_model(save_text_model(tmp, text_pre, model), manifest.needs_custom_ops or bool(manifest.text_custom_ops))
         copy_tokenizer(source, tmp)
+        if add_files is not None:
+            add_files(tmp)
         manifest.write(tmp)
     return Path(out_dir)

@@ -3,6 +3,10 @@
 ``tiny_model(arch, ...)`` and ``tiny_export(model, ...)`` return folders that many modules share:
 they are read-only (checked when the session ends). A test that edits a model or an export works
 on ``private_copy(folder)``. ``host_programs`` builds the C and C++ examples (examples/).
+
+Tests over every architecture parametrize with ``bitnet_onnx.arch.ARCHITECTURES`` itself
+(``@pytest.mark.parametrize("arch", ARCHITECTURES)``), never a list of names: a new architecture
+runs through them all (tests/test_arch.py fails on a hand-written list).
 """
 
 from __future__ import annotations

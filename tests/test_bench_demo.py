@@ -8,6 +8,7 @@ import numpy as np
 import onnx
 import pytest
 
+from bitnet_onnx.arch import ARCHITECTURES, REAL_SHAPES
 from bitnet_onnx.bench import cache as bench_cache
 from bitnet_onnx.cli import main
 from bitnet_onnx.manifest import Manifest
@@ -83,18 +84,18 @@ def test_demo_runs_end_to_end(tmp_path, capsys):
     work = tmp_path / "demo"
     assert main(["demo", "--workdir", str(work), "--skip-bench"]) == 0
     out = capsys.readouterr().out
-    for arch in ("qwen3", "gemma3"):
+    for arch in ARCHITECTURES:
         assert f"== {arch}:" in out
-    assert out.count("cosine similarity of the sample texts") == 2
+    assert out.count("cosine similarity of the sample texts") == len(ARCHITECTURES)
     verify = [line for line in out.splitlines() if line.startswith("verify against PyTorch")]
-    assert len(verify) == 2
+    assert len(verify) == len(ARCHITECTURES)
     if "skipped" not in verify[0]:
         worst = [float(line.rsplit("worst ", 1)[1]) for line in verify]
         assert min(worst) > 0.999
     # the kept exports work with the embed verb
     assert main(["embed", str(work / "qwen3-i2s"), "hello", "world"]) == 0
     vectors = np.array(json.loads(capsys.readouterr().out))
-    assert vectors.shape == (2, 1024)
+    assert vectors.shape == (2, REAL_SHAPES["qwen3"].config["hidden_size"])
     assert main(["demo", "--workdir", str(work)]) == 1  # not empty: refuses to mix runs
     assert "not empty" in capsys.readouterr().err
 

@@ -7,9 +7,10 @@ import sys
 import pytest
 
 from bitnet_onnx.bench import cache, host, report, timing, variants
-from bitnet_onnx.bench.worker import RUNNERS, Worker
+from bitnet_onnx.bench.runners import RUNNERS
+from bitnet_onnx.bench.worker import Worker
 from bitnet_onnx.errors import BitnetOnnxError
-from bitnet_onnx.manifest import WEIGHT_VARIANTS
+from bitnet_onnx.formats import NAMES as FORMAT_NAMES
 from bitnet_onnx.testing import SHAPES
 
 
@@ -126,6 +127,25 @@ def test_cached_export_builds_once_and_replaces_entries_of_older_code(tmp_path, 
     assert sorted(p.name for p in (store / "exports").iterdir()) == [second.name]  # no temp folders left
 
 
+def test_cached_export_keeps_variants_whose_name_ends_like_another(tmp_path, monkeypatch):
+    """Building int8 (or f16) replaces older int8 entries only, not ort-int8's (or llama.cpp-f16's)."""
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+
+    def fake_build(model_dir, out, name):
+        out.mkdir()
+        return out
+
+    monkeypatch.setattr(cache, "build_variant", fake_build)
+    store = tmp_path / "cache"
+    kept = [cache.cached_export(model, v, store) for v in ("ort-int8", "llama.cpp-f16")]
+    cache.cached_export(model, "int8", store)
+    cache.cached_export(model, "f16", store)
+    assert all(folder.is_dir() for folder in kept)
+    assert len(list((store / "exports").iterdir())) == 4
+
+
 def test_build_atomically_leaves_nothing_when_the_build_fails(tmp_path):
     def failing(tmp):
         tmp.mkdir()
@@ -138,16 +158,17 @@ def test_build_atomically_leaves_nothing_when_the_build_fails(tmp_path):
 
 
 def test_variant_table():
-    assert set(WEIGHT_VARIANTS) <= set(variants.VARIANTS)  # every exporter variant can be benched
+    assert set(FORMAT_NAMES) <= set(variants.VARIANTS)  # every exporter variant can be benched
     assert set(variants.DEFAULT_VARIANTS) <= set(variants.VARIANTS)
     assert {v.runner for v in variants.VARIANTS.values()} <= set(RUNNERS)
     assert variants.ratio_bases() == ["i2s-onnx-attn", "f32", "int8", "ort-int8"]
     assert variants.parse_variants(" i2s,f32,i2s,") == ["i2s", "f32"]
-    with pytest.raises(BitnetOnnxError, match="--variants 'i2s,fp8': choose from i2s, i2s-onnx-attn, f32"):
+    with pytest.raises(BitnetOnnxError, match="--variants 'i2s,fp8': choose from i2s, i2s-mul, i2s-lut, i2s-onnx-attn, f32"):
         variants.parse_variants("i2s,fp8")
     assert variants.variants_help() == (
-        "weight variants to compare (default i2s,int8,ort-int8,nbits,f32; also i2s-onnx-attn, f16, nbits2, nbits4, "
-        "i2s-text, llama.cpp-f16, llama.cpp-tq2_0; "
+        "weight variants to compare (default i2s,int8,ort-int8,nbits,f32; also i2s-mul, i2s-lut, i2s-onnx-attn, f16, "
+        "nbits2, nbits4, i2s-text, llama.cpp-f16, llama.cpp-tq2_0; "
+        "i2s-mul = i2s with BITNET_ONNX_KERNEL=mul; i2s-lut = i2s with BITNET_ONNX_KERNEL=lut; "
         "i2s-onnx-attn = i2s with the stock ONNX attention instead of EncoderAttention (export --attention onnx); "
         "ort-int8 = ORT's quantize_dynamic of the f32 export; "
         "i2s-text = i2s fed texts, the tokenizer in the graph (export --text-input); "
@@ -158,6 +179,17 @@ def test_variant_table():
 def test_worker_reports_a_load_error_as_one_line(tmp_path):
     with pytest.raises(BitnetOnnxError, match="manifest missing"):
         Worker("i2s", tmp_path, threads=1)
+
+
+def test_a_variants_environment_reaches_its_worker_only(tiny_model, tiny_export, monkeypatch):
+    monkeypatch.delenv("BITNET_ONNX_KERNEL", raising=False)
+    folder = tiny_export(tiny_model("qwen3"), weights="i2s")
+    with pytest.raises(BitnetOnnxError, match="BITNET_ONNX_KERNEL=bogus: unknown kernel family"):
+        Worker("i2s", folder, threads=1, env=(("BITNET_ONNX_KERNEL", "bogus"),))
+    for name in ("i2s-mul", "i2s-lut"):  # the families' variants load and run
+        worker = Worker(name, folder, threads=1, env=variants.VARIANTS[name].env)
+        assert worker.time_ms(1, 16) > 0
+        worker.close()
 
 
 def test_host_facts():

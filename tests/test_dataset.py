@@ -18,6 +18,7 @@ pa = pytest.importorskip("pyarrow")  # the `ray` extra; CI installs it with the 
 pq = pytest.importorskip("pyarrow.parquet")
 ray = pytest.importorskip("ray")
 
+from bitnet_onnx.arch import ARCHITECTURES
 from bitnet_onnx.cli import main  # noqa: E402
 from bitnet_onnx.errors import BitnetOnnxError  # noqa: E402
 from bitnet_onnx.runtime.dataset import EmbedOptions, embed_dataset, read_output, run_job  # noqa: E402
@@ -52,7 +53,7 @@ def _jsonl(path: Path, records) -> Path:
     return path
 
 
-@pytest.mark.parametrize("arch", ["qwen3", "gemma3"])
+@pytest.mark.parametrize("arch", ARCHITECTURES)
 def test_job_on_parquet_equals_embedder_with_prompt_and_dimensions(local_ray, exported, tmp_path, arch):
     export_dir = exported(arch)
     prompt = next(iter(Embedder(export_dir).prompts))

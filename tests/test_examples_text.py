@@ -23,6 +23,7 @@ import onnxruntime as ort
 import pytest
 
 from bitnet_onnx import customops
+from bitnet_onnx.arch import ARCHITECTURES
 from bitnet_onnx.manifest import Manifest
 
 TEXTS = ["What is the capital of France?", "", "Paris est la capitale de la France — café, naïve.",
@@ -91,7 +92,7 @@ def _write(path: Path, texts: list[str]) -> Path:
     return path
 
 
-@pytest.mark.parametrize("model", ["qwen3", "gemma3", "qwen3-int8"])
+@pytest.mark.parametrize("model", [*ARCHITECTURES, "qwen3-int8"])
 def test_hosts_embed_texts_like_python(programs, exported, model, tmp_path):
     folder = exported[model]
     texts_file = _write(tmp_path / "texts.txt", TEXTS)

@@ -12,6 +12,7 @@ import onnxruntime as ort
 import pytest
 
 from bitnet_onnx import customops
+from bitnet_onnx.arch import ARCHITECTURES
 from bitnet_onnx.customops import DOMAIN as OP_DOMAIN
 from bitnet_onnx.export import writer
 from bitnet_onnx.export.exporter import export
@@ -54,7 +55,7 @@ def real_tokens(tokens, mask):
 
 
 # -- f32 against transformers ------------------------------------------------------------------------
-@pytest.mark.parametrize("arch", ["qwen3", "gemma3"])
+@pytest.mark.parametrize("arch", ARCHITECTURES)
 @pytest.mark.parametrize("side", ["right", "left"])
 def test_f32_standard_model_matches_transformers(tiny_model, tiny_export, arch, side):
     model = tiny_model(arch, bitnet=False)
@@ -77,7 +78,7 @@ def test_f32_bitnet_is_the_fake_quant_reference(tiny_model, tiny_export):
 
 
 # -- i2s / int8 / nbits against the BitLinear reference ----------------------------------------------
-@pytest.mark.parametrize("arch", ["qwen3", "gemma3"])
+@pytest.mark.parametrize("arch", ARCHITECTURES)
 def test_i2s_matches_bitlinear_reference(tiny_model, tiny_export, arch):
     model = tiny_model(arch)
     out = tiny_export(model)
@@ -90,7 +91,7 @@ def test_i2s_matches_bitlinear_reference(tiny_model, tiny_export, arch):
         assert np.median(cosines(got, want)) >= 0.9999
 
 
-@pytest.mark.parametrize("arch", ["qwen3", "gemma3"])
+@pytest.mark.parametrize("arch", ARCHITECTURES)
 def test_int8_equals_i2s(tiny_model, tiny_export, arch):
     model = tiny_model(arch)
     ids, mask = batch([18, 11, 4], 18)
@@ -128,7 +129,7 @@ def test_standard_model_ternarized_is_a_stand_in(tiny_model, tiny_export):
 
 
 # -- padding and batching ---------------------------------------------------------------------------
-@pytest.mark.parametrize("arch", ["qwen3", "gemma3"])
+@pytest.mark.parametrize("arch", ARCHITECTURES)
 @pytest.mark.parametrize("weights", ["i2s", "f32"])
 def test_padding_sides_and_batch_equal_one_at_a_time(tiny_model, tiny_export, arch, weights):
     model = tiny_model(arch)

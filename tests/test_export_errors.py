@@ -116,3 +116,13 @@ def test_help_has_an_example(capsys):
     with pytest.raises(SystemExit):
         main(["export", "--help"])
     assert "bitnet-onnx export" in capsys.readouterr().out
+
+
+def test_sentence_transformers_module_the_graph_cannot_build(capsys, tmp_path, qwen3_bitnet, private_copy):
+    """Once silently dropped: the export would have differed from sentence-transformers with no error."""
+    model = private_copy(qwen3_bitnet, "model")
+    modules = json.loads((model / "modules.json").read_text())
+    extra = {"idx": len(modules), "name": "x", "path": "9_LayerNorm", "type": "sentence_transformers.models.LayerNorm"}
+    (model / "modules.json").write_text(json.dumps([*modules, extra]))
+    export_fails(capsys, tmp_path, model, match="('sentence_transformers.models.LayerNorm', path '9_LayerNorm') "
+                                                "is not a module the exported graph can build")

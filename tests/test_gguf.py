@@ -54,7 +54,7 @@ def _source_by_gguf(folder):
 
 
 @pytest.mark.parametrize("outtype", ["f32", "f16", "i2_s"])
-@pytest.mark.parametrize("arch", ["qwen3", "gemma3"])
+@pytest.mark.parametrize("arch", ARCHITECTURES)
 def test_round_trip(tmp_path, models, arch, outtype):
     out = convert(models[arch], tmp_path / "m.gguf", outtype, pre_tokenizer="qwen2" if arch == "qwen3" else None,
                   progress=False)
@@ -175,7 +175,7 @@ def test_register_i2s_is_idempotent_and_readable(tmp_path):
 def test_vocabularies(tmp_path, models):
     from tokenizers import Tokenizer
 
-    for arch in ("qwen3", "gemma3"):
+    for arch in ARCHITECTURES:
         reader = open_gguf(convert(models[arch], tmp_path / f"{arch}.gguf", "f16", pre_tokenizer="qwen2",
                                    progress=False))
         tok = Tokenizer.from_file(str(models[arch] / "tokenizer.json"))

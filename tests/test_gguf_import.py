@@ -27,9 +27,10 @@ from bitnet_onnx.gguf_file import I2S_TYPE, metadata, open_gguf, read_i2s_packed
 from bitnet_onnx.gguf_source import GgufModel
 from bitnet_onnx.gguf_tokenizer import tokenizer_files
 from bitnet_onnx.manifest import Manifest
+from bitnet_onnx.model_source import ModelSource
 from bitnet_onnx.testing.factory import CORPUS
 from bitnet_onnx.testing.real_tokenizers import VARIED_CORPUS, gemma3_gguf, make_real_tokenizer_model
-from bitnet_onnx.weights import open_model
+from bitnet_onnx.weights import ModelFolder, open_model, open_source
 
 TEXTS = [line for line in CORPUS.splitlines() if line] + list(VARIED_CORPUS)
 
@@ -336,3 +337,18 @@ def test_llama_cpp_types_are_dequantized_by_gguf_py(tmp_path, tiny_model, tiny_e
     got = _run(export(quant.path, tmp_path / "onnx"), ids, mask)[0]
     want = _run(tiny_export(model, "f32"), ids, mask)[0]
     assert ((got * want).sum(-1) / np.linalg.norm(got, axis=-1) / np.linalg.norm(want, axis=-1)).min() > 0.999
+
+
+@pytest.mark.parametrize("arch", sorted(ARCHITECTURES))
+def test_both_sources_are_model_sources(tmp_path, tiny_model, arch):
+    """The HF folder and the GGUF file give the exporter the same interface, and open_source picks by path."""
+    model = tiny_model(arch)
+    gguf_file = convert(model, tmp_path / "m.gguf", "i2_s", pre_tokenizer=_pre(arch), progress=False)
+    folder, gguf = open_source(model), open_source(gguf_file)
+    assert type(folder) is ModelFolder and type(gguf) is GgufModel
+    for source in (folder, gguf):
+        assert isinstance(source, ModelSource), type(source).__name__
+        assert source.is_bitnet and source.cfg == folder.cfg and (source.tokenizer_dir / "tokenizer.json").is_file()
+    assert folder.ternary_codes("attn_q", 0) is None and gguf.ternary_codes("attn_q", 0) is not None
+    st_folder, st_gguf = folder.st_modules(), gguf.st_modules()
+    assert (st_gguf.pooling, st_gguf.normalize, st_gguf.prompts) == (st_folder.pooling, st_folder.normalize, st_folder.prompts)

@@ -2,7 +2,9 @@
 
 The contracts are kept in pyproject.toml only; these tests run them on the package, check that no
 module escapes them, and show on a synthetic tree that they do catch a core module importing a
-target and one target importing another.
+target, one target importing another, and a circle between two modules (of one line or two): the
+layers are ordered one line per sub-layer with independent modules inside a line, so the next
+circle fails the suite instead of hiding in a group.
 
 The package's parts live in several top-level folders (bitnet_onnx/, export/, runtime/,
 convert_gguf/) that the build maps onto one import root. import-linter walks one folder per
@@ -12,6 +14,7 @@ build's own mapping (``[tool.scikit-build] wheel.packages``), imported without t
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import os
 import subprocess
@@ -93,18 +96,47 @@ def test_the_staged_package_is_the_installed_one(tmp_path):
         assert Path(importlib.util.find_spec(package).origin).parent == source, f"{package} is not read from {source}"
 
 
+def _contract_modules(contract_id: str) -> set[str]:
+    (contract,) = [c for c in _config()["contracts"] if c["id"] == contract_id]
+    return {m for layer in contract["layers"] for m in _layer_modules(layer)}
+
+
+def _modules_in(folder: Path, prefix: str) -> set[str]:
+    """The modules and subpackages directly in ``folder``, named ``prefix.<name>``."""
+    present = {f"{prefix}.{p.stem}" for p in folder.glob("*.py") if p.stem != "__init__"}
+    return present | {f"{prefix}.{p.parent.name}" for p in folder.glob("*/__init__.py")}
+
+
+# Contracts inside one subpackage: its modules, each in a layer of the contract (id -> subpackage)
+SUBPACKAGE_CONTRACTS = {"bench": "bench"}
+
+
 def test_every_module_is_in_a_layer(tmp_path):
-    listed = {m for c in _config()["contracts"] for layer in c.get("layers", []) for m in _layer_modules(layer)}
     package = stage_package(tmp_path / "site") / "bitnet_onnx"
-    present = {f"bitnet_onnx.{p.stem}" for p in package.glob("*.py") if p.stem != "__init__"}
-    present |= {f"bitnet_onnx.{p.parent.name}" for p in package.glob("*/__init__.py")}
-    assert present - listed == set(), "add these modules to a layer in pyproject.toml [tool.importlinter]"
-    assert listed - present == set(), "these layer entries name no module"
+    checks = {"layers": _modules_in(package, "bitnet_onnx")}
+    checks |= {cid: _modules_in(package / sub, f"bitnet_onnx.{sub}") for cid, sub in SUBPACKAGE_CONTRACTS.items()}
+    for contract_id, present in checks.items():
+        listed = _contract_modules(contract_id)
+        assert present - listed == set(), f"add these modules to a layer of the {contract_id!r} contract in pyproject.toml"
+        assert listed - present == set(), f"these entries of the {contract_id!r} contract name no module"
 
 
-def _synthetic_tree(tmp_path: Path, bad_import: tuple[str, str] | None) -> tuple[Path, Path]:
-    """A package 'layered' with one empty module per layer entry, the same contracts, and optionally
-    ``importer`` importing ``imported``."""
+def _module_path(pkg: Path, module: str, modules: set[str]) -> Path:
+    """Where ``module`` (layered.x.y) lives in the synthetic tree: a package's __init__ when another
+    contract names modules inside it (layered.bench of the layers contract, layered.bench.worker of
+    the bench one), else a file."""
+    parts = module.split(".")[1:]
+    if any(m.startswith(module + ".") for m in modules):
+        folder = pkg.joinpath(*parts)
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder / "__init__.py"
+    pkg.joinpath(*parts[:-1]).mkdir(parents=True, exist_ok=True)
+    return pkg.joinpath(*parts[:-1], parts[-1] + ".py")
+
+
+def _synthetic_tree(tmp_path: Path, *imports: tuple[str, str]) -> tuple[Path, Path]:
+    """A package 'layered' with one empty module per layer entry, the same contracts, and each
+    ``(importer, imported)`` of ``imports`` as an import statement."""
     cfg = _config()
     modules = {m.replace("bitnet_onnx", "layered", 1) for c in cfg["contracts"] for layer in c["layers"]
                for m in _layer_modules(layer)}
@@ -112,10 +144,10 @@ def _synthetic_tree(tmp_path: Path, bad_import: tuple[str, str] | None) -> tuple
     pkg.mkdir(parents=True)
     (pkg / "__init__.py").write_text("")
     for mod in modules:
-        (pkg / f"{mod.split('.', 1)[1]}.py").write_text("")
-    if bad_import:
-        importer, imported = bad_import
-        (pkg / f"{importer}.py").write_text(f"import layered.{imported}\n")
+        _module_path(pkg, mod, modules).write_text("")
+    for importer, imported in imports:
+        with open(_module_path(pkg, f"layered.{importer}", modules), "a", encoding="utf-8") as module:
+            module.write(f"import layered.{imported}\n")
     contracts = []
     for c in cfg["contracts"]:
         layers = ", ".join('"' + layer.replace("bitnet_onnx", "layered") + '"' for layer in c["layers"])
@@ -135,7 +167,54 @@ def test_the_contracts_catch_a_wrong_import(tmp_path, importer, imported):
     assert f"layered.{importer} is not allowed to import layered.{imported}" in run.stdout
 
 
+# weights <-> gguf_source: the circle the model sources once had (two lines); st_modules <-> formats:
+# two modules of one line, which a ":" group would have let import each other both ways.
+@pytest.mark.parametrize("first, second", [("weights", "gguf_source"), ("st_modules", "formats"),
+                                           ("model_source", "st_modules")])
+def test_the_contracts_catch_a_circle(tmp_path, first, second):
+    config, src = _synthetic_tree(tmp_path, (first, second), (second, first))
+    run = _lint(config, tmp_path, pythonpath=src)
+    assert run.returncode != 0 and "BROKEN" in run.stdout, run.stdout[-2000:] + run.stderr[-2000:]
+    assert (f"layered.{first} is not allowed to import layered.{second}" in run.stdout
+            or f"layered.{second} is not allowed to import layered.{first}" in run.stdout), run.stdout[-2000:]
+
+
+def test_every_layer_line_is_ordered_or_independent():
+    """A ":" group lets its modules import each other both ways: a circle inside it is invisible."""
+    grouped = [layer for c in _config()["contracts"] for layer in c.get("layers", []) if ":" in layer]
+    assert grouped == [], "split these lines into ordered lines, or make their modules independent ('|')"
+
+
+def _core_modules() -> list[str]:
+    """The modules of the layers below the targets' line (what the targets build on)."""
+    layers = next(c["layers"] for c in _config()["contracts"] if c["id"] == "layers")
+    targets = next(i for i, layer in enumerate(layers) if "bitnet_onnx.export" in _layer_modules(layer))
+    return [m for layer in layers[targets + 1:] for m in _layer_modules(layer)]
+
+
+def _function_level_package_imports(source: Path) -> list[str]:
+    found = []
+    for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for inner in ast.walk(node):
+                names = [inner.module or ""] if isinstance(inner, ast.ImportFrom) else (
+                    [a.name for a in inner.names] if isinstance(inner, ast.Import) else [])
+                found += [f"{source.name}:{inner.lineno} {n}" for n in names if n.split(".")[0] == "bitnet_onnx"]
+    return found
+
+
+def test_core_modules_import_each_other_at_the_top(tmp_path):
+    """No lazy import between core modules: an import inside a function once hid a circle from Python."""
+    package = stage_package(tmp_path / "site") / "bitnet_onnx"
+    lazy = []
+    for module in _core_modules():
+        path = package / module.split(".", 1)[1]
+        for source in (sorted(path.rglob("*.py")) if path.is_dir() else [path.with_suffix(".py")]):
+            lazy += _function_level_package_imports(source)
+    assert lazy == [], "move these imports to the module's top (a circle they hide fails the layer test)"
+
+
 def test_the_synthetic_tree_passes_without_the_wrong_import(tmp_path):
-    config, src = _synthetic_tree(tmp_path, ("commands", "export"))  # downward: allowed
+    config, src = _synthetic_tree(tmp_path, ("commands", "export"), ("weights", "gguf_source"))  # downward
     run = _lint(config, tmp_path, pythonpath=src)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]

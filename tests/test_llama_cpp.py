@@ -10,23 +10,19 @@ layer pattern (every 6th layer full attention, query scale 1/sqrt(head_dim)).
 
 from __future__ import annotations
 
+import json
 import unicodedata
 
 import numpy as np
 import pytest
 
+from bitnet_onnx.arch import ARCHITECTURES
 from bitnet_onnx.convert_gguf.writer import convert
 from bitnet_onnx.runtime.embedder import Embedder
-from bitnet_onnx.testing.real_tokenizers import REAL_TOKENIZER_SHAPES, VARIED_CORPUS, real_tokenizer_dir
+from bitnet_onnx.testing.archs import TESTING_ARCHS
+from bitnet_onnx.testing.real_tokenizers import VARIED_CORPUS, real_tokenizer_dir
 
 llama_cpp = pytest.importorskip("llama_cpp")
-
-# llama.cpp's gemma3 hparams: 5 sliding layers then 1 full, query scale from head_dim
-LLAMA_CPP_SHAPES = {
-    "qwen3": REAL_TOKENIZER_SHAPES["qwen3"],
-    "gemma3": {**REAL_TOKENIZER_SHAPES["gemma3"], "num_hidden_layers": 6, "sliding_window_pattern": 6,
-               "query_pre_attn_scalar": 128, "sliding_window": 16},
-}
 TEXTS = ["Hello world", "The quick brown fox jumps over the lazy dog.",
          "A longer text, long enough that its tokens go past the sliding window of sixteen tokens: "
          "café, 東京, 42, https://example.com/a?b=1 and a tab\there.",
@@ -35,8 +31,10 @@ TEXTS = ["Hello world", "The quick brown fox jumps over the lazy dog.",
 
 @pytest.fixture(scope="module")
 def models(tiny_model):
-    return {arch: tiny_model(arch, bitnet=False, tokenizer=str(real_tokenizer_dir(arch)), shape=LLAMA_CPP_SHAPES[arch])
-            for arch in ("qwen3", "gemma3")}
+    """Each architecture's real-tokenizer shape with the hparams llama.cpp fixes (its testing record)."""
+    return {arch: tiny_model(arch, bitnet=False, tokenizer=str(real_tokenizer_dir(arch)),
+                             shape={**record.real_tokenizer_shape, **record.llama_cpp_shape})
+            for arch, record in TESTING_ARCHS.items()}
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +55,7 @@ def _cos(a, b):
 
 
 @pytest.mark.parametrize("outtype, threshold", [("f32", 0.9999), ("f16", 0.999)])
-@pytest.mark.parametrize("arch", ["qwen3", "gemma3"])
+@pytest.mark.parametrize("arch", ARCHITECTURES)
 def test_llama_cpp_embeddings_match_the_f32_export(models, gguf_files, tiny_export, arch, outtype, threshold):
     ours = Embedder(tiny_export(models[arch], "f32")).encode(TEXTS)
     llm = _llama(gguf_files[(arch, outtype)])
@@ -66,7 +64,7 @@ def test_llama_cpp_embeddings_match_the_f32_export(models, gguf_files, tiny_expo
         assert np.shape(b) == a.shape and _cos(a, b) >= threshold, (arch, outtype, text, _cos(a, b))
 
 
-@pytest.mark.parametrize("arch", ["qwen3", "gemma3"])
+@pytest.mark.parametrize("arch", ARCHITECTURES)
 def test_llama_cpp_token_ids_equal_ours(models, gguf_files, tiny_export, arch):
     """llama.cpp's tokenizer on our GGUF (its pre-tokenizer from tokenizer.ggml.pre, or SentencePiece
     with the GGUF's scores) gives the ids our runtime gives from tokenizer.json."""
@@ -74,9 +72,14 @@ def test_llama_cpp_token_ids_equal_ours(models, gguf_files, tiny_export, arch):
     llm = llama_cpp.Llama(model_path=str(gguf_files[(arch, "f32")]), vocab_only=True, verbose=False)
     for text in VARIED_CORPUS:  # tokenizer.json's ids plus the runtime's rule (Qwen3: <|endoftext|> appended)
         ours = tokenizer.encode_plain(text) + ([tokenizer.eos_id] if tokenizer.eos_id is not None else [])
-        if arch == "qwen3":  # llama.cpp has no NFC normalizer (Qwen's tokenizer.json has): NFD text differs
+        if _normalizes_nfc(models[arch]):  # llama.cpp has no NFC normalizer (Qwen's tokenizer.json has)
             text = unicodedata.normalize("NFC", text)
         assert llm.tokenize(text.encode("utf-8"), add_bos=True, special=False) == ours, (arch, repr(text[:50]))
+
+
+def _normalizes_nfc(model) -> bool:
+    normalizer = json.loads((model / "tokenizer.json").read_text(encoding="utf-8"))["normalizer"]
+    return normalizer is not None and normalizer.get("type") == "NFC"
 
 
 def test_bench_llama_cpp_variants(tmp_path, tiny_model):

@@ -12,14 +12,11 @@ import heapq
 
 import pytest
 
-from bitnet_onnx.testing.real_tokenizers import (
-    QWEN3_ADDED,
-    REAL_TOKENIZER_SHAPES,
-    VARIED_CORPUS,
-    gemma3_gguf,
-    make_real_tokenizer_model,
-    real_tokenizer_dir,
-)
+from bitnet_onnx.arch import ARCHITECTURES
+from bitnet_onnx.testing.archs import TESTING_ARCHS
+from bitnet_onnx.testing.gemma3 import gemma3_gguf
+from bitnet_onnx.testing.qwen3 import QWEN3_ADDED
+from bitnet_onnx.testing.real_tokenizers import VARIED_CORPUS, make_real_tokenizer_model, real_tokenizer_dir
 
 tokenizers = pytest.importorskip("tokenizers")
 
@@ -156,17 +153,15 @@ def test_gemma_hand_checked_ids(gemma, gemma_vocab):
 
 # --- models carrying them ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("arch", ["qwen3", "gemma3"])
+@pytest.mark.parametrize("arch", ARCHITECTURES)
 def test_make_real_tokenizer_model(tmp_path, arch):
+    record = TESTING_ARCHS[arch]
     folder = make_real_tokenizer_model(tmp_path / arch, arch)
     config = json.loads((folder / "config.json").read_text())
     tok = tokenizers.Tokenizer.from_file(str(folder / "tokenizer.json"))
-    assert config["vocab_size"] == tok.get_vocab_size() == (151669 if arch == "qwen3" else 262144)
+    assert config["vocab_size"] == tok.get_vocab_size() == record.real_vocab_size
     assert (folder / "tokenizer.json").read_bytes() == (real_tokenizer_dir(arch) / "tokenizer.json").read_bytes()
-    if arch == "qwen3":
-        assert config["bos_token_id"] == config["eos_token_id"] == 151643
-    else:
-        assert (config["pad_token_id"], config["eos_token_id"], config["bos_token_id"]) == (0, 1, 2)
+    assert {key: config[key] for key in record.real_token_ids} == record.real_token_ids
 
 
 # --- convert-gguf, export and embed on models carrying them ----------------------------------------
@@ -175,7 +170,7 @@ def test_make_real_tokenizer_model(tmp_path, arch):
 def real_models(tiny_model):
     """Tiny BitNet models (bfloat16) with the real tokenizers (read-only: edit a private_copy)."""
     return {arch: tiny_model(arch, dtype="bfloat16", tokenizer=str(real_tokenizer_dir(arch)),
-                             shape=REAL_TOKENIZER_SHAPES[arch]) for arch in ("qwen3", "gemma3")}
+                             shape=record.real_tokenizer_shape) for arch, record in TESTING_ARCHS.items()}
 
 
 def test_check_text_is_llama_cpps():
@@ -203,11 +198,12 @@ def test_real_qwen_check_hashes_are_llama_cpps(qwen):
     assert KNOWN_PRE_TOKENIZERS[plain] == KNOWN_PRE_TOKENIZERS[appended] == "qwen2"
 
 
-@pytest.mark.parametrize("arch, pre, model", [("qwen3", "qwen2", "gpt2"), ("gemma3", "default", "llama")])
-def test_convert_gguf_writes_llama_cpps_pre_tokenizer(tmp_path, real_models, arch, pre, model):
+@pytest.mark.parametrize("arch", ARCHITECTURES)
+def test_convert_gguf_writes_llama_cpps_pre_tokenizer(tmp_path, real_models, arch):
     from bitnet_onnx import cli
     from bitnet_onnx.convert_gguf.inspect import open_gguf
 
+    model, pre = TESTING_ARCHS[arch].gguf_tokenizer
     out = tmp_path / f"{arch}.gguf"
     assert cli.main(["convert-gguf", str(real_models[arch]), "--outtype", "f16", "--outfile", str(out)]) == 0
     reader = open_gguf(out)
@@ -219,7 +215,7 @@ def test_convert_gguf_writes_llama_cpps_pre_tokenizer(tmp_path, real_models, arc
     if arch == "qwen3":
         assert tokens[:151669] == [tok.id_to_token(i) for i in range(151669)]
         assert len(field("tokenizer.ggml.merges")) == 151643 - 256
-    else:  # llama.cpp's own file of this vocabulary: the same tokens and types
+    elif arch == "gemma3":  # llama.cpp's own file of this vocabulary: the same tokens and types
         import gguf
 
         source = gguf.GGUFReader(gemma3_gguf())
@@ -247,7 +243,7 @@ def test_qwen3_embedding_tokenizer_converts(tmp_path, real_models, private_copy)
     assert reader.fields["tokenizer.ggml.pre"].contents() == "qwen2"
 
 
-@pytest.mark.parametrize("arch", ["qwen3", "gemma3"])
+@pytest.mark.parametrize("arch", ARCHITECTURES)
 def test_export_and_embed_with_real_tokenizer(real_models, tiny_export, arch):
     pytest.importorskip("torch")
     import numpy as np
@@ -268,6 +264,8 @@ def test_export_and_embed_with_real_tokenizer(real_models, tiny_export, arch):
 
 
 def _expected_ids(arch, text, embedder):
-    """The tokenizer's own ids plus the runtime's rule (Qwen3 pools on an appended <|endoftext|>)."""
-    ids = _load(arch).encode(text).ids
-    return ids + [151643] if arch == "qwen3" else ids
+    """The tokenizer's own ids plus the runtime's rule (ArchSpec.append_eos: Qwen3 pools on an appended
+    <|endoftext|>)."""
+    tok = _load(arch)
+    eos = ARCHITECTURES[arch].append_eos
+    return tok.encode(text).ids + ([tok.token_to_id(eos)] if eos else [])

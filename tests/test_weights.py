@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 import safetensors.numpy
 
-from bitnet_onnx.arch import ARCHITECTURES, FULL, LINEAR, NORM, NORM_IN, SLIDING, ModelConfig
+from bitnet_onnx.arch import ARCHITECTURES, FULL, LINEAR, NORM, NORM_IN, REAL_SHAPES, SLIDING, ModelConfig
 from bitnet_onnx.errors import BitnetOnnxError
-from bitnet_onnx.st_modules import read_st_modules
+from bitnet_onnx.st_modules import read_module_stack, read_st_modules
 from bitnet_onnx.testing import factory, make_model
 from bitnet_onnx.weights import open_model
 
-ARCHS = ("qwen3", "gemma3")
+ARCHS = tuple(ARCHITECTURES)
 
 
 def _digest(folder: Path) -> dict[str, str]:
@@ -100,7 +100,7 @@ def test_factory_options(tmp_path):
     assert not folder.is_bitnet and folder.cfg.n_layers == 6 and folder.cfg.sliding_window == 16
     assert folder.cfg.layer_types == (SLIDING, SLIDING, FULL) * 2 and not folder.cfg.causal
     assert not any(spec.kind == NORM_IN for spec, *_ in folder.tensors())
-    st = read_st_modules(folder.path, folder.arch)
+    st = folder.st_modules()
     assert (st.pooling, st.normalize, st.dense, st.prompts, st.dimension) == ("cls", False, [], {"q": "query: "}, 128)
     assert json.loads((folder.path / "tokenizer_config.json").read_text())["padding_side"] == "right"
     with pytest.raises(ValueError, match="not empty"):
@@ -108,12 +108,12 @@ def test_factory_options(tmp_path):
 
 
 def test_real_shape_configs():
-    for arch, name in (("qwen3", "qwen3-0.6b"), ("gemma3", "gemma3-270m")):
-        config = factory._config(ARCHITECTURES[arch], factory.SHAPES[arch][name], "v5", "bfloat16", False, {})
+    for arch, real in REAL_SHAPES.items():
+        config = factory._config(ARCHITECTURES[arch], factory.SHAPES[arch][real.name], "v5", "bfloat16", False, {})
         cfg = ModelConfig.from_dict(config, ARCHITECTURES[arch])
         if arch == "qwen3":
             assert (cfg.hidden, cfg.dims["q_dim"], cfg.vocab, cfg.n_layers) == (1024, 2048, 151936, 28)
-        else:
+        elif arch == "gemma3":
             assert cfg.layer_types == ((SLIDING,) * 5 + (FULL,)) * 3 and cfg.sliding_window == 512
             assert cfg.dims["q_dim"] == 1024 and cfg.query_scale == pytest.approx(256 ** -0.5)
 
@@ -228,9 +228,14 @@ def test_bad_folders(tmp_path, f32_model):
 # ---- sentence-transformers modules
 
 
+def _st_modules(path, arch: str):
+    """The folder's modules read as ``arch`` would read them (its config.json may name another)."""
+    return read_st_modules(path, ARCHITECTURES[arch], open_model(path).cfg.hidden)
+
+
 def test_st_modules_dense_and_defaults(tiny_model, private_copy, caplog):
     path = private_copy(tiny_model("gemma3", dtype="bfloat16", dense=True), "m")
-    st = read_st_modules(path, ARCHITECTURES["gemma3"])
+    st = _st_modules(path, "gemma3")
     assert st.pooling == "mean" and st.normalize and st.pooling_from_config
     assert [(d.weight.shape, d.bias is not None, d.activation) for d in st.dense] == [
         ((256, 128), False, "identity"), ((96, 256), True, "identity")]
@@ -243,8 +248,8 @@ def test_st_modules_dense_and_defaults(tiny_model, private_copy, caplog):
     modules = json.loads((path / "modules.json").read_text())
     (path / "modules.json").write_text(json.dumps([m for m in modules if not m["type"].endswith("Pooling")]))
     with pytest.raises(BitnetOnnxError, match="no sentence-transformers Pooling module"):
-        read_st_modules(path, ARCHITECTURES["gemma3"])
-    st = read_st_modules(path, ARCHITECTURES["qwen3"])
+        _st_modules(path, "gemma3")
+    st = _st_modules(path, "qwen3")
     assert st.pooling == "lasttoken" and not st.pooling_from_config
     assert "default pooling 'lasttoken'" in caplog.text
 
@@ -255,8 +260,76 @@ def test_st_modules_bad_inputs(tiny_model, private_copy):
     (path / "1_Pooling" / "config.json").write_text(json.dumps({**pooling, "pooling_mode_max_tokens": True,
                                                                  "pooling_mode_lasttoken": False}))
     with pytest.raises(BitnetOnnxError, match="pooling_mode_max_tokens is not supported"):
-        read_st_modules(path, ARCHITECTURES["qwen3"])
+        _st_modules(path, "qwen3")
     (path / "1_Pooling" / "config.json").write_text(json.dumps(pooling))
     (path / "2_Dense" / "model.safetensors").rename(path / "2_Dense" / "pytorch_model.bin")
     with pytest.raises(BitnetOnnxError, match="2_Dense: Dense weights must be model.safetensors"):
-        read_st_modules(path, ARCHITECTURES["qwen3"])
+        _st_modules(path, "qwen3")
+
+
+def _rewrite_modules(path, edit):
+    modules = json.loads((path / "modules.json").read_text())
+    (path / "modules.json").write_text(json.dumps(edit(modules)))
+    return modules
+
+
+def test_st_modules_are_read_in_order_as_one_stack(tiny_model, private_copy):
+    path = private_copy(tiny_model("qwen3", dtype="bfloat16", dense=True), "m")
+    stack = read_module_stack(path)
+    assert [(m.kind, m.path) for m in stack] == [("Transformer", ""), ("Pooling", "1_Pooling"), ("Dense", "2_Dense"),
+                                                  ("Dense", "3_Dense"), ("Normalize", "4_Normalize")]
+    # modules.json's list order is sentence-transformers' order; the idx keys do not reorder it
+    _rewrite_modules(path, lambda ms: [{**m, "idx": len(ms) - i} for i, m in enumerate(ms)])
+    assert read_module_stack(path) == stack
+
+
+@pytest.mark.parametrize("module_type", ["sentence_transformers.models.LayerNorm", "my_package.Dense"])
+def test_st_modules_refuse_a_module_the_graph_cannot_build(tiny_model, private_copy, module_type):
+    """An unknown type (or a class of another package that borrows a known name) was silently dropped."""
+    path = private_copy(tiny_model("qwen3", dtype="bfloat16", dense=True), "m")
+    _rewrite_modules(path, lambda ms: [*ms[:2], {"idx": 2, "name": "x", "path": "2_Extra", "type": module_type}, *ms[2:]])
+    with pytest.raises(BitnetOnnxError) as error:
+        _st_modules(path, "qwen3")
+    message = str(error.value)
+    assert "\n" not in message and str(path / "modules.json") in message
+    assert f"module 2 ({module_type!r}, path '2_Extra') is not a module the exported graph can build" in message
+
+
+@pytest.mark.parametrize("order, culprit", [
+    (["Transformer", "Pooling", "Normalize", "Dense", "Dense"], "module 3 ('sentence_transformers.models.Dense', "
+                                                                 "path '2_Dense') follows a Normalize module"),
+    (["Transformer", "Dense", "Pooling", "Dense", "Normalize"], "module 2 ('sentence_transformers.models.Pooling', "
+                                                                 "path '1_Pooling') follows a Dense module"),
+    (["Pooling", "Transformer", "Dense", "Dense", "Normalize"], "module 1 ('sentence_transformers.models.Transformer', "
+                                                                 "path '') follows a Pooling module"),
+    (["Transformer", "Pooling", "Pooling", "Dense", "Normalize"], "module 2 ('sentence_transformers.models.Pooling', "
+                                                                   "path '1_Pooling') follows a Pooling module"),
+])
+def test_st_modules_refuse_an_order_the_graph_cannot_reproduce(tiny_model, private_copy, order, culprit):
+    """The graph pools, then applies the Dense layers, then normalizes: Normalize before a Dense layer
+    (or a Dense layer before the pooling) gives other vectors than sentence-transformers would."""
+    path = private_copy(tiny_model("qwen3", dtype="bfloat16", dense=True), "m")
+
+    def reorder(modules):
+        by_kind: dict[str, list] = {}
+        for m in modules:
+            by_kind.setdefault(m["type"].rsplit(".", 1)[-1], []).append(m)
+        taken = {kind: 0 for kind in by_kind}
+        result = []
+        for kind in order:
+            result.append(by_kind[kind][min(taken[kind], len(by_kind[kind]) - 1)])
+            taken[kind] += 1
+        return result
+
+    _rewrite_modules(path, reorder)
+    with pytest.raises(BitnetOnnxError, match="the exported graph builds Transformer -> Pooling -> Dense -> Normalize") as error:
+        _st_modules(path, "qwen3")
+    assert culprit in str(error.value) and "\n" not in str(error.value)
+
+
+def test_st_modules_of_the_valid_folders(tiny_model):
+    """The factory's folders (with and without Dense, without Normalize) read as their stacks say."""
+    for options, dense, normalize in (({}, 0, True), ({"dense": True}, 2, True), ({"normalize": False}, 0, False)):
+        folder = open_model(tiny_model("gemma3", **options))
+        st = folder.st_modules()
+        assert (len(st.dense), st.normalize, st.pooling) == (dense, normalize, "mean"), options

@@ -1,16 +1,24 @@
 """The benchmark library: used by ``bitnet-onnx bench``, ``bitnet-onnx demo`` and ``benchmarks/*.py``.
 
-- ``variants``: the table of benchmarkable variants (one row each: how it is built, how a worker runs
-  it, whether the table gets a ratio column against it).
-- ``cache``: the on-disk cache of ``--shape`` models and exports, keyed by content hashes.
-- ``worker``: one variant's session in its own process (its own peak RSS), driven over pipes; its
-  ``RUNNERS`` table says how each kind of built folder is loaded, timed and described.
-- ``timing``: interleaved repetitions (the order rotates every cell).
-- ``measure``: all of the above for a set of exports -> one result dict.
-- ``report``: the result's rows, its text table, JSON, progress lines.
-- ``host``: CPU name and peak RSS of this process.
+Modules, each importing only those below it (pyproject's import-linter contract keeps the order):
 
-Adding to the bench: another variant is a row of ``variants.VARIANTS`` (plus a ``worker.RUNNERS`` row
+- ``measure``: all of the below for a set of exports -> one result dict; ``cache``: the on-disk cache
+  of ``--shape`` models and exports, keyed by content hashes.
+- ``worker``: one variant's session in its own process (its own peak RSS), driven over pipes; with
+  ``--profile``, a second set of workers whose sessions run under ORT's profiler, never timed.
+- ``runners``: the ``RUNNERS`` table, how a worker loads, times and describes each kind of built
+  folder (an ONNX export fed token ids, a strings-in export, llama.cpp's GGUF file).
+- ``report``: a result's rows, its text tables (timings; --profile's op-type shares), JSON, progress
+  lines, the facts of an export.
+- ``profile``: ORT's profiler trace -> time per op type of each run, op types grouped into
+  projections / attention / other, a cell's shares.
+- ``variants``: the table of benchmarkable variants (one row each: how it is built, which runner
+  runs it, whether the table gets a ratio column against it).
+- ``llama_cpp``: the builders of the upstream llama.cpp variants (convert-gguf's file, quantized).
+- ``host``: CPU name and peak RSS of this process; ``timing``: interleaved repetitions (the order
+  rotates every cell).
+
+Adding to the bench: another variant is a row of ``variants.VARIANTS`` (plus a ``runners.RUNNERS`` row
 when a worker cannot run it as an ONNX export fed token ids, e.g. a GGUF file or a strings-in graph);
 another fact of an export in the table's header is a key of ``report.export_facts`` and a line of
 ``report.header``.

@@ -23,6 +23,7 @@ from bitnet_onnx.testing.factory import SHAPES
 
 EXPORT_CODE = ("bitnet_onnx", "bitnet_onnx.export", "bitnet_onnx.bench.variants")  # core, exporter, builders
 FACTORY_CODE = ("bitnet_onnx.arch", "bitnet_onnx.testing")
+CODE_HASH_DIGITS = 16
 
 
 def model_shapes() -> dict[str, tuple[str, str]]:
@@ -56,7 +57,7 @@ def code_hash(*modules: str) -> str:
         for f in files:
             h.update(f.name.encode())
             h.update(f.read_bytes())
-    return h.hexdigest()[:16]
+    return h.hexdigest()[:CODE_HASH_DIGITS]
 
 
 def folder_hash(folder: Path) -> str:
@@ -91,7 +92,8 @@ def cached_export(model_dir: Path, variant: str, cache: Path, refresh: bool = Fa
     folder = cache / "exports" / f"{model_hash}-{code_hash(*EXPORT_CODE)}-{variant}"
     if folder.is_dir() and not refresh:  # entries only appear complete (build_atomically)
         return folder
-    for stale in (cache / "exports").glob(f"{model_hash}-*-{variant}"):  # older exporter code
+    # older exporter code: a hash of hex digits exactly, or "-*-int8" would also match "...-ort-int8"
+    for stale in (cache / "exports").glob(f"{model_hash}-{'[0-9a-f]' * CODE_HASH_DIGITS}-{variant}"):
         shutil.rmtree(stale, ignore_errors=True)
     log(f"exporting {model_dir} as {variant} ...")
     return build_atomically(folder, lambda tmp: build_variant(model_dir, tmp, variant))

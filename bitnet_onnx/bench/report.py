@@ -6,7 +6,15 @@ A result is a dict (also written as JSON by ``bench --json``)::
      "variants": {name: {"file_bytes", "attention", "base_rss_bytes", "load_rss_bytes", "peak_rss_bytes",
                          "folder"}},
      "rows": [{"variant", "batch", "seq", "ms_per_batch", "tokens_per_s", "ms_all", "x_<base>"...}],
-     "model"}  # a label the caller sets
+     "model",  # a label the caller sets
+     "profile": {"reps", "not_profiled": [name...],  # bench --profile only (measure.profile)
+                 "rows": [{"variant", "batch", "seq", "runs", "run_ms", "node_ms", "overhead_pct",
+                           "groups_pct": {"projections", "attention", "other"}, "ops_pct": {op type: %}}]}}
+
+Profile numbers are medians over a cell's profiled runs (profile.cell_shares): shares of node time
+(the kernels' sum; each of groups_pct and ops_pct sums to 100); overhead_pct is the share of run time
+outside any kernel; run_ms and node_ms are per run under the profiler (slower than the timed runs:
+not comparable with ms_per_batch).
 """
 
 from __future__ import annotations
@@ -16,6 +24,7 @@ import statistics
 import sys
 from pathlib import Path
 
+from bitnet_onnx.bench.profile import GROUPS, cell_shares
 from bitnet_onnx.bench.variants import ratio_bases
 from bitnet_onnx.io import atomic_file
 
@@ -53,6 +62,43 @@ def format_table(result: dict) -> str:
     widths = [max(len(h), *(len(c[i]) for c in lines)) for i, h in enumerate(head)]
     fmt = lambda cells: "  ".join(c.rjust(w) for c, w in zip(cells, widths))  # noqa: E731
     return "\n".join([*header(result), fmt(head), fmt(["-" * w for w in widths]), *(fmt(c) for c in lines)])
+
+
+def profile_rows(cells: dict[tuple[str, tuple[int, int]], list[dict]], variants: list[str],
+                 configs: list[tuple[int, int]]) -> list[dict]:
+    """One row per (config, variant) from the run summaries (profile.run_summaries) of its profiled runs."""
+    return [{"variant": v, "batch": batch, "seq": seq, **cell_shares(cells[(v, (batch, seq))])}
+            for batch, seq in configs for v in variants]
+
+
+PROFILE_OPS_NAMED = 6  # the table names the largest op types (of at least 1% of node time); the rest are summed
+
+
+def format_profile_table(result: dict) -> str:
+    """The profile's title lines and one aligned row per (batch, seq, variant): group shares, overhead,
+    the largest op types (JSON has them all)."""
+    profile = result["profile"]
+    title = [f"op-type shares, ONNX Runtime profiler: {profile['reps']} profiled runs per cell in sessions of "
+             "their own (untimed), medians over the runs",
+             "% of node time (the kernels' sum); overhead = % of run time outside kernels"]
+    if profile["not_profiled"]:
+        title.append(f"not profiled (not an ONNX Runtime session): {', '.join(profile['not_profiled'])}")
+    head = ["batch", "seq", "variant", *(f"{g} %" for g in GROUPS), "overhead %", "op types (% of node time)"]
+    lines = [[str(r["batch"]), str(r["seq"]), r["variant"], *(f"{r['groups_pct'][g]:.1f}" for g in GROUPS),
+              f"{r['overhead_pct']:.1f}", _op_shares(r["ops_pct"])] for r in profile["rows"]]
+    widths = [max(len(h), *(len(c[i]) for c in lines)) for i, h in enumerate(head)]
+    fmt = lambda cells: "  ".join([*(c.rjust(w) for c, w in zip(cells[:-1], widths)), cells[-1]])  # noqa: E731
+    return "\n".join([*title, fmt(head), fmt(["-" * w for w in widths]), *(fmt(c) for c in lines)])
+
+
+def _op_shares(ops_pct: dict[str, float]) -> str:
+    """"Op 81.2, Op 9.0, 12 others 9.8": the PROFILE_OPS_NAMED largest op types of at least 1%, then the rest."""
+    largest = sorted(ops_pct.items(), key=lambda item: -item[1])[:PROFILE_OPS_NAMED]
+    named = [(op, pct) for op, pct in largest if pct >= 1.0]
+    parts = [f"{op} {pct:.1f}" for op, pct in named]
+    if len(ops_pct) > len(named):
+        parts.append(f"{len(ops_pct) - len(named)} others {sum(ops_pct.values()) - sum(p for _, p in named):.1f}")
+    return ", ".join(parts)
 
 
 def header(result: dict) -> list[str]:

@@ -1,7 +1,7 @@
 """What ``bench`` can compare: one row per variant.
 
 A row says how the variant is built from an HF model folder into a new folder, how a bench worker
-runs it (a key of ``bitnet_onnx.bench.worker.RUNNERS``) and whether the table gets an "x <name>"
+runs it (a key of ``bitnet_onnx.bench.runners.RUNNERS``) and whether the table gets an "x <name>"
 column of tokens/s ratios against it. Ratio columns come in the table's row order. A new variant
 (another runtime, another graph form) is one row here, plus a runner when the worker cannot run
 it as an ONNX export.
@@ -17,6 +17,7 @@ from pathlib import Path
 
 from bitnet_onnx.bench import llama_cpp
 from bitnet_onnx.errors import BitnetOnnxError
+from bitnet_onnx.formats import FORMATS
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,7 @@ class Variant:
     runner: str = "onnx"  # how a worker loads and times the built folder
     ratio_base: bool = False  # the table gets an "x <name>" column
     note: str = ""  # what it is, for --variants' help when the name does not say it
+    env: tuple[tuple[str, str], ...] = ()  # set in its worker's environment (e.g. a forced kernel family)
 
 
 def _export(model_dir: Path, out_dir: Path, **options) -> Path:
@@ -59,14 +61,17 @@ def _ort_quantize_dynamic(model_dir: Path, out_dir: Path) -> Path:
 
 VARIANTS: dict[str, Variant] = {v.name: v for v in (
     Variant("i2s", partial(_export, weights="i2s")),
+    # The same i2s export with I2STernaryMatMul's kernel family forced (docs/op.md, "Kernel families"),
+    # so one run compares the families interleaved (BITNET_ONNX_ISA, inherited, picks the ISA).
+    *(Variant(f"i2s-{family}", partial(_export, weights="i2s"), env=(("BITNET_ONNX_KERNEL", family),),
+              note=f"i2s with BITNET_ONNX_KERNEL={family}") for family in ("mul", "lut")),
     Variant("i2s-onnx-attn", partial(_export, weights="i2s", attention_name="onnx"), ratio_base=True,
             note="i2s with the stock ONNX attention instead of EncoderAttention (export --attention onnx)"),
     Variant("f32", partial(_export, weights="f32"), ratio_base=True),
     Variant("f16", partial(_export, weights="f16")),
     Variant("int8", partial(_export, weights="int8"), ratio_base=True),
     Variant("nbits", partial(_export, weights="nbits")),  # the exporter's default bits
-    Variant("nbits2", partial(_export, weights="nbits", bits=2)),
-    Variant("nbits4", partial(_export, weights="nbits", bits=4)),
+    *(Variant(f"nbits{bits}", partial(_export, weights="nbits", bits=bits)) for bits in FORMATS["nbits"].bits),
     # What an ORT user does today without bitnet-onnx's variants: quantize_dynamic (defaults: per-tensor
     # int8 weights, dynamic uint8 activations) of the f32 export.
     Variant("ort-int8", _ort_quantize_dynamic, ratio_base=True, note="ORT's quantize_dynamic of the f32 export"),

@@ -6,8 +6,8 @@ import argparse
 from pathlib import Path
 
 from bitnet_onnx.bench.cache import cache_dir, cached_export, model_shapes, shape_model
-from bitnet_onnx.bench.measure import measure
-from bitnet_onnx.bench.report import format_table, progress, write_json
+from bitnet_onnx.bench.measure import measure, profile
+from bitnet_onnx.bench.report import format_profile_table, format_table, progress, write_json
 from bitnet_onnx.bench.variants import DEFAULT_VARIANTS, parse_variants, variants_help
 from bitnet_onnx.errors import BitnetOnnxError
 
@@ -15,6 +15,7 @@ EPILOG = """\
 examples:
   bitnet-onnx bench --shape gemma3-270m --threads 1          # random-weight model of the real shape
   bitnet-onnx bench path/to/hf-model --seq 16,128 --batch 1,16 --variants i2s,int8,f32 --json bench.json
+  bitnet-onnx bench --shape qwen3-0.6b --seq 16,128 --batch 1 --variants i2s,ort-int8,f32 --profile
 
 Columns: ms per batch and tokens/s are medians over --reps interleaved repetitions; "x f32" and
 "x int8", "x ort-int8" are tokens/s ratios from the same run; RSS is the peak resident memory of the worker
@@ -22,6 +23,19 @@ process that ran the variant (Python + onnxruntime + the session): "load" once t
 created, "peak" after all runs (adds the largest batch's activations); file is the size of the
 exported model (model.onnx and its external data). The line under the title names each export's
 attention core (export --attention).
+
+--profile: after the timed runs, every cell runs --reps more times per variant in sessions of their
+own with ONNX Runtime's profiler on (SessionOptions.enable_profiling; it slows every kernel call, so
+these runs are never timed), and a second table gives each cell's shares: "projections" =
+I2STernaryMatMul, MatMulNBits, MatMulIntegerToFloat, MatMulInteger, DynamicQuantizeMatMul,
+DynamicQuantizeLinear and MatMul/Gemm by a weight; "attention" = EncoderAttention (or another fused
+attention op), and for the stock decomposition (attention onnx) its activation-by-activation MatMuls
+and Softmax; "other" = every other op (norms, rotary, reshapes; the int8 variant's per-token
+quantization, stock elementwise ops); each % of node time, the sum of the kernel calls, so the three
+sum to 100, as do the op types after them (the largest by name, the rest as "N others"; --json has
+all). "overhead" = the % of each run's time outside any kernel (executor, input/output copies).
+Medians over the profiled runs. ORT's trace files are written to a temporary folder and deleted.
+llama.cpp variants are not profiled.
 Exports are cached under --cache-dir (default: $XDG_CACHE_HOME/bitnet-onnx or ~/.cache/bitnet-onnx).
 """
 
@@ -36,6 +50,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--variants", default=",".join(DEFAULT_VARIANTS), metavar="LIST", help=variants_help())
     p.add_argument("--reps", type=int, default=3, metavar="N", help="timed repetitions per cell (default 3)")
     p.add_argument("--json", metavar="FILE", help="also write the table as JSON")
+    p.add_argument("--profile", action="store_true",
+                   help="also profile every cell (ORT's profiler, separate untimed runs): "
+                        "shares of time per op type")
     p.add_argument("--cache-dir", metavar="DIR", help="where exports (and --shape models) are kept")
     p.add_argument("--no-cache", action="store_true", help="re-export even when a cached export exists")
 
@@ -60,7 +77,12 @@ def run(args: argparse.Namespace) -> int:
             raise BitnetOnnxError(f"{model_dir}: not a folder")
     folders = {v: cached_export(model_dir, v, cache, refresh=args.no_cache) for v in variants}
     result = {**measure(folders, configs, args.threads, args.reps, log=progress), "model": label}
+    if args.profile:  # after the timed runs, never during: the profiler slows the kernels
+        result["profile"] = profile(folders, configs, args.threads, args.reps, log=progress)
     print(format_table(result))
+    if args.profile:
+        print()
+        print(format_profile_table(result))
     if args.json:
         write_json(Path(args.json), result)
     return 0

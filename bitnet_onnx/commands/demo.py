@@ -18,16 +18,15 @@ from pathlib import Path
 
 import numpy as np
 
+from bitnet_onnx.arch import REAL_SHAPES
 from bitnet_onnx.errors import BitnetOnnxError
-from bitnet_onnx.testing import SHAPES
 
-# The factory's real shapes of Qwen3-0.6B and Gemma3-270M cut to a few layers, over its "tiny" shape
-# otherwise (a 512-token vocabulary, short windows): seconds to build and export.
-_REAL_SHAPE = {"qwen3": ("qwen3-0.6b", 2), "gemma3": ("gemma3-270m", 3)}  # arch -> (factory shape, layers)
+# Each architecture's released-model widths (arch.REAL_SHAPES) cut to its demo_layers, over the factory's
+# "tiny" shape otherwise (a 512-token vocabulary, short windows): seconds to build and export.
 _WIDTHS = ("hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim", "query_pre_attn_scalar",
            "intermediate_size")
-DEMO_SHAPES = {arch: {**{k: SHAPES[arch][shape][k] for k in _WIDTHS if k in SHAPES[arch][shape]},
-                      "num_hidden_layers": layers} for arch, (shape, layers) in _REAL_SHAPE.items()}
+DEMO_SHAPES = {arch: {**{k: real.config[k] for k in _WIDTHS if k in real.config},
+                      "num_hidden_layers": real.demo_layers} for arch, real in REAL_SHAPES.items()}
 SAMPLES = (
     "What is the capital of France?",
     "Paris is the capital and largest city of France.",
@@ -129,7 +128,7 @@ def _verify(out_dir: Path, model_dir: Path, threads: int) -> None:
         print(f"verify against PyTorch: skipped ({' and '.join(missing)} not installed; "
               f"pip install 'bitnet-onnx[reference]')")
         return
-    from bitnet_onnx.commands.verify import compare
+    from bitnet_onnx.compare import compare
 
     rows = compare(out_dir, model_dir, list(SAMPLES), threads=threads)
     cosines = [r["cosine"] for r in rows]

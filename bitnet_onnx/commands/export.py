@@ -7,7 +7,8 @@ import logging
 
 from bitnet_onnx.arch import ARCHITECTURES
 from bitnet_onnx.export import attention
-from bitnet_onnx.manifest import WEIGHT_VARIANTS
+from bitnet_onnx.export.hf_layout import LAYOUTS
+from bitnet_onnx.formats import FORMATS, NAMES
 from bitnet_onnx.st_modules import POOLINGS
 
 EPILOG = """examples:
@@ -29,8 +30,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("model_dir", metavar="MODEL_DIR", help="HF model folder (config.json, model.safetensors, tokenizer) or a GGUF file")
     p.add_argument("-o", "--output", required=True, metavar="OUT_DIR", help="folder to create")
     p.add_argument("--arch", choices=sorted(ARCHITECTURES), help="assert the architecture config.json (or the GGUF) names")
-    p.add_argument("--weights", choices=WEIGHT_VARIANTS, help="projection weights (default: i2s for BitNet, f32 otherwise)")
-    p.add_argument("--nbits", type=int, choices=(2, 4), default=4, help="bits for --weights nbits (default 4)")
+    p.add_argument("--weights", choices=NAMES, help="projection weights (default: i2s for BitNet, f32 otherwise)")
+    p.add_argument("--nbits", type=int, choices=FORMATS["nbits"].bits, default=4, help="bits for --weights nbits (default 4)")
     p.add_argument("--ternarize", action="store_true",
                    help="standard model: absmean-ternarize the projections (unit norms) as a speed stand-in")
     p.add_argument("--attention", choices=list(attention.STRATEGIES),
@@ -39,6 +40,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="pooling for a model that names none (no 1_Pooling module, no GGUF pooling_type)")
     p.add_argument("--text-input", action="store_true",
                    help="also write model_text.onnx: texts in, the tokenizer in the graph (needs onnxruntime-extensions)")
+    p.add_argument("--layout", choices=LAYOUTS, default="bitnet",
+                   help="hf: also the sentence-transformers / optimum / fastembed files (docs/integrations.md)")
     p.add_argument("--overwrite", action="store_true", help="replace OUT_DIR if it exists")
 
 
@@ -48,6 +51,6 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     out = export(args.model_dir, args.output, arch=args.arch, weights=args.weights, bits=args.nbits,
                  ternarize=args.ternarize, overwrite=args.overwrite, attention_name=args.attention,
-                 pooling=args.pooling, text_input=args.text_input)
+                 pooling=args.pooling, text_input=args.text_input, layout=args.layout)
     print(out)
     return 0

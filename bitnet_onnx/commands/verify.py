@@ -1,18 +1,14 @@
 """``bitnet-onnx verify``: compare an exported folder with the PyTorch reference, text by text.
 
-The texts go through the exported folder's own tokenizer rules (the runtime's TextTokenizer: EOS
-rule, truncation, padding side) as one padded batch; the same ids and mask feed the reference.
-The reference matches the export's weights variant: full BitLinear (int8 activations) for i2s,
-int8 and nbits; fake-quant (float activations) for f32/f16 exports of BitNet models; plain HF for
-standard models. Exit 1 when any text's cosine is below ``--threshold``.
+The comparison is ``bitnet_onnx.compare``; this verb prints its rows and exits 1 when any text's
+cosine is below ``--threshold``.
 """
 
 from __future__ import annotations
 
 import argparse
 
-import numpy as np
-
+from bitnet_onnx.compare import compare
 from bitnet_onnx.errors import BitnetOnnxError
 
 DEFAULT_TEXTS = (
@@ -35,35 +31,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--texts", nargs="+", metavar="TEXT", help="texts to compare (default: five built-in samples)")
     p.add_argument("--threshold", type=float, default=0.999, help="minimum cosine per text (default 0.999)")
     p.add_argument("--threads", type=int, default=None, help="ONNX Runtime intra-op threads")
-
-
-def reference_activations(weights: str) -> str:
-    """Which BitLinear numerics the export's weights variant implements."""
-    return "float" if weights in ("f32", "f16") else "int8"
-
-
-def compare(out_dir, model_dir, texts, threads: int | None = None) -> list[dict]:
-    """Per text: cosine and max abs difference of sentence_embedding, export vs reference."""
-    from bitnet_onnx.manifest import Manifest
-    from bitnet_onnx.reference import Reference
-    from bitnet_onnx.runtime.session import SENTENCE_OUTPUT, create_session
-    from bitnet_onnx.runtime.tokenization import TextTokenizer
-
-    manifest = Manifest.read(out_dir)
-    reference = Reference(model_dir, activations=reference_activations(manifest.weights),
-                          ternarize=manifest.ternarized, pooling=manifest.pooling)
-    if reference.folder.arch.name != manifest.arch:
-        raise BitnetOnnxError(f"{model_dir}: is {reference.folder.arch.name}, but {out_dir} holds a {manifest.arch} export")
-    ids, mask = TextTokenizer.from_folder(out_dir).encode(texts)
-    session = create_session(out_dir, manifest, threads=threads)
-    got = session.run([SENTENCE_OUTPUT], {"input_ids": ids, "attention_mask": mask})[0]
-    want, _ = reference.encode(ids, mask)
-    rows = []
-    for text, g, w, m in zip(texts, got, want, mask):
-        denom = float(np.linalg.norm(g) * np.linalg.norm(w)) or 1.0
-        rows.append({"text": text, "tokens": int(m.sum()), "cosine": float(np.dot(g, w) / denom),
-                     "max_abs_diff": float(np.max(np.abs(g - w)))})
-    return rows
 
 
 def run(args: argparse.Namespace) -> int:

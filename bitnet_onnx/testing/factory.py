@@ -2,8 +2,10 @@
 
 ``make_model(path, arch)`` writes config.json (transformers-5 or -4 style), safetensors weights
 named as sentence-transformers saves the inner model (no "model." prefix), a small tokenizer
-trained by the ``tokenizers`` library on a built-in corpus, and the sentence-transformers files
-(modules.json, Pooling, optional Dense, Normalize, prompts, max length). Deterministic for a
+trained by the ``tokenizers`` library on ``corpus.CORPUS``, and the sentence-transformers files
+(modules.json, Pooling, optional Dense, Normalize, prompts, max length). What differs between
+architectures comes from their testing records (``archs.TESTING_ARCHS``: config facts, tiny shape,
+rope bases, prompts, tokenizer) and ``arch.REAL_SHAPES`` (the released models' dims). Deterministic for a
 seed; seconds for the tiny shapes; real shapes (e.g. Qwen3-0.6B) are written tensor by tensor
 in shards so memory stays well under 2 GB.
 """
@@ -13,160 +15,48 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 
-from bitnet_onnx.arch import ARCHITECTURES, EMBEDDING, FULL, LINEAR, NORM_IN, SLIDING, ArchSpec, ModelConfig
+from bitnet_onnx.arch import ARCHITECTURES, EMBEDDING, FULL, LINEAR, NORM_IN, REAL_SHAPES, SLIDING, ArchSpec, ModelConfig
 from bitnet_onnx.st_modules import POOLING_FLAGS, UNSUPPORTED_POOLING_FLAGS
+from bitnet_onnx.testing.archs import TESTING_ARCHS
+from bitnet_onnx.testing.corpus import CORPUS
 
-# Config keys of each named shape. "sliding_window_pattern": every n-th layer is full attention.
-SHAPES: dict[str, dict[str, dict]] = {
-    "qwen3": {
-        # q_dim 256 != hidden 128, GQA 4/2: catches q_dim/hidden and kv-head mix-ups.
-        "tiny": dict(hidden_size=128, num_attention_heads=4, num_key_value_heads=2, head_dim=64,
-                     intermediate_size=256, num_hidden_layers=2, vocab_size=512, max_position_embeddings=512),
-        "qwen3-0.6b": dict(hidden_size=1024, num_attention_heads=16, num_key_value_heads=8, head_dim=128,
-                           intermediate_size=3072, num_hidden_layers=28, vocab_size=151936,
-                           max_position_embeddings=32768),
-    },
-    "gemma3": {
-        # query_pre_attn_scalar 96 != head_dim, window 8, layers [sliding, sliding, full].
-        "tiny": dict(hidden_size=128, num_attention_heads=2, num_key_value_heads=1, head_dim=128,
-                     query_pre_attn_scalar=96, intermediate_size=256, num_hidden_layers=3, vocab_size=512,
-                     sliding_window=8, sliding_window_pattern=3, max_position_embeddings=512),
-        "gemma3-270m": dict(hidden_size=640, num_attention_heads=4, num_key_value_heads=1, head_dim=256,
-                            query_pre_attn_scalar=256, intermediate_size=2048, num_hidden_layers=18,
-                            vocab_size=262144, sliding_window=512, sliding_window_pattern=6,
-                            max_position_embeddings=32768),
-    },
-}
+__all__ = ["CORPUS", "SHAPES", "make_model"]  # CORPUS: the tokenizers' text, also read by tests from here
 
-# Per-architecture config.json facts beyond the shape (HF's own field names and values).
-_CONFIG_BASE: dict[str, dict] = {
-    "qwen3": {"architectures": ["Qwen3Model"], "model_type": "qwen3", "hidden_act": "silu",
-              "attention_bias": False, "attention_dropout": 0.0, "rms_norm_eps": 1e-6,
-              "tie_word_embeddings": True, "use_cache": True, "use_sliding_window": False,
-              "sliding_window": None, "initializer_range": 0.02},
-    "gemma3": {"architectures": ["Gemma3TextModel"], "model_type": "gemma3_text",
-               "hidden_activation": "gelu_pytorch_tanh", "attention_bias": False, "attention_dropout": 0.0,
-               "rms_norm_eps": 1e-6, "tie_word_embeddings": True, "use_cache": True,
-               "final_logit_softcapping": None, "attn_logit_softcapping": None, "initializer_range": 0.02},
-}
-_ROPE = {"qwen3": {FULL: 1_000_000.0}, "gemma3": {FULL: 1_000_000.0, SLIDING: 10_000.0}}
-_DEFAULT_PROMPTS = {  # in the style of Qwen3-Embedding and EmbeddingGemma
-    "qwen3": {"query": "Instruct: Given a web search query, retrieve relevant passages\nQuery:", "document": ""},
-    "gemma3": {"query": "task: search result | query: ", "document": "title: none | text: "},
-}
+
+def _named_shapes() -> dict[str, dict[str, dict]]:
+    """Each architecture's "tiny" shape (its testing record) and its released model's (arch.REAL_SHAPES)."""
+    shapes = {name: {"tiny": record.tiny_shape} for name, record in TESTING_ARCHS.items()}
+    for name, real in REAL_SHAPES.items():
+        shapes.setdefault(name, {})[real.name] = real.config
+    return shapes
+
+
+# Config keys of each named shape, by architecture. "sliding_window_pattern": every n-th layer is full attention.
+SHAPES: dict[str, dict[str, dict]] = _named_shapes()
 _MAX_SEQ = {"tiny": 256}
 _SHARD_BYTES = 256 << 20  # weights per safetensors shard; bounds the factory's peak memory
 _CHUNK = 1 << 22  # values generated at a time
 
-CORPUS = """\
-The quick brown fox jumps over the lazy dog. A sentence embedding maps text to a vector.
-Ternary weights take the values minus one, zero and plus one; activations are eight-bit integers.
-BitNet models replace every linear layer with a BitLinear layer that normalizes its input first.
-Search queries and documents are embedded into the same space and compared by cosine similarity.
-Onnxruntime runs the exported graph on the CPU with a custom operator for the ternary matmul.
-What is the capital of France? Paris is the capital and largest city of France.
-How many legs does a spider have? Spiders have eight legs and most have eight eyes.
-The weather today is sunny with a light breeze from the west, 21 degrees at noon.
-Numbers like 3.14159, 2026, 42 and 1e-6 appear in technical text, as do names like Qwen3 and Gemma3.
-def embed(texts): return model.encode(texts, normalize_embeddings=True)  # Python code
-Le renard brun rapide saute par-dessus le chien paresseux. Où est la bibliothèque ?
-Der schnelle braune Fuchs springt über den faulen Hund. Grüße aus München!
-El rápido zorro marrón salta sobre el perro perezoso. ¿Dónde está la estación?
-敏捷的棕色狐狸跳过了懒狗。 今日はいい天気ですね。 빠른 갈색 여우가 게으른 개를 뛰어넘는다.
-Emoji and symbols: 🙂 🚀 ✓ → € £ ¥ — “quotes” and ‘apostrophes’ don't break tokenizers.
-Retrieval, reranking, clustering and classification are common uses of text embeddings.
-Tabs\tand  double  spaces,\nnew lines and trailing spaces   are part of real inputs.
-"""
 
-# Qwen2/Qwen3 pre-tokenizer split (digits one at a time).
-QWEN_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
-                r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+def _token_ids(tok, arch: str, source: str) -> dict[str, int]:
+    """config.json's token ids (the record's token texts looked up in ``tok``)."""
+    wanted = TESTING_ARCHS[arch].config_token_ids
+    ids = {key: tok.token_to_id(text) for key, text in wanted.items()}
+    missing = [text for key, text in wanted.items() if ids[key] is None]
+    if missing:
+        raise ValueError(f"{source}: no token {missing[0]!r}, which {arch} needs")
+    return ids
 
 
-def _corpus() -> list[str]:
-    return [line for line in CORPUS.splitlines() if line] * 4
-
-
-def _added(tokens: list[tuple[int, str, bool]]) -> dict:
-    return {str(i): {"content": t, "lstrip": False, "normalized": False, "rstrip": False,
-                     "single_word": False, "special": special} for i, t, special in tokens}
-
-
-def _qwen_tokenizer():
-    """Byte-level BPE like Qwen3: specials after the BPE vocab, pad = <|endoftext|>."""
-    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
-
-    tok = Tokenizer(models.BPE(unk_token=None, fuse_unk=False, byte_fallback=False))
-    tok.normalizer = normalizers.NFC()
-    tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(QWEN_PATTERN), behavior="isolated", invert=False),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False),
-    ])
-    tok.decoder = decoders.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False)
-    tok.post_processor = processors.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False)
-    trainer = trainers.BpeTrainer(vocab_size=440, min_frequency=2, show_progress=False,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), special_tokens=[])
-    tok.train_from_iterator(_corpus(), trainer)
-    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
-    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in specials])
-    tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in ("<think>", "</think>")])
-    added = [(tok.token_to_id(t), t, t in specials) for t in (*specials, "<think>", "</think>")]
-    config = {"add_bos_token": False, "add_prefix_space": False, "added_tokens_decoder": _added(added),
-              "bos_token": None, "clean_up_tokenization_spaces": False, "eos_token": "<|im_end|>",
-              "errors": "replace", "pad_token": "<|endoftext|>", "split_special_tokens": False,
-              "tokenizer_class": "Qwen2Tokenizer", "unk_token": None}
-    ids = {"bos_token_id": tok.token_to_id("<|endoftext|>"), "eos_token_id": tok.token_to_id("<|endoftext|>")}
-    return tok, config, ids
-
-
-_GEMMA_SPECIALS = ["<pad>", "<eos>", "<bos>", "<unk>", "<mask>", "<start_of_turn>", "<end_of_turn>"]
-
-
-def _gemma_tokenizer():
-    """SentencePiece-style BPE like Gemma3: ▁ for spaces, byte fallback <0xNN>, <bos> ... <eos>."""
-    from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
-
-    trainer_tok = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True))
-    trainer_tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="never", split=True)
-    # The trainer breaks ties between equally frequent characters at random: pick the alphabet here.
-    counts = Counter(ch for line in _corpus() for ch in line.replace(" ", "▁"))
-    alphabet = [ch for ch, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:90]]
-    trainer = trainers.BpeTrainer(vocab_size=200, min_frequency=2, initial_alphabet=alphabet,
-                                  limit_alphabet=len(alphabet), show_progress=False, special_tokens=[])
-    trainer_tok.train_from_iterator(_corpus(), trainer)
-    trained = json.loads(trainer_tok.to_str())["model"]
-    vocab = {t: i for i, t in enumerate(_GEMMA_SPECIALS + [f"<0x{b:02X}>" for b in range(256)])}
-    for token, _ in sorted(trained["vocab"].items(), key=lambda kv: kv[1]):
-        vocab.setdefault(token, len(vocab))
-    merges = [tuple(m.split(" ", 1)) if isinstance(m, str) else tuple(m) for m in trained["merges"]]
-
-    tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, unk_token="<unk>", fuse_unk=True, byte_fallback=True))
-    tok.normalizer = normalizers.Replace(" ", "▁")
-    tok.pre_tokenizer = pre_tokenizers.Split(" ", behavior="merged_with_previous", invert=False)
-    tok.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse()])
-    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in _GEMMA_SPECIALS])
-    tok.post_processor = processors.TemplateProcessing(
-        single="<bos> $A <eos>", pair="<bos> $A <eos> $B <eos>",
-        special_tokens=[("<bos>", vocab["<bos>"]), ("<eos>", vocab["<eos>"])])
-    added = [(vocab[t], t, True) for t in _GEMMA_SPECIALS]
-    config = {"add_bos_token": True, "add_eos_token": True, "added_tokens_decoder": _added(added),
-              "bos_token": "<bos>", "clean_up_tokenization_spaces": False, "eos_token": "<eos>",
-              "mask_token": "<mask>", "pad_token": "<pad>", "unk_token": "<unk>",
-              "spaces_between_special_tokens": False, "tokenizer_class": "GemmaTokenizer"}
-    ids = {"pad_token_id": vocab["<pad>"], "eos_token_id": vocab["<eos>"], "bos_token_id": vocab["<bos>"]}
-    return tok, config, ids
-
-
-_TOKENIZERS = {"qwen3": _qwen_tokenizer, "gemma3": _gemma_tokenizer}
-# config.json token ids, by token text (the same rule for a given tokenizer folder as for the trained ones).
-_CONFIG_TOKEN_IDS = {"qwen3": {"bos_token_id": "<|endoftext|>", "eos_token_id": "<|endoftext|>"},
-                     "gemma3": {"pad_token_id": "<pad>", "eos_token_id": "<eos>", "bos_token_id": "<bos>"}}
+def _trained_tokenizer(arch: str):
+    """The record's small tokenizer, trained here, with its tokenizer_config.json and config.json ids."""
+    tok, config = TESTING_ARCHS[arch].tiny_tokenizer()
+    return tok, config, _token_ids(tok, arch, f"{arch} trained tokenizer")
 
 
 def _folder_tokenizer(folder: Path, arch: str):
@@ -175,19 +65,16 @@ def _folder_tokenizer(folder: Path, arch: str):
 
     tok = Tokenizer.from_file(str(Path(folder) / "tokenizer.json"))
     config = json.loads((Path(folder) / "tokenizer_config.json").read_text(encoding="utf-8"))
-    ids = {key: tok.token_to_id(text) for key, text in _CONFIG_TOKEN_IDS[arch].items()}
-    missing = [text for key, text in _CONFIG_TOKEN_IDS[arch].items() if ids[key] is None]
-    if missing:
-        raise ValueError(f"{folder}/tokenizer.json: no token {missing[0]!r}, which {arch} needs")
-    return tok, config, ids
+    return tok, config, _token_ids(tok, arch, f"{folder}/tokenizer.json")
 
 
 def _config(arch: ArchSpec, dims: dict, style: str, dtype: str, bidirectional: bool, token_ids: dict) -> dict:
     dims = dict(dims)
     pattern = dims.pop("sliding_window_pattern", None)
     n_layers = dims["num_hidden_layers"]
-    config = {**_CONFIG_BASE[arch.name], **dims, **token_ids}
-    rope = _ROPE[arch.name]
+    record = TESTING_ARCHS[arch.name]
+    config = {**record.config_base, **dims, **token_ids}
+    rope = record.rope
     if style == "v5":
         types = [SLIDING if pattern and (i + 1) % pattern else FULL for i in range(n_layers)]
         config["layer_types"] = types
@@ -352,6 +239,8 @@ def make_model(
     """
     if arch not in ARCHITECTURES:
         raise ValueError(f"arch must be one of {sorted(ARCHITECTURES)}, got {arch!r}")
+    if arch not in TESTING_ARCHS:
+        raise ValueError(f"arch {arch!r} has no testing record in bitnet_onnx/testing/archs.py")
     spec = ARCHITECTURES[arch]
     if isinstance(shape, str):
         if shape not in SHAPES[arch]:
@@ -374,7 +263,7 @@ def make_model(
     if any(path.iterdir()):
         raise ValueError(f"{path} is not empty")
     try:
-        tok, tok_config, token_ids = _folder_tokenizer(tokenizer, arch) if tokenizer else _TOKENIZERS[arch]()
+        tok, tok_config, token_ids = _folder_tokenizer(tokenizer, arch) if tokenizer else _trained_tokenizer(arch)
         if tokenizer:
             dims["vocab_size"] = max(dims["vocab_size"], tok.get_vocab_size())
         max_seq = _MAX_SEQ.get(shape if isinstance(shape, str) else "tiny", dims["max_position_embeddings"])
@@ -396,7 +285,7 @@ def make_model(
         rng = np.random.default_rng(seed)
         _write_weights(path, _weights(cfg, bitnet, rng, dtype == "bfloat16"), dtype == "bfloat16")
         _write_st_files(path, cfg.hidden, pooling, normalize, dense,
-                        _DEFAULT_PROMPTS[arch] if prompts is None else prompts, max_seq, rng)
+                        TESTING_ARCHS[arch].prompts if prompts is None else prompts, max_seq, rng)
     except BaseException:
         shutil.rmtree(path, ignore_errors=True)
         raise

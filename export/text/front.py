@@ -17,6 +17,7 @@ from bitnet_onnx import customops
 from bitnet_onnx.customops import byte_fallback_bpe, normalize_nfc
 from bitnet_onnx.errors import BitnetOnnxError
 from bitnet_onnx.export.builder import EXTENSIONS_DOMAIN, GraphBuilder
+from bitnet_onnx.io import MAX_JSON_BYTES, MAX_TOKENIZER_JSON_BYTES, read_input_file
 
 EXTENSIONS_TOKENIZER = "HfJsonTokenizer"
 # tokenizer.json normalizers the graph applies: NFC by our op, Replace inside the extensions' tokenizer
@@ -41,9 +42,9 @@ def tokenizer_node(folder: Path, tok_json: dict, max_length: int) -> onnx.NodePr
     check_extensions_normalizer(tok_json, tok_file)
     gen_processing_models = _extensions_api()
     cfg_file = folder / "tokenizer_config.json"
-    config = cfg_file.read_text(encoding="utf-8") if cfg_file.is_file() else "{}"
-    pre, _ = gen_processing_models(EXTENSIONS_TOKENIZER, pre_kwargs={"tokenizer_vocab": tok_file.read_text(
-        encoding="utf-8"), "tokenizer_config": config})
+    config = read_input_file(cfg_file, limit=MAX_JSON_BYTES).decode("utf-8") if os.path.lexists(cfg_file) else "{}"
+    vocab = read_input_file(tok_file, limit=MAX_TOKENIZER_JSON_BYTES).decode("utf-8")
+    pre, _ = gen_processing_models(EXTENSIONS_TOKENIZER, pre_kwargs={"tokenizer_vocab": vocab, "tokenizer_config": config})
     (node,) = [n for n in pre.graph.node if n.op_type == EXTENSIONS_TOKENIZER]
     return node
 

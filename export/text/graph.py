@@ -3,7 +3,6 @@ the ids rules put together, once the probe check has passed."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import onnx
@@ -12,6 +11,7 @@ from onnx import TensorProto
 from bitnet_onnx.export.builder import GraphBuilder
 from bitnet_onnx.export.text import front, probe, prompt as prompts
 from bitnet_onnx.export.text.rules import IdsRules
+from bitnet_onnx.io import MAX_TOKENIZER_JSON_BYTES, read_json
 from bitnet_onnx.manifest import PROMPT_LENGTH_INPUT, TEXT_INPUT, Manifest
 
 INT64 = TensorProto.INT64
@@ -25,7 +25,7 @@ def preprocess_model(folder: Path, manifest: Manifest, opset: int, ir_version: i
     ``prompt_length``: also the prompt's own token count less one, per text (pooling that leaves the
     prompt out). Refuses (BitnetOnnxError) a tokenizer the graph cannot run exactly."""
     tok_file = folder / "tokenizer.json"
-    tok_json = json.loads(tok_file.read_text(encoding="utf-8"))
+    tok_json = read_json(tok_file, limit=MAX_TOKENIZER_JSON_BYTES)
     nfc = front.needs_nfc(tok_json)
     tokenizer = front.tokenizer_node(folder, tok_json, int(manifest.max_length) + SPECIALS_A_ROW_MAY_LOSE)
     library = probe.library_tokenizer(tok_file)

@@ -14,6 +14,7 @@ import numpy as np
 from bitnet_onnx.errors import BitnetOnnxError
 from bitnet_onnx.export.text.front import FRONT_INPUT
 from bitnet_onnx.export.text.rules import Frame
+from bitnet_onnx.io import MAX_TOKENIZER_JSON_BYTES, check_input_file
 
 FRAME_PROBE = "a"  # a text whose ids show the special tokens around it
 
@@ -32,7 +33,7 @@ def library_tokenizer(tok_file: Path):
     """tokenizer.json in the ``tokenizers`` library, with no truncation or padding of its own."""
     from tokenizers import Tokenizer
 
-    tok = Tokenizer.from_file(str(tok_file))
+    tok = Tokenizer.from_file(str(check_input_file(tok_file, limit=MAX_TOKENIZER_JSON_BYTES)))
     tok.no_truncation()
     tok.no_padding()
     return tok

@@ -1,0 +1,242 @@
+"""The sentence-transformers / optimum folder layout inside an export folder (``export --layout hf``).
+
+Next to our own files (model.onnx, bitnet_onnx.json, the tokenizer) the layout adds what those
+libraries read, so ``SentenceTransformer(OUT, backend="onnx", model_kwargs={"file_name":
+"onnx/model.onnx", ...})``, optimum's ``ORTModelForFeatureExtraction.from_pretrained(OUT,
+subfolder="onnx")`` and fastembed's local-model path load the folder with their own code
+(docs/integrations.md; ``file_name`` / ``subfolder`` because the top-level model.onnx is ours):
+
+- ``onnx/model.onnx``: the same graph cut after the final norm, inputs ``input_ids`` /
+  ``attention_mask`` (what optimum feeds), one output ``last_hidden_state`` (the token embeddings);
+  pooling, Dense and Normalize are the libraries' own modules below. Weights over the writer's
+  threshold go to ``onnx/model.onnx_data``, the one name optimum fetches with a model.
+- ``config.json`` (the source's, for transformers' AutoConfig), ``modules.json``, ``1_Pooling/``,
+  ``N_Dense/`` (the source's Dense layers as safetensors), ``N_Normalize/``,
+  ``config_sentence_transformers.json`` (prompts), ``sentence_bert_config.json`` (max length).
+- ``tokenizer.json`` gains the architecture's EOS rule (Qwen3 appends ``<|endoftext|>``) as a
+  post-processor, so every tokenizer.json reader (transformers, fastembed) appends it as our
+  runtime does; ``tokenizer_config.json`` gets the manifest's pad token, side and max length.
+  The runtime's own ids do not change (it re-appends the EOS it finds last).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from bitnet_onnx.arch import ARCHITECTURES
+from bitnet_onnx.errors import BitnetOnnxError
+from bitnet_onnx.manifest import MODEL_NAME, Manifest
+from bitnet_onnx.st_modules import DENSE_ACTIVATIONS, POOLING_FLAGS, UNSUPPORTED_POOLING_FLAGS, StModules
+from bitnet_onnx.export.writer import EXTERNAL_DATA_THRESHOLD, check_model
+
+LAYOUTS = ("bitnet", "hf")  # export --layout: our files only, or these added
+HF_ONNX_DIR = "onnx"
+HF_MODEL_FILE = f"{HF_ONNX_DIR}/{MODEL_NAME}"
+HF_EXTERNAL_DATA_NAME = "model.onnx_data"  # optimum downloads <file>_data next to a hub model's file
+LAST_HIDDEN_STATE = "last_hidden_state"  # optimum's ORTModelForFeatureExtraction output name
+TOKEN_OUTPUT = "token_embeddings"  # the exported graph's token output (export/graph.py)
+HF_INPUTS = ("input_ids", "attention_mask")
+ST_TRANSFORMER = "sentence_transformers.models.Transformer"
+# short activation name -> the torch class path sentence-transformers' Dense config names
+DENSE_ACTIVATION_PATHS = {short: path for path, short in reversed(list(DENSE_ACTIVATIONS.items()))}
+
+
+def token_model(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` cut to what ``token_embeddings`` needs, that output renamed ``last_hidden_state``.
+
+    The pooling, Dense and normalize nodes (and a ``prompt_length`` input) fall away. The kept
+    weights are copied once (``model`` is left as it is).
+    """
+    graph = model.graph
+    if TOKEN_OUTPUT not in {o.name for o in graph.output}:
+        raise BitnetOnnxError(f"{MODEL_NAME}: graph has no {TOKEN_OUTPUT!r} output to expose as {LAST_HIDDEN_STATE}")
+    needed = {TOKEN_OUTPUT}
+    kept = []
+    for node in reversed(graph.node):
+        if any(name in needed for name in node.output):
+            kept.append(node)
+            needed.update(name for name in node.input if name)
+            needed.update(_subgraph_inputs(node))
+    missing = [name for name in HF_INPUTS if name not in needed or name not in {i.name for i in graph.input}]
+    if missing:
+        raise BitnetOnnxError(f"{MODEL_NAME}: token embeddings do not depend on graph input(s) {', '.join(missing)}")
+    rename = {TOKEN_OUTPUT: LAST_HIDDEN_STATE}
+    out = _without_graph(model)
+    out.graph.name, out.graph.doc_string = graph.name, graph.doc_string
+    for node in reversed(kept):
+        new = out.graph.node.add()
+        new.CopyFrom(node)
+        new.output[:] = [rename.get(n, n) for n in node.output]
+    out.graph.input.extend(i for i in graph.input if i.name in needed)
+    out.graph.initializer.extend(t for t in graph.initializer if t.name in needed)
+    out.graph.value_info.extend(v for v in graph.value_info if v.name in needed and v.name != TOKEN_OUTPUT)
+    (token_out,) = [o for o in graph.output if o.name == TOKEN_OUTPUT]
+    last = out.graph.output.add()
+    last.CopyFrom(token_out)
+    last.name = LAST_HIDDEN_STATE
+    return out
+
+
+def _without_graph(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy of every field of ``model`` but its graph (opsets, IR version, functions, metadata),
+    without copying the weights that token_model leaves out."""
+    out = onnx.ModelProto()
+    for field, value in model.ListFields():
+        if field.name == "graph":
+            continue
+        # protobuf >= 6 has is_repeated (7 dropped label); older ones only label
+        repeated = field.is_repeated if hasattr(field, "is_repeated") else field.label == field.LABEL_REPEATED
+        if repeated:
+            getattr(out, field.name).extend(value)
+        elif field.message_type is not None:
+            getattr(out, field.name).CopyFrom(value)
+        else:
+            setattr(out, field.name, value)
+    return out
+
+
+def _subgraph_inputs(node: onnx.NodeProto) -> set[str]:
+    """Outer-scope names a control-flow node's subgraphs read (none in today's graphs; kept correct)."""
+    names: set[str] = set()
+    for attr in node.attribute:
+        for sub in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs):
+            names.update(i for n in sub.node for i in n.input if i)
+    return names
+
+
+def add_hf_layout(folder: Path, manifest: Manifest, model: onnx.ModelProto, config: dict, st: StModules) -> None:
+    """Writes the layout's files into ``folder``, which already holds the export's own files (the
+    tokenizer among them). ``model``: the exported graph; ``config``: the source's config.json (or a
+    GGUF's equivalent); ``st``: the source's sentence-transformers modules, as exported."""
+    folder = Path(folder)
+    if manifest.arch not in ARCHITECTURES:
+        raise BitnetOnnxError(f"{folder}: manifest arch {manifest.arch!r} is not one of {', '.join(ARCHITECTURES)}")
+    save_token_model(token_model(model), folder, manifest.needs_custom_ops)
+    config = dict(config)
+    config.setdefault("model_type", ARCHITECTURES[manifest.arch].model_types[0])
+    _write_json(folder / "config.json", config)
+    _write_json(folder / "modules.json", write_st_modules(folder, manifest, st))
+    _write_json(folder / "config_sentence_transformers.json", {
+        "__version__": {"bitnet_onnx": manifest.package_version}, "prompts": dict(manifest.prompts),
+        "default_prompt_name": manifest.default_prompt_name, "similarity_fn_name": "cosine",
+        "model_type": "SentenceTransformer"})
+    _write_json(folder / "sentence_bert_config.json", {"max_seq_length": int(manifest.max_length),
+                                                       "do_lower_case": False})
+    add_eos_rule(folder / "tokenizer.json", manifest)
+    update_tokenizer_config(folder / "tokenizer_config.json", folder / "tokenizer.json", manifest)
+
+
+def save_token_model(model: onnx.ModelProto, folder: Path, uses_custom_op: bool) -> Path:
+    path = folder / HF_MODEL_FILE
+    path.parent.mkdir(exist_ok=True)
+    weight_bytes = sum(_tensor_bytes(t) for t in model.graph.initializer)
+    if weight_bytes > EXTERNAL_DATA_THRESHOLD:
+        onnx.save_model(model, str(path), save_as_external_data=True, all_tensors_to_one_file=True,
+                        location=HF_EXTERNAL_DATA_NAME, size_threshold=1024)
+    else:
+        onnx.save_model(model, str(path))
+    check_model(path, uses_custom_op)
+    return path
+
+
+def _tensor_bytes(t: onnx.TensorProto) -> int:
+    if t.data_location == onnx.TensorProto.EXTERNAL:
+        return int(next((e.value for e in t.external_data if e.key == "length"), 0))
+    return t.ByteSize()
+
+
+def write_st_modules(folder: Path, manifest: Manifest, st: StModules) -> list[dict]:
+    """Pooling, Dense and Normalize module folders as sentence-transformers saves them; returns modules.json."""
+    if st.pooling != manifest.pooling or st.normalize != manifest.normalize:
+        raise BitnetOnnxError(f"{folder}: the source's modules (pooling {st.pooling}, normalize {st.normalize}) "
+                              f"differ from the export's manifest ({manifest.pooling}, {manifest.normalize})")
+    modules = [{"idx": 0, "name": "0", "path": "", "type": ST_TRANSFORMER}]
+
+    def add(kind: str, path: str) -> None:
+        modules.append({"idx": len(modules), "name": str(len(modules)), "path": path,
+                        "type": f"sentence_transformers.models.{kind}"})
+
+    flags = {flag: POOLING_FLAGS[st.pooling] == flag for flag in (*POOLING_FLAGS.values(), *UNSUPPORTED_POOLING_FLAGS)}
+    _write_json(folder / "1_Pooling" / "config.json", {"word_embedding_dimension": int(manifest.hidden_size),
+                                                       **flags, "include_prompt": bool(st.include_prompt)})
+    add("Pooling", "1_Pooling")
+    for layer in st.dense:
+        path = f"{len(modules)}_Dense"
+        write_dense(folder / path, layer)
+        add("Dense", path)
+    if st.normalize:
+        path = f"{len(modules)}_Normalize"
+        (folder / path).mkdir(exist_ok=True)
+        add("Normalize", path)
+    return modules
+
+
+def write_dense(path: Path, layer) -> None:
+    """One ``st_modules.DenseLayer`` as sentence-transformers' Dense folder (config.json + model.safetensors)."""
+    import safetensors.numpy
+
+    out_features, in_features = layer.weight.shape
+    _write_json(path / "config.json", {"in_features": int(in_features), "out_features": int(out_features),
+                                       "bias": layer.bias is not None,
+                                       "activation_function": DENSE_ACTIVATION_PATHS[layer.activation]})
+    tensors = {"linear.weight": np.ascontiguousarray(layer.weight, dtype=np.float32)}
+    if layer.bias is not None:
+        tensors["linear.bias"] = np.ascontiguousarray(layer.bias, dtype=np.float32)
+    safetensors.numpy.save_file(tensors, str(path / "model.safetensors"))
+
+
+def add_eos_rule(tokenizer_file: Path, manifest: Manifest) -> None:
+    """Makes tokenizer.json append the manifest's EOS (when it has one and the file does not already)."""
+    eos_id = manifest.append_eos_token_id
+    if eos_id is None:
+        return
+    from tokenizers import Tokenizer, processors
+
+    tok = Tokenizer.from_file(str(tokenizer_file))
+    if tok.encode("a", add_special_tokens=True).ids[-1:] == [eos_id]:
+        return
+    eos = tok.id_to_token(eos_id)
+    if eos is None:
+        raise BitnetOnnxError(f"{tokenizer_file}: has no token with the manifest's append_eos_token_id {eos_id}")
+    template = processors.TemplateProcessing(single=f"$A:0 {eos}:0", pair=f"$A:0 {eos}:0 $B:1 {eos}:1",
+                                             special_tokens=[(eos, eos_id)])
+    tok.post_processor = template if tok.post_processor is None else processors.Sequence([tok.post_processor, template])
+    tok.save(str(tokenizer_file))
+
+
+def update_tokenizer_config(config_file: Path, tokenizer_file: Path, manifest: Manifest) -> None:
+    """The manifest's pad token, padding side and max length in tokenizer_config.json (fastembed needs a
+    pad token; transformers and fastembed truncate at model_max_length)."""
+    from tokenizers import Tokenizer
+
+    config = json.loads(config_file.read_text(encoding="utf-8")) if config_file.is_file() else {}
+    if not isinstance(config, dict):
+        raise BitnetOnnxError(f"{config_file}: expected a JSON object, got {type(config).__name__}")
+    pad = Tokenizer.from_file(str(tokenizer_file)).id_to_token(manifest.pad_token_id)
+    if pad is None:
+        raise BitnetOnnxError(f"{tokenizer_file}: has no token with the manifest's pad_token_id {manifest.pad_token_id}")
+    config.update(pad_token=pad, padding_side=manifest.padding_side, model_max_length=int(manifest.max_length))
+    _write_json(config_file, config)
+
+
+def write_hf_layout(export_dir: str | Path, source: str | Path) -> Path:
+    """Adds the layout to an export folder already written from ``source`` (its HF folder or GGUF
+    file): the same as ``export --layout hf``, after the fact. Returns ``export_dir``."""
+    from bitnet_onnx.weights import open_source
+
+    export_dir = Path(export_dir)
+    manifest = Manifest.read(export_dir)
+    folder = open_source(source, manifest.arch)
+    st = folder.st_modules(manifest.pooling)
+    model = onnx.load(str(export_dir / manifest.model_file))
+    add_hf_layout(export_dir, manifest, model, folder.config, st)
+    return export_dir
+
+
+def _write_json(file: Path, data) -> None:
+    file.parent.mkdir(parents=True, exist_ok=True)
+    file.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

@@ -1,0 +1,59 @@
+"""Shared by tests/test_integrations_*.py: exports with the HF layout, texts of mixed lengths, the
+cosine check against ``Embedder.encode``. No network: HF_HUB_OFFLINE is set on import."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+os.environ["HF_HUB_OFFLINE"] = "1"  # every loader reads the local folder; nothing may reach a hub
+
+from bitnet_onnx.arch import ARCHITECTURES  # noqa: E402
+
+ARCHS = sorted(ARCHITECTURES)
+MIN_COSINE = 0.99999
+TEXTS = [
+    "a",
+    "What is the capital of France? Paris is the capital and largest city of France.",
+    "Ternary weights",
+    # within the tiny models' 256 tokens: past it, the runtime cuts Gemma3's trailing <eos> where the
+    # transformers / fastembed tokenizers keep it (runtime/tokenization.py; reported, not ours to change)
+    "The quick brown fox jumps over the lazy dog. " * 5,
+    "Le renard brun rapide saute par-dessus le chien paresseux. Où est la bibliothèque ?",
+]
+
+
+def export_with_layout(root: Path, model_dir: Path, weights: str) -> Path:
+    """``bitnet-onnx export`` of ``model_dir``, then the HF layout added to it (write_hf_layout)."""
+    from bitnet_onnx.cli import main
+    from bitnet_onnx.export.hf_layout import write_hf_layout
+
+    out = Path(root) / f"{Path(model_dir).name}-{weights}"
+    if not out.exists():
+        assert main(["export", str(model_dir), "-o", str(out), "--weights", weights]) == 0
+        write_hf_layout(out, model_dir)
+    return out
+
+
+class LayoutExports:
+    """export(arch, weights, **make_model_options) -> an export folder with the HF layout, made once."""
+
+    def __init__(self, tiny_model, root: Path):
+        self.tiny_model, self.root, self.done = tiny_model, Path(root), {}
+
+    def __call__(self, arch: str, weights: str, **options) -> Path:
+        key = (arch, weights, tuple(sorted(options.items())))
+        if key not in self.done:
+            model = self.tiny_model(arch, **options)
+            self.done[key] = export_with_layout(self.root / str(len(self.done)), model, weights)
+        return self.done[key]
+
+
+def assert_same_vectors(got, want) -> None:
+    """Row by row cosine >= MIN_COSINE, same shape."""
+    got, want = np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64)
+    assert got.shape == want.shape, (got.shape, want.shape)
+    cos = (got * want).sum(-1) / (np.linalg.norm(got, axis=-1) * np.linalg.norm(want, axis=-1))
+    assert np.all(cos >= MIN_COSINE), cos

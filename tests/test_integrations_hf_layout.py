@@ -1,0 +1,185 @@
+"""The HF layout (bitnet_onnx.export.hf_layout) as sentence-transformers' ONNX backend and optimum
+read it, without optimum itself (optimum-onnx pins transformers < 4.58, docs/integrations.md):
+transformers' AutoConfig and AutoTokenizer on the folder, ``onnx/model.onnx`` fed exactly the inputs
+optimum's ORTModelForFeatureExtraction feeds (the session's input names) and read by its output
+name, then sentence-transformers' own Pooling / Dense / Normalize modules loaded from the layout's
+folders. The vectors equal ``Embedder.encode``'s for both architectures and every weight variant,
+the i2s graph with our library registered, int8 and nbits with no custom library."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+
+from integrations_support import ARCHS, TEXTS, LayoutExports, assert_same_vectors
+
+pytest.importorskip("sentence_transformers")
+import torch  # noqa: E402
+from sentence_transformers.sentence_transformer.modules import Pooling  # noqa: E402
+from sentence_transformers.base.modules import Dense, Normalize  # noqa: E402
+from transformers import AutoConfig, AutoTokenizer  # noqa: E402
+
+from bitnet_onnx import Embedder, customops  # noqa: E402
+from bitnet_onnx.errors import BitnetOnnxError  # noqa: E402
+from bitnet_onnx.export.hf_layout import HF_MODEL_FILE, LAST_HIDDEN_STATE, token_model, write_hf_layout  # noqa: E402
+from bitnet_onnx.manifest import Manifest  # noqa: E402
+
+WEIGHTS = ("i2s", "int8", "nbits")
+ST_MODULES = {"Pooling": Pooling, "Dense": Dense, "Normalize": Normalize}
+
+
+@pytest.fixture(scope="module")
+def layout_export(tiny_model, tmp_path_factory):
+    return LayoutExports(tiny_model, tmp_path_factory.mktemp("hf-layout"))
+
+
+def session_options(folder):
+    """What a user hands sentence-transformers / optimum: ours for a graph with our ops, else ORT's plain ones."""
+    return customops.session_options() if Manifest.read(folder).needs_custom_ops else ort.SessionOptions()
+
+
+def embed_as_sentence_transformers_onnx(folder, texts, prompt=""):
+    """sentence-transformers' ONNX backend minus optimum's glue: AutoTokenizer, the session of
+    onnx/model.onnx fed by input name, then the modules.json modules after the Transformer."""
+    tok = AutoTokenizer.from_pretrained(folder)
+    max_length = json.loads((folder / "sentence_bert_config.json").read_text())["max_seq_length"]
+    enc = tok([prompt + t for t in texts], padding=True, truncation=True, max_length=max_length, return_tensors="np")
+    session = ort.InferenceSession(str(folder / HF_MODEL_FILE), session_options(folder))
+    feed = {i.name: enc[i.name].astype(np.int64) for i in session.get_inputs()}  # optimum: by input name
+    outputs = dict(zip([o.name for o in session.get_outputs()], session.run(None, feed)))
+    features = {"token_embeddings": torch.from_numpy(outputs[LAST_HIDDEN_STATE]),
+                "attention_mask": torch.from_numpy(enc["attention_mask"])}
+    modules = json.loads((folder / "modules.json").read_text())
+    assert modules[0]["type"] == "sentence_transformers.models.Transformer"
+    with torch.inference_mode():
+        for module in modules[1:]:
+            kind = module["type"].rsplit(".", 1)[-1]
+            features = ST_MODULES[kind].load(str(folder), subfolder=module["path"])(features)
+    return features["sentence_embedding"].numpy()
+
+
+@pytest.mark.parametrize("weights", WEIGHTS)
+@pytest.mark.parametrize("arch", ARCHS)
+def test_layout_gives_the_embedders_vectors(layout_export, arch, weights):
+    folder = layout_export(arch, weights)
+    embedder = Embedder(folder, threads=1)
+    assert_same_vectors(embed_as_sentence_transformers_onnx(folder, TEXTS), embedder.encode(TEXTS, prompt=""))
+    query = embedder.prompts["query"]
+    assert_same_vectors(embed_as_sentence_transformers_onnx(folder, TEXTS, prompt=query),
+                        embedder.encode(TEXTS, prompt_name="query"))
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_dense_head_comes_along(layout_export, arch):
+    folder = layout_export(arch, "int8", dense=True)
+    kinds = [m["type"].rsplit(".", 1)[-1] for m in json.loads((folder / "modules.json").read_text())]
+    assert kinds == ["Transformer", "Pooling", "Dense", "Dense", "Normalize"]
+    embedder = Embedder(folder, threads=1)
+    assert embedder.dimension != embedder.manifest.hidden_size
+    assert_same_vectors(embed_as_sentence_transformers_onnx(folder, TEXTS), embedder.encode(TEXTS, prompt=""))
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_transformers_tokenizer_gives_our_ids_with_qwen3s_eos(layout_export, arch):
+    folder = layout_export(arch, "int8")
+    embedder = Embedder(folder, threads=1)
+    tok = AutoTokenizer.from_pretrained(folder)
+    ours = embedder.tokenize(TEXTS, prompt="")
+    theirs = tok(TEXTS, truncation=True, max_length=embedder.manifest.max_length)["input_ids"]
+    assert theirs == ours
+    eos = embedder.manifest.append_eos_token_id
+    assert (eos is not None) == (arch == "qwen3")
+    if eos is not None:
+        assert all(ids[-1] == eos for ids in theirs)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_layout_files(layout_export, arch):
+    folder = layout_export(arch, "i2s")
+    manifest = Manifest.read(folder)
+    st_config = json.loads((folder / "config_sentence_transformers.json").read_text())
+    assert st_config["prompts"] == manifest.prompts
+    assert st_config["default_prompt_name"] == manifest.default_prompt_name
+    pooling = json.loads((folder / "1_Pooling" / "config.json").read_text())
+    assert pooling["word_embedding_dimension"] == manifest.hidden_size
+    assert [k for k, v in pooling.items() if k.startswith("pooling_mode") and v] == \
+        [{"mean": "pooling_mode_mean_tokens", "lasttoken": "pooling_mode_lasttoken", "cls": "pooling_mode_cls_token"}[manifest.pooling]]
+    model = onnx.load(str(folder / HF_MODEL_FILE))
+    assert [i.name for i in model.graph.input] == ["input_ids", "attention_mask"]
+    assert [o.name for o in model.graph.output] == [LAST_HIDDEN_STATE]
+    assert any(n.domain == customops.DOMAIN for n in model.graph.node)  # i2s: our op, as in model.onnx
+    assert AutoConfig.from_pretrained(folder).model_type == json.loads((folder / "config.json").read_text())["model_type"]
+
+
+def test_ort_native_graphs_load_without_our_library(layout_export):
+    for arch in ARCHS:
+        for weights in ("int8", "nbits"):
+            folder = layout_export(arch, weights)
+            assert not Manifest.read(folder).needs_custom_ops
+            ort.InferenceSession(str(folder / HF_MODEL_FILE), ort.SessionOptions())
+
+
+def test_i2s_graph_needs_our_library(layout_export):
+    folder = layout_export("qwen3", "i2s")
+    with pytest.raises(Exception, match="I2STernaryMatMul|EncoderAttention"):
+        ort.InferenceSession(str(folder / HF_MODEL_FILE), ort.SessionOptions())
+
+
+def test_include_prompt_false_drops_prompt_length(tiny_model, tmp_path):
+    import shutil
+
+    from integrations_support import export_with_layout
+
+    model = tmp_path / "model"
+    shutil.copytree(tiny_model("gemma3"), model)
+    pooling_file = model / "1_Pooling" / "config.json"
+    pooling_file.write_text(json.dumps({**json.loads(pooling_file.read_text()), "include_prompt": False}))
+    folder = export_with_layout(tmp_path, model, "int8")
+    assert "prompt_length" in [i.name for i in onnx.load(str(folder / "model.onnx")).graph.input]
+    assert [i.name for i in onnx.load(str(folder / HF_MODEL_FILE)).graph.input] == ["input_ids", "attention_mask"]
+    assert json.loads((folder / "1_Pooling" / "config.json").read_text())["include_prompt"] is False
+
+
+def test_token_model_refuses_a_graph_without_token_embeddings():
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("Identity", ["input_ids"], ["sentence_embedding"])], "g",
+                              [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["b", "s"])],
+                              [helper.make_tensor_value_info("sentence_embedding", TensorProto.INT64, ["b", "s"])])
+    with pytest.raises(BitnetOnnxError, match="token_embeddings"):
+        token_model(helper.make_model(graph))
+
+
+def test_write_hf_layout_names_a_folder_that_is_not_an_export(tmp_path, tiny_model):
+    with pytest.raises(BitnetOnnxError, match="manifest missing"):
+        write_hf_layout(tmp_path, tiny_model("qwen3"))
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_the_layout_leaves_the_embedders_vectors_as_they_were(tiny_model, tiny_export, layout_export, arch):
+    plain = Embedder(tiny_export(tiny_model(arch), weights="int8"), threads=1)
+    with_layout = Embedder(layout_export(arch, "int8"), threads=1)
+    for prompt_name in [None, *plain.prompts]:
+        assert with_layout.tokenize(TEXTS, prompt_name=prompt_name) == plain.tokenize(TEXTS, prompt_name=prompt_name)
+        np.testing.assert_array_equal(with_layout.encode(TEXTS, prompt_name=prompt_name),
+                                      plain.encode(TEXTS, prompt_name=prompt_name))
+
+
+def test_large_weights_go_to_onnx_data(layout_export, monkeypatch, tmp_path):
+    import bitnet_onnx.export.hf_layout as hf_layout
+
+    folder = layout_export("gemma3", "i2s")
+    monkeypatch.setattr(hf_layout, "EXTERNAL_DATA_THRESHOLD", 0)
+    path = hf_layout.save_token_model(token_model(onnx.load(str(folder / "model.onnx"))), tmp_path, True)
+    assert (tmp_path / "onnx" / hf_layout.HF_EXTERNAL_DATA_NAME).stat().st_size > 0
+    stored = onnx.load(str(path), load_external_data=False).graph.initializer
+    assert any(t.data_location == onnx.TensorProto.EXTERNAL for t in stored)
+    ids = np.array([[2, 300, 301, 1]], dtype=np.int64)
+    feed = {"input_ids": ids, "attention_mask": np.ones_like(ids)}
+    (split,) = ort.InferenceSession(str(path), customops.session_options()).run(None, feed)
+    (inline,) = ort.InferenceSession(str(folder / HF_MODEL_FILE), customops.session_options()).run(None, feed)
+    np.testing.assert_array_equal(split, inline)
