@@ -34,6 +34,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from venvs import isolated_env as _fresh_env  # a user who installed only the wheel
+from venvs import run as _run
+from venvs import run_ok as _ok
+
 from bitnet_onnx.arch import ARCHITECTURES
 from bitnet_onnx.manifest import Manifest
 from bitnet_onnx.runtime.tokenization import TextTokenizer
@@ -64,16 +68,6 @@ TEXTS = [
 pytestmark = pytest.mark.skipif(
     platform.machine() not in ("x86_64", "AMD64"),
     reason="installs and runs the x86-64 wheel here and the aarch64 one under qemu-aarch64")
-
-
-def _run(cmd: list, timeout: int = 600, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=timeout, **kw)
-
-
-def _ok(cmd: list, timeout: int = 600, **kw) -> subprocess.CompletedProcess:
-    res = _run(cmd, timeout, **kw)
-    assert res.returncode == 0, f"{' '.join(map(str, cmd))} failed:\n{res.stdout[-3000:]}\n{res.stderr[-4000:]}"
-    return res
 
 
 def _tool(name: str) -> str:
@@ -202,14 +196,6 @@ def fresh_venv(wheels, tmp_path_factory) -> Path:
     _ok([venv / "bin" / "python", "-m", "pip", "install", "--disable-pip-version-check", "-q", wheels["x86_64"]],
         timeout=1200)
     return venv
-
-
-def _fresh_env(venv: Path) -> dict[str, str]:
-    """The environment of a user who installed only the wheel: the venv alone on PATH (no
-    compiler, no cmake), none of our variables, nothing of this checkout on sys.path."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("BITNET_ONNX_", "PYTHON", "VIRTUAL_ENV"))}
-    env["PATH"] = str(venv / "bin")
-    return env
 
 
 def _fresh(venv: Path, args: list, cwd: Path, timeout: int = 600) -> subprocess.CompletedProcess:

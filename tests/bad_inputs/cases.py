@@ -152,31 +152,28 @@ def symlink_loop(rel: str) -> Callable[[Workspace], None]:
     return setup
 
 
-def fifo(rel: str) -> Callable[[Workspace], None]:
-    """``rel`` (a file of a copied input, or a new name) replaced by a FIFO nobody writes to: opening
-    it for reading blocks until a writer comes, which never happens."""
+def _replace(rel: str, make: Callable[[Path], None]) -> Callable[[Workspace], None]:
+    """``rel`` (a file of a copied input, or a new name) replaced by what ``make(path)`` creates."""
     def setup(ws: Workspace) -> None:
         root = rel.partition("/")[0]
         if root in ws.sources:
-            getattr(ws, root)
+            getattr(ws, root)  # copies the input first
         path = ws.root / rel
         if os.path.lexists(path):
             path.unlink()
-        os.mkfifo(path)
+        make(path)
     return setup
+
+
+def fifo(rel: str) -> Callable[[Workspace], None]:
+    """``rel`` replaced by a FIFO nobody writes to: opening it for reading blocks until a writer
+    comes, which never happens."""
+    return _replace(rel, os.mkfifo)
 
 
 def link(rel: str, target: str) -> Callable[[Workspace], None]:
-    """``rel`` (a file of a copied input, or a new name) replaced by a symlink to ``target``."""
-    def setup(ws: Workspace) -> None:
-        root = rel.partition("/")[0]
-        if root in ws.sources:
-            getattr(ws, root)
-        path = ws.root / rel
-        if os.path.lexists(path):
-            path.unlink()
-        os.symlink(target, path)
-    return setup
+    """``rel`` replaced by a symlink to ``target``."""
+    return _replace(rel, lambda path: os.symlink(target, path))
 
 
 def loop(rel: str) -> Callable[[Workspace], None]:

@@ -32,21 +32,13 @@
 #include <type_traits>
 
 #include "i2s_kernel.h"
+#include "with_const.h"
 #include "x86_common.h"
 #include "x86_vec.h"
 
 namespace bitnet_onnx {
 namespace x86 {
 namespace {
-
-// Calls f(std::integral_constant<int, r>) for the runtime r in [1, kMax]: one instantiation per r.
-template <int kMax, class F>
-inline void with_const(int r, F&& f) {
-  if constexpr (kMax >= 1) {
-    if (r == kMax) return f(std::integral_constant<int, kMax>{});
-    with_const<kMax - 1>(r, f);
-  }
-}
 
 template <class V, class Ops>
 struct PanelDot {

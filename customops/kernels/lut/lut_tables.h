@@ -23,21 +23,13 @@
 #include <type_traits>
 
 #include "i2s_kernel.h"
+#include "with_const.h"
 #include "lut_kernel.h"
 #include "lut_layout.h"
 
 namespace bitnet_onnx {
 namespace lut {
 namespace {
-
-// Calls f(std::integral_constant<int, r>) for the runtime r in [1, kMax].
-template <int kMax, class F>
-inline void with_const(int r, F&& f) {
-  if constexpr (kMax >= 1) {
-    if (r == kMax) return f(std::integral_constant<int, kMax>{});
-    with_const<kMax - 1>(r, f);
-  }
-}
 
 // Per-thread scratch, grown on demand and reused across calls (no allocation per job).
 struct Scratch {
