@@ -28,10 +28,10 @@ from bitnet_onnx.weights import open_source
 def compare(out_dir: str | Path, model_dir: str | Path, texts: list[str], threads: int | None = None) -> list[dict]:
     """Per text: cosine and max abs difference of sentence_embedding, export vs reference."""
     manifest = Manifest.read(out_dir)
-    source_arch = open_source(model_dir).arch.name  # before the reference, whose checks would speak first
-    if source_arch != manifest.arch:
-        raise BitnetOnnxError(f"{model_dir}: is {source_arch}, but {out_dir} holds a {manifest.arch} export")
-    reference = Reference(model_dir, activations=weight_format(manifest.weights).reference_activations,
+    source = open_source(model_dir)  # the arch check before the reference's, which would speak first
+    if source.arch.name != manifest.arch:
+        raise BitnetOnnxError(f"{model_dir}: is {source.arch.name}, but {out_dir} holds a {manifest.arch} export")
+    reference = Reference(source, activations=weight_format(manifest.weights).reference_activations,
                           ternarize=manifest.ternarized, pooling=manifest.pooling)
     ids, mask = TextTokenizer.from_folder(out_dir).encode(texts)
     session = create_session(out_dir, manifest, threads=threads)

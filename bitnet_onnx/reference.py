@@ -18,6 +18,7 @@ Standard models run unchanged (plain HF), unless ``ternarize`` (the export's --t
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -25,9 +26,10 @@ from packaging.version import Version
 
 from bitnet_onnx.arch import LINEAR, PROJECTIONS
 from bitnet_onnx.errors import BitnetOnnxError
+from bitnet_onnx.model_source import ModelSource
 from bitnet_onnx.st_modules import L2_NORM_EPS, StModules
 from bitnet_onnx.ternary import ACT_EPS, ternarize
-from bitnet_onnx.weights import ModelFolder, open_source
+from bitnet_onnx.weights import open_source
 
 ACTIVATION_MODES = ("int8", "float")
 
@@ -73,14 +75,16 @@ def _bitlinear_class():
 
 
 class Reference:
-    def __init__(self, model_dir: str | Path, arch: str | None = None, activations: str = "int8",
+    def __init__(self, model_dir: str | Path | ModelSource, arch: str | None = None, activations: str = "int8",
                  ternarize: bool = False, f16_embeddings: bool = True, pooling: str | None = None):
-        """``model_dir``: a HF folder, or a GGUF file (transformers' own GGUF loader, needs accelerate)."""
+        """``model_dir``: a HF folder, or a GGUF file (transformers' own GGUF loader, needs accelerate),
+        or that source already opened (``weights.open_source``; ``arch`` is then unused)."""
         if activations not in ACTIVATION_MODES:
             raise BitnetOnnxError(f"activations must be one of {ACTIVATION_MODES}, got {activations!r}")
         torch, transformers = _torch()
         self.f16_embeddings = f16_embeddings
-        self.folder: ModelFolder = open_source(model_dir, arch)
+        self.folder: ModelSource = (open_source(model_dir, arch) if isinstance(model_dir, (str, os.PathLike))
+                                    else model_dir)
         self.st: StModules = self.folder.st_modules(pooling)
         if not self.folder.cfg.causal and Version(transformers.__version__) < Version("4.57"):
             # older transformers ignore use_bidirectional_attention and silently run causal (ST #3513)

@@ -12,7 +12,7 @@ import onnx
 from bitnet_onnx import customops
 from bitnet_onnx.errors import BitnetOnnxError
 from bitnet_onnx.formats import DEFAULT_FLOAT, DEFAULT_TERNARY, FORMATS, weight_format
-from bitnet_onnx.io import MAX_TOKENIZER_JSON_BYTES, check_input_file, read_json
+from bitnet_onnx.io import MAX_TOKENIZER_JSON_BYTES, check_input_file, read_json_object
 from bitnet_onnx.manifest import Manifest
 from bitnet_onnx.model_source import ModelSource
 from bitnet_onnx.st_modules import StModules
@@ -38,7 +38,7 @@ def choose_variant(folder: ModelSource, weights: str | None, ternarize: bool) ->
     return variant
 
 
-def _token_id(tok, value, source: Path) -> int | None:
+def _token_id(tok, value) -> int | None:
     if isinstance(value, dict):
         value = value.get("content")
     if not isinstance(value, str):
@@ -63,16 +63,14 @@ def tokenizer_facts(folder: ModelSource) -> dict:
         raise BitnetOnnxError(f"{tok_file}: token id {top} is not below the model's vocab_size {folder.cfg.vocab} "
                               "(the embedding has no row for it)")
     cfg_file = folder.tokenizer_dir / "tokenizer_config.json"
-    tcfg = read_json(cfg_file) if os.path.lexists(cfg_file) else {}
-    if not isinstance(tcfg, dict):
-        raise BitnetOnnxError(f"{cfg_file}: expected a JSON object, got {type(tcfg).__name__}")
+    tcfg = read_json_object(cfg_file) if os.path.lexists(cfg_file) else {}
     eos_id = None
     if folder.arch.append_eos:
         eos_id = tok.token_to_id(folder.arch.append_eos)
         if eos_id is None:
             raise BitnetOnnxError(f"{tok_file}: has no token {folder.arch.append_eos!r}, which {folder.arch.name} "
                                   "appends to every text for last-token pooling")
-    pad_id = _token_id(tok, tcfg.get("pad_token"), cfg_file)
+    pad_id = _token_id(tok, tcfg.get("pad_token"))
     if pad_id is None:
         pad_id = folder.config.get("pad_token_id")
     if pad_id is None:

@@ -22,6 +22,7 @@ subfolder="onnx")`` and fastembed's local-model path load the folder with their 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +30,7 @@ import onnx
 
 from bitnet_onnx.arch import ARCHITECTURES
 from bitnet_onnx.errors import BitnetOnnxError
+from bitnet_onnx.io import MAX_TOKENIZER_JSON_BYTES, check_input_file, read_json_object
 from bitnet_onnx.manifest import MODEL_NAME, Manifest
 from bitnet_onnx.st_modules import DENSE_ACTIVATIONS, POOLING_FLAGS, UNSUPPORTED_POOLING_FLAGS, StModules
 from bitnet_onnx.export.writer import EXTERNAL_DATA_THRESHOLD, check_model
@@ -126,8 +128,8 @@ def add_hf_layout(folder: Path, manifest: Manifest, model: onnx.ModelProto, conf
         "model_type": "SentenceTransformer"})
     _write_json(folder / "sentence_bert_config.json", {"max_seq_length": int(manifest.max_length),
                                                        "do_lower_case": False})
-    add_eos_rule(folder / "tokenizer.json", manifest)
-    update_tokenizer_config(folder / "tokenizer_config.json", folder / "tokenizer.json", manifest)
+    tok = add_eos_rule(folder / "tokenizer.json", manifest)
+    update_tokenizer_config(folder / "tokenizer_config.json", folder / "tokenizer.json", tok, manifest)
 
 
 def save_token_model(model: onnx.ModelProto, folder: Path, uses_custom_op: bool) -> Path:
@@ -189,16 +191,15 @@ def write_dense(path: Path, layer) -> None:
     safetensors.numpy.save_file(tensors, str(path / "model.safetensors"))
 
 
-def add_eos_rule(tokenizer_file: Path, manifest: Manifest) -> None:
-    """Makes tokenizer.json append the manifest's EOS (when it has one and the file does not already)."""
-    eos_id = manifest.append_eos_token_id
-    if eos_id is None:
-        return
+def add_eos_rule(tokenizer_file: Path, manifest: Manifest):
+    """Makes tokenizer.json append the manifest's EOS (when it has one and the file does not already);
+    returns the file's ``tokenizers.Tokenizer``, as written."""
     from tokenizers import Tokenizer, processors
 
-    tok = Tokenizer.from_file(str(tokenizer_file))
-    if tok.encode("a", add_special_tokens=True).ids[-1:] == [eos_id]:
-        return
+    tok = Tokenizer.from_file(str(check_input_file(tokenizer_file, limit=MAX_TOKENIZER_JSON_BYTES)))
+    eos_id = manifest.append_eos_token_id
+    if eos_id is None or tok.encode("a", add_special_tokens=True).ids[-1:] == [eos_id]:
+        return tok
     eos = tok.id_to_token(eos_id)
     if eos is None:
         raise BitnetOnnxError(f"{tokenizer_file}: has no token with the manifest's append_eos_token_id {eos_id}")
@@ -206,17 +207,15 @@ def add_eos_rule(tokenizer_file: Path, manifest: Manifest) -> None:
                                              special_tokens=[(eos, eos_id)])
     tok.post_processor = template if tok.post_processor is None else processors.Sequence([tok.post_processor, template])
     tok.save(str(tokenizer_file))
+    return tok
 
 
-def update_tokenizer_config(config_file: Path, tokenizer_file: Path, manifest: Manifest) -> None:
+def update_tokenizer_config(config_file: Path, tokenizer_file: Path, tok, manifest: Manifest) -> None:
     """The manifest's pad token, padding side and max length in tokenizer_config.json (fastembed needs a
-    pad token; transformers and fastembed truncate at model_max_length)."""
-    from tokenizers import Tokenizer
-
-    config = json.loads(config_file.read_text(encoding="utf-8")) if config_file.is_file() else {}
-    if not isinstance(config, dict):
-        raise BitnetOnnxError(f"{config_file}: expected a JSON object, got {type(config).__name__}")
-    pad = Tokenizer.from_file(str(tokenizer_file)).id_to_token(manifest.pad_token_id)
+    pad token; transformers and fastembed truncate at model_max_length). ``tok``: ``tokenizer_file``
+    in the ``tokenizers`` library (``add_eos_rule``'s)."""
+    config = read_json_object(config_file) if os.path.lexists(config_file) else {}
+    pad = tok.id_to_token(manifest.pad_token_id)
     if pad is None:
         raise BitnetOnnxError(f"{tokenizer_file}: has no token with the manifest's pad_token_id {manifest.pad_token_id}")
     config.update(pad_token=pad, padding_side=manifest.padding_side, model_max_length=int(manifest.max_length))

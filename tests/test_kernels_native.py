@@ -1,7 +1,7 @@
 """The pure C++ kernels (customops/kernels) without ONNX Runtime, against numpy reference vectors.
 
 customops/tests/kernel_test.cc is built several ways and run on vectors from
-customops/tests/make_kernel_vectors.py (bitnet_onnx.ternary):
+tests/kernel_vectors/make_kernel_vectors.py (bitnet_onnx.ternary):
   native     Release, for scalar and every x86 kernel whose ISA this CPU has (/proc/cpuinfo);
   sanitize   AddressSanitizer + UBSan, aborting on the first report, same kernels;
   avxvnni-evex  the avxvnni kernel built with the EVEX encoding of its ymm vpdpbusd
@@ -14,7 +14,7 @@ Release builds also run kernel_test's --extreme-k cases (built in memory): int8 
 to wrap) and at the op's largest K, 2^24 - 128, where the sums reach the int32 limit.
 customops/tests/text_kernel_test.cc checks the text kernels (NFC, byte-fallback BPE) natively and
 sanitized (own folder text-sanitize: libstdc++'s vector annotations too) on vectors from
-customops/tests/make_text_vectors.py (unicodedata; tokenizers with the factory's and the real Gemma3
+tests/kernel_vectors/make_text_vectors.py (unicodedata; tokenizers with the factory's and the real Gemma3
 tokenizer), then on seeded hostile texts and malformed tables.
 The lookup kernel family (customops/kernels/lut/: lut-scalar, lut-avx2, lut-avx512, lut-neon) runs
 through the same kernel_test checks plus its --generated cases (token-block / row / K-block tails,
@@ -37,6 +37,9 @@ from cpu_isas import ALL_ISAS, cpu_flags, isas_of_this_cpu
 
 REPO = Path(__file__).resolve().parents[1]
 TEST_SRC = REPO / "customops" / "tests"
+# Python, so not under customops/: a .py there would be read as part of bitnet_onnx.customops by
+# import-linter through the editable install (test_layers runs lint-imports as a user does)
+VECTOR_SCRIPTS = Path(__file__).resolve().parent / "kernel_vectors"
 BUILD_ROOT = REPO / "build" / "kernel-tests"
 TOOLCHAIN = REPO / "scripts" / "aarch64-toolchain.cmake"
 SANITIZE = "-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
@@ -94,7 +97,7 @@ SMALL_MACS = 300_000_000
 def vectors(tmp_path_factory) -> dict[str, int]:
     """Vector file -> multiply-adds of its full dot."""
     out = tmp_path_factory.mktemp("kernel-vectors")
-    res = _run([sys.executable, str(TEST_SRC / "make_kernel_vectors.py"), str(out)], cwd=REPO)
+    res = _run([sys.executable, str(VECTOR_SCRIPTS / "make_kernel_vectors.py"), str(out)], cwd=REPO)
     assert res.returncode == 0, res.stderr
     files = {str(out / name): int(macs) for name, macs in
              (line.split() for line in (out / "index.txt").read_text().splitlines())}
@@ -313,7 +316,7 @@ SANITIZER_ENV = dict(ASAN_OPTIONS="abort_on_error=0:detect_leaks=1", UBSAN_OPTIO
 def text_vectors(tmp_path_factory) -> tuple[Path, list[str]]:
     """(folder of tables + vectors, names of its table sets)."""
     out = tmp_path_factory.mktemp("text-vectors")
-    res = _run([sys.executable, str(TEST_SRC / "make_text_vectors.py"), str(out)], cwd=REPO)
+    res = _run([sys.executable, str(VECTOR_SCRIPTS / "make_text_vectors.py"), str(out)], cwd=REPO)
     assert res.returncode == 0, res.stderr[-4000:]
     names = [line.split()[1] for line in (out / "index.txt").read_text().splitlines()]
     assert names == ["nfc-unicodedata", "bpe-factory-gemma3", "bpe-real-gemma3"], names

@@ -1,5 +1,5 @@
 // Checks I2SKernel implementations (no ONNX Runtime) against reference vectors written by
-// make_kernel_vectors.py (numpy: bitnet_onnx.ternary).
+// tests/kernel_vectors/make_kernel_vectors.py (numpy: bitnet_onnx.ternary).
 //
 //   kernel_test --kernels scalar,avx2,... [--extreme-k K,K,...] [FILE.i2sv...]
 //   kernel_test --list-kernels   (the ISA table, kernels/isa.h, as the op library exports it)

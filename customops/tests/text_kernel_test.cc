@@ -1,12 +1,12 @@
 // Checks the text kernels (customops/kernels/text: NfcNormalizer, ByteFallbackBpe) without ONNX
-// Runtime: exact results against reference vectors written by make_text_vectors.py (unicodedata,
+// Runtime: exact results against reference vectors written by tests/kernel_vectors/make_text_vectors.py (unicodedata,
 // the tokenizers library), then hostile input that must give an error or a result, never a crash
 // or a read out of bounds (tests/test_kernels_native.py runs this under ASan + UBSan too).
 //
 //   text_kernel_test [--seed N] [--rounds N] [--mutations N] DIR
 //
 // DIR/index.txt lists "nfc NAME" / "bpe NAME" lines, each with NAME.tables and NAME.vectors (the
-// format is make_text_vectors.py's). For each table set:
+// format is tests/kernel_vectors/make_text_vectors.py's). For each table set:
 //   vectors    every case: the reference result (BPE: and max_tokens = half its ids giving their
 //              first half), or the error at the reference byte offset;
 //   stress     --rounds seeded hostile texts (random bytes, truncated sequences, overlong forms,
