@@ -11,6 +11,7 @@ import pytest
 from bitnet_onnx.arch import ARCHITECTURES, REAL_SHAPES
 from bitnet_onnx.bench import cache as bench_cache
 from bitnet_onnx.cli import main
+from bitnet_onnx.customops import selected_isa
 from bitnet_onnx.manifest import Manifest
 
 
@@ -26,8 +27,11 @@ def test_bench_table_json_and_cache(gemma3_bitnet, tmp_path, capsys, monkeypatch
     attention = {v: Manifest.read(Path(m["folder"])).attention for v, m in result["variants"].items()}
     assert {v: m["attention"] for v, m in result["variants"].items()} == attention
     assert lines[1].startswith("attention: ") and all(f"{a} (" in lines[1] for a in attention.values())
-    assert lines[2].split()[:5] == ["batch", "seq", "variant", "ms/batch", "tokens/s"]
-    assert len(lines) == 4 + 4 * 3  # title, attention, header, rule, one row per (batch, seq, variant)
+    kernels = {v: m.get("kernels") for v, m in result["variants"].items()}
+    assert kernels["i2s"] == f"{selected_isa()}/auto" and kernels["f32"] is None  # f32: no op of ours
+    assert lines[2].startswith("op kernels (ISA/family") and f"{kernels['i2s']} (i2s" in lines[2]
+    assert lines[3].split()[:5] == ["batch", "seq", "variant", "ms/batch", "tokens/s"]
+    assert len(lines) == 5 + 4 * 3  # title, attention, kernels, header, rule, one row per (batch, seq, variant)
 
     rows = result["rows"]
     assert {(r["batch"], r["seq"], r["variant"]) for r in rows} == {

@@ -78,6 +78,25 @@ def test_header_groups_the_attention_of_the_exports():
     assert report.header(result)[1] == "attention: fused (i2s, nbits), onnx (int8, f32)"
 
 
+def test_header_names_the_op_kernels_each_variant_ran(qwen3_bitnet, tiny_export, tmp_path, monkeypatch):
+    """The kernels line: ISA/family as each worker's environment selects them (the variant's forced
+    family over the inherited environment), none for exports without our op library."""
+    from bitnet_onnx.bench.measure import op_kernels
+    from bitnet_onnx.customops import ISA_ENV, KERNEL_ENV
+
+    ours, stock = tiny_export(qwen3_bitnet, "i2s"), tiny_export(qwen3_bitnet, "f32")
+    monkeypatch.setenv(ISA_ENV, "scalar")
+    monkeypatch.delenv(KERNEL_ENV, raising=False)
+    assert op_kernels(ours, variants.VARIANTS["i2s"].env) == {"kernels": "scalar/auto"}
+    assert op_kernels(ours, variants.VARIANTS["i2s-lut"].env) == {"kernels": "scalar/lut"}
+    assert op_kernels(stock, ()) == {} and op_kernels(tmp_path, ()) == {}  # tmp_path: no manifest (llama.cpp)
+    configs, names = [(1, 16)], ["i2s", "i2s-lut", "f32"]
+    result = _result({(v, c): [1.0] for v in names for c in configs}, names, configs)
+    result["variants"]["i2s"]["kernels"], result["variants"]["i2s-lut"]["kernels"] = "scalar/auto", "scalar/lut"
+    assert report.header(result)[1] == ("op kernels (ISA/family, auto = the op's per-call rules): "
+                                        "scalar/auto (i2s), scalar/lut (i2s-lut)")
+
+
 def test_model_shapes_come_from_the_factory():
     shapes = cache.model_shapes()
     assert shapes["qwen3-0.6b"] == ("qwen3", "qwen3-0.6b") and shapes["gemma3-tiny"] == ("gemma3", "tiny")

@@ -379,6 +379,17 @@ def test_library_kernel_table():
     assert sorted(isa.name for isa in table if isa.runs) == sorted(ISAS)
 
 
+def test_selected_isa_follows_the_library_rule():
+    """What bench headers name: the best ISA this CPU runs, or the one BITNET_ONNX_ISA forces; a name
+    the library does not run is one line naming the variable."""
+    assert customops.selected_isa({}) == ISAS[-1]  # ISAS: best last
+    assert customops.selected_isa({customops.ISA_ENV: ""}) == ISAS[-1]
+    assert [customops.selected_isa({customops.ISA_ENV: isa}) for isa in ISAS] == ISAS
+    for bad in ("avx9", *(isa.name for isa in customops.library_kernels() if not isa.runs)):
+        with pytest.raises(customops.BitnetOnnxError, match=f"^BITNET_ONNX_ISA={bad}: .*this library runs .*scalar"):
+            customops.selected_isa({customops.ISA_ENV: bad})
+
+
 def test_library_exports_only_its_three_symbols_and_does_not_link_onnxruntime():
     lib = customops.library_path()
     assert shutil.which("nm") and shutil.which("readelf"), "binutils (which built the library) is needed"

@@ -3,7 +3,8 @@
 A result is a dict (also written as JSON by ``bench --json``)::
 
     {"threads", "reps", "onnxruntime", "bitnet_onnx", "cpu",
-     "variants": {name: {"file_bytes", "attention", "base_rss_bytes", "load_rss_bytes", "peak_rss_bytes",
+     "variants": {name: {"file_bytes", "attention", "kernels" (exports running our op library: "<ISA>/<family>"),
+                         "base_rss_bytes", "load_rss_bytes", "peak_rss_bytes",
                          "folder"}},
      "rows": [{"variant", "batch", "seq", "ms_per_batch", "tokens_per_s", "ms_all", "x_<base>"...}],
      "model",  # a label the caller sets
@@ -109,6 +110,9 @@ def header(result: dict) -> list[str]:
     attention = _grouped(result["variants"], "attention")
     if attention:
         lines.append(f"attention: {attention}")
+    kernels = _grouped(result["variants"], "kernels")
+    if kernels:
+        lines.append(f"op kernels (ISA/family, auto = the op's per-call rules): {kernels}")
     return lines
 
 

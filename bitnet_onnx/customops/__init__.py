@@ -26,6 +26,7 @@ from bitnet_onnx.customops.library import (
     library_kernels,
     library_ops,
     library_path,
+    selected_isa,
     session_options,
 )
 from bitnet_onnx.errors import BitnetOnnxError
@@ -33,7 +34,7 @@ from bitnet_onnx.errors import BitnetOnnxError
 __all__ = [
     "DOMAIN", "DOMAIN_VERSION", "ISA_ENV", "KERNEL_ENV", "LIBRARY_ENV", "LIBRARY_NAME", "SCHEMAS", "BitnetOnnxError", "KernelIsa",
     "extensions_library_path", "library_kernels", "library_ops", "library_path", "register_onnx_schema",
-    "session_options",
+    "selected_isa", "session_options",
 ]
 
 # op_type -> function building its onnx OpSchema: one row per op of the domain

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ctypes
 import importlib.util
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -78,6 +79,22 @@ def library_kernels() -> list[KernelIsa]:
         name, built, runs, needs = line.split("\t")
         records.append(KernelIsa(name, built == "1", runs == "1", needs))
     return records
+
+
+def selected_isa(environ: Mapping[str, str] | None = None) -> str:
+    """The kernel ISA the library runs in a process with ``environ`` (default: this one's): the record
+    ``BITNET_ONNX_ISA`` names, else the best one this build has and this CPU runs (the rule of
+    select_isa, customops/kernels/isa.h, over the table the library itself lists)."""
+    forced = (os.environ if environ is None else environ).get(ISA_ENV, "")
+    records = library_kernels()
+    if not forced:
+        return next(r.name for r in records if r.built and r.runs)  # scalar always runs
+    record = next((r for r in records if r.name == forced), None)
+    if record is None or not (record.built and record.runs):
+        why = "unknown" if record is None else "not run by this build or CPU"
+        raise BitnetOnnxError(f"{ISA_ENV}={forced}: {why}; this library runs "
+                              f"{', '.join(r.name for r in records if r.built and r.runs)}")
+    return record.name
 
 
 def library_ops() -> tuple[str, list[str]]:
