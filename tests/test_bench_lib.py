@@ -78,18 +78,20 @@ def test_header_groups_the_attention_of_the_exports():
     assert report.header(result)[1] == "attention: fused (i2s, nbits), onnx (int8, f32)"
 
 
-def test_header_names_the_op_kernels_each_variant_ran(qwen3_bitnet, tiny_export, tmp_path, monkeypatch):
+def test_header_names_the_op_kernels_each_variant_ran(qwen3_bitnet, tiny_export, monkeypatch):
     """The kernels line: ISA/family as each worker's environment selects them (the variant's forced
     family over the inherited environment), none for exports without our op library."""
     from bitnet_onnx.bench.measure import op_kernels
     from bitnet_onnx.customops import ISA_ENV, KERNEL_ENV
 
-    ours, stock = tiny_export(qwen3_bitnet, "i2s"), tiny_export(qwen3_bitnet, "f32")
+    ours, stock = (report.export_facts(tiny_export(qwen3_bitnet, w)) for w in ("i2s", "f32"))
+    assert ours["op_library"] is True and stock["op_library"] is False
     monkeypatch.setenv(ISA_ENV, "scalar")
     monkeypatch.delenv(KERNEL_ENV, raising=False)
     assert op_kernels(ours, variants.VARIANTS["i2s"].env) == {"kernels": "scalar/auto"}
     assert op_kernels(ours, variants.VARIANTS["i2s-lut"].env) == {"kernels": "scalar/lut"}
-    assert op_kernels(stock, ()) == {} and op_kernels(tmp_path, ()) == {}  # tmp_path: no manifest (llama.cpp)
+    assert op_kernels(stock, ()) == {}
+    assert op_kernels({"file_bytes": 1, "attention": "llama.cpp"}, ()) == {}  # llama.cpp's facts
     configs, names = [(1, 16)], ["i2s", "i2s-lut", "f32"]
     result = _result({(v, c): [1.0] for v in names for c in configs}, names, configs)
     result["variants"]["i2s"]["kernels"], result["variants"]["i2s-lut"]["kernels"] = "scalar/auto", "scalar/lut"

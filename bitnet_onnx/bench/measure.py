@@ -42,22 +42,24 @@ def measure(folders: dict[str, Path], configs: list[tuple[int, int]], threads: i
     finally:
         for w in workers.values():
             w.kill()
-    variants = {v: {**RUNNERS[VARIANTS[v].runner].facts(f), **op_kernels(f, VARIANTS[v].env),
-                    "base_rss_bytes": workers[v].info["base_rss_bytes"],
-                    "load_rss_bytes": workers[v].info["load_rss_bytes"], "peak_rss_bytes": peaks[v],
-                    "folder": str(f)} for v, f in folders.items()}
+    variants = {}
+    for v, f in folders.items():
+        facts = RUNNERS[VARIANTS[v].runner].facts(f)
+        variants[v] = {**facts, **op_kernels(facts, VARIANTS[v].env),
+                       "base_rss_bytes": workers[v].info["base_rss_bytes"],
+                       "load_rss_bytes": workers[v].info["load_rss_bytes"], "peak_rss_bytes": peaks[v],
+                       "folder": str(f)}
     return {"threads": threads, "reps": reps, "onnxruntime": ort.__version__, "bitnet_onnx": __version__,
             "cpu": cpu_name(), "variants": variants, "rows": result_rows(times, list(folders), configs)}
 
 
-def op_kernels(folder: Path, env: tuple[tuple[str, str], ...]) -> dict:
-    """{"kernels": "<ISA>/<family>"} for an export whose graph runs our op library, as its worker's
-    environment (this one's plus the variant's ``env``) selects them; family "auto" is the op's
-    per-call rule table (docs/op.md, "Kernel families"). {} for other folders (llama.cpp's)."""
+def op_kernels(facts: dict, env: tuple[tuple[str, str], ...]) -> dict:
+    """{"kernels": "<ISA>/<family>"} for an export whose graph runs our op library (its runner's facts
+    say "op_library"), as its worker's environment (this one's plus the variant's ``env``) selects
+    them; family "auto" is the op's per-call rule table (docs/op.md, "Kernel families"). {} otherwise."""
     from bitnet_onnx.customops import KERNEL_ENV, selected_isa
-    from bitnet_onnx.manifest import MANIFEST_NAME, Manifest
 
-    if not (folder / MANIFEST_NAME).is_file() or not Manifest.read(folder).needs_custom_ops:
+    if not facts.get("op_library"):
         return {}
     environ = {**os.environ, **dict(env)}
     return {"kernels": f"{selected_isa(environ)}/{environ.get(KERNEL_ENV) or 'auto'}"}

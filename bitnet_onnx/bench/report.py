@@ -3,7 +3,8 @@
 A result is a dict (also written as JSON by ``bench --json``)::
 
     {"threads", "reps", "onnxruntime", "bitnet_onnx", "cpu",
-     "variants": {name: {"file_bytes", "attention", "kernels" (exports running our op library: "<ISA>/<family>"),
+     "variants": {name: {"file_bytes", "attention", "op_library" (the export needs our op library),
+                         "kernels" (those that do: "<ISA>/<family>"),
                          "base_rss_bytes", "load_rss_bytes", "peak_rss_bytes",
                          "folder"}},
      "rows": [{"variant", "batch", "seq", "ms_per_batch", "tokens_per_s", "ms_all", "x_<base>"...}],
@@ -134,7 +135,9 @@ def export_facts(folder: Path) -> dict:
     (each fact named in ``header`` gets a header line)."""
     from bitnet_onnx.manifest import Manifest
 
-    return {"file_bytes": model_bytes(folder), "attention": Manifest.read(folder).attention}
+    manifest = Manifest.read(folder)
+    return {"file_bytes": model_bytes(folder), "attention": manifest.attention,
+            "op_library": manifest.needs_custom_ops}
 
 
 def model_bytes(folder: Path) -> int:

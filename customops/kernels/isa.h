@@ -31,7 +31,8 @@ const IsaRecord* isa_table();
 
 // The ISA to run: the best record this build has and this CPU runs (`forced` null or empty), or
 // the one `forced` names. Null with *error set (naming BITNET_ONNX_ISA) when `forced` is unknown,
-// not built for this architecture, or not run by this CPU.
+// not built for this architecture, or not run by this CPU. bitnet_onnx.customops.selected_isa applies
+// the same rule to the exported table (bench headers); tests/test_op.py checks both against the CPU.
 const IsaRecord* select_isa(const char* forced, std::string* error);
 
 // A family's table: for each Isa (in order), the function returning its implementation, or null
