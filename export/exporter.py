@@ -109,8 +109,6 @@ def output_ranges_for(precision: str, given, width: int, layout: str):
         raise BitnetOnnxError(f"--output-precision {record.name} and --layout hf: sentence-transformers and optimum "
                               "read float32 outputs; export one float32 folder for them")
     if not record.needs_ranges:
-        if given is not None:
-            raise BitnetOnnxError(f"--output-ranges: {record.name} takes no ranges (only int8 and uint8 do)")
         return None
     ranges = ranges_for(width, given, None)
     if ranges is None:

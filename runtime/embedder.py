@@ -219,9 +219,7 @@ class Embedder:
                                       f"(export --output-precision); precision {precision!r} cannot apply")
             return self.graph_precision, None
         record = get_precision(FLOAT32 if precision is None else precision)
-        if not record.needs_ranges:
-            if ranges is not None:
-                raise BitnetOnnxError(f"ranges: precision {record.name} takes no ranges (only int8 and uint8 do)")
+        if not record.needs_ranges:  # ranges given anyway are ignored, as sentence-transformers ignores them
             return record.name, None
         resolved = self.ranges(width, ranges)
         if resolved is None:

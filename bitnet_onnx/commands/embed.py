@@ -52,7 +52,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prompt-name", metavar="NAME", help="a prompt of the folder's manifest, e.g. query")
     p.add_argument("--prompt", metavar="TEXT", help="a literal prefix put before every text")
     p.add_argument("--dimensions", type=int, metavar="N", help="keep the first N dimensions (Matryoshka), renormalized")
-    p.add_argument("--precision", choices=PRECISION_NAMES, default=FLOAT32,
+    p.add_argument("--precision", default=FLOAT32, metavar="|".join(PRECISION_NAMES),
                    help="float32 (default), int8, uint8, binary or ubinary (docs/precision.md)")
     p.add_argument("--ranges", metavar="FILE",
                    help="calibration ranges for int8/uint8: a 'bitnet-onnx calibrate' file or .npy [2, dim] "

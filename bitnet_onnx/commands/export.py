@@ -45,7 +45,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="also write model_text.onnx: texts in, the tokenizer in the graph (needs onnxruntime-extensions)")
     p.add_argument("--layout", choices=LAYOUTS, default="bitnet",
                    help="hf: also the sentence-transformers / optimum / fastembed files (docs/integrations.md)")
-    p.add_argument("--output-precision", choices=PRECISION_NAMES, default=FLOAT32,
+    p.add_argument("--output-precision", default=FLOAT32, metavar="|".join(PRECISION_NAMES),
                    help="sentence_embedding quantized in the graph: int8/uint8 [batch, dim] by --output-ranges, "
                         "binary (int8)/ubinary (uint8) packed sign bits [batch, dim/8] (default float32; docs/precision.md)")
     p.add_argument("--output-ranges", metavar="FILE",
