@@ -14,7 +14,8 @@ document, and --nqueries of them, set apart, give their first sentence as a quer
 are calibrated on the first half of the documents (``Embedder.calibrate``), as a user would on a
 sample. Search is exhaustive (numpy), per query:
 
-- float32: cosine of float32 vectors (the reference top-k);
+- float32: cosine of float32 vectors (the reference top-k; every precision quantizes the L2-normalized
+  vectors, ``encode(normalize=True)``);
 - int8: float32 query . int8 documents; ubinary: Hamming distance of the packed bits;
 - ubinary -> int8 / float32: the --rescore x k nearest by Hamming distance, re-ranked by the float32
   query against the candidates' int8 (or float32) vectors, the recipe of docs/precision.md.
@@ -204,13 +205,13 @@ def main() -> int:
           f"ubinary -> int8 | ubinary -> float32 |")
     print("|---|---|---|---|---|---|")
     for w in widths:
-        d = embedder.finish(doc_full, dimensions=w)
-        q = embedder.finish(query_full, dimensions=w)
+        d = embedder.finish(doc_full, dimensions=w, normalize=True)  # cosine, whatever the export does
+        q = embedder.finish(query_full, dimensions=w, normalize=True)
         result = retrieval(d, q, d[: len(d) // 2], args.k, args.rescore)
         sizes = [PRECISIONS[n].bytes_per_vector(w) for n in ("float32", "int8", "ubinary")]
         report["widths"][w] = {"bytes": dict(zip(("float32", "int8", "ubinary"), sizes)), "overlap": result}
         print(f"| {w} | {' / '.join(map(str, sizes))} | " + " | ".join(f"{result[n]:.3f}" for n in result) + " |")
-    cost = encode_cost(embedder, docs[:64], calibration_ranges(doc_full[: len(docs) // 2]), args.reps)
+    cost = encode_cost(embedder, docs[:64], calibration_ranges(embedder.finish(doc_full[: len(docs) // 2])), args.reps)
     report["encode_cost"] = cost
     print(f"\nencode of 64 documents, float32 {cost['float32 seconds']:.2f} s (median of {args.reps}); "
           "time in each precision / float32, same repetition (medians), and the quantization alone:")
