@@ -17,7 +17,7 @@ from fastapi import Depends, Request
 from starlette.concurrency import run_in_threadpool
 
 from bitnet_onnx.errors import BitnetOnnxError
-from bitnet_onnx.precision import FLOAT32, PRECISIONS, ranges_for, read_ranges
+from bitnet_onnx.precision import CALIBRATION_FILE, FLOAT32, PRECISIONS, ranges_for, read_ranges
 from bitnet_onnx.runtime.embedder import Embedder
 from bitnet_onnx.runtime.server.batcher import Batcher, BatchFailed, Draining, QueueFull
 from bitnet_onnx.runtime.server.config import ServerConfig
@@ -42,8 +42,10 @@ class Service:
                                   "(export --output-precision); serve a float32 export, which answers every "
                                   "output_dtype per request")
         self.embedder, self.config = embedder, config
-        # serve --ranges: read once, at start (None: the export's own calibration file, if any)
-        self.ranges_table = read_ranges(config.ranges, "--ranges") if config.ranges else None
+        # int8 / uint8 ranges, read once at start: serve --ranges, else the export's calibration file if any
+        self.ranges_file = config.ranges or embedder.folder / CALIBRATION_FILE
+        self.ranges_table = read_ranges(self.ranges_file, "--ranges") \
+            if config.ranges or self.ranges_file.is_file() else None
         self.error_shapes, self.open_paths = error_shapes, open_paths
         self.metrics = Metrics()
         # Installed on the caller's embedder (once): the batcher stops a run whose clients all went away.
@@ -84,7 +86,7 @@ class Service:
             precision = OUTPUT_DTYPES[output_dtype]
             ranges = None
             if self.ranges_table is not None and PRECISIONS[precision].needs_ranges:
-                ranges = ranges_for(width, None, self.ranges_table, self.config.ranges)
+                ranges = ranges_for(width, None, self.ranges_table, str(self.ranges_file))
             return self.embedder.check_precision(precision, ranges, width)
         except BitnetOnnxError as e:
             raise ApiError(422, f"output_dtype {output_dtype}: {e}", "output_dtype") from None
