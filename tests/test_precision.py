@@ -207,6 +207,18 @@ def test_in_graph_precision_equals_quantize_embeddings(calibrated, tiny_model, t
             quantized.encode(TEXTS, precision="float32" if name != "float32" else "int8")
 
 
+def test_in_graph_precision_with_strings_in(tiny_model, tiny_export, tmp_path):
+    """export --text-input --output-precision: model_text.onnx ends in the same bytes (Gemma3: our own
+    tokenizer op, no onnxruntime-extensions needed)."""
+    model = tiny_model("gemma3")
+    out = tmp_path / "text-bits"
+    assert main(["export", str(model), "-o", str(out), "--text-input", "--output-precision", "binary"]) == 0
+    strings_in = Embedder(out, threads=1)
+    assert strings_in.text_session is not None
+    floats = Embedder(tiny_export(model), threads=1).encode(TEXTS)
+    _same_bytes(strings_in.encode(TEXTS), _st(floats, "binary", None))
+
+
 def test_export_output_precision_refusals(calibrated, tiny_model, tmp_path, capsys):
     _, path, table = calibrated("qwen3")
     model = tiny_model("qwen3")
