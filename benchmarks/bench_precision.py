@@ -20,7 +20,9 @@ sample. Search is exhaustive (numpy), per query:
 - ubinary -> int8 / float32: the --rescore x k nearest by Hamming distance, re-ranked by the float32
   query against the candidates' int8 (or float32) vectors, the recipe of docs/precision.md.
 
-"top-k overlap" is |approximate top-k & float32 top-k| / k, averaged over queries. Encode cost:
+"top-k overlap" is |approximate top-k & float32 top-k| / k, averaged over queries. "sign agreement"
+is the mean over dimensions of the share of documents on the majority side of 0: 0.5 when every bit
+splits the corpus in half, 1.0 when all documents share the same bits. Encode cost:
 medians of interleaved repetitions of ``Embedder.encode`` on 64 documents in float32 and in each
 precision (same texts, same threads), printed as the ratio to float32 in the same repetition.
 """
@@ -116,12 +118,16 @@ def retrieval(docs: np.ndarray, queries: np.ndarray, calib: np.ndarray, k: int, 
     ham = hamming(bits_q, bits_d)
     n_cand = min(rescore * k, docs.shape[0])
     cand = top_k(-ham.astype(np.float32), n_cand)
+    positive = (docs > 0).mean(axis=0)
     out = {"int8": overlap(top_k(int8_scores(queries, d8, ranges), k), truth),
            "ubinary": overlap(top_k(-ham.astype(np.float32), k), truth)}
     for name, rescored in (("ubinary -> int8", lambda q, c: int8_scores(q[None], d8[c], ranges)[0]),
                            ("ubinary -> float32", lambda q, c: docs[c] @ q)):
         picked = np.stack([c[np.argsort(-rescored(q, c))[:k]] for q, c in zip(queries, cand)])
         out[name] = overlap(picked, truth)
+    # how informative the sign bits are: 0.5 when each dimension is positive in half of the documents,
+    # 1.0 when every document has the same bits (a common offset, as in an LM's mean-pooled states)
+    out["sign agreement"] = float(np.maximum(positive, 1 - positive).mean())
     return out
 
 
@@ -202,8 +208,8 @@ def main() -> int:
     report = {"model": label, "cpu": cpu_name(), "isa": selected_isa(), "docs": len(docs), "queries": len(queries),
               "k": args.k, "rescore": args.rescore, "widths": {}}
     print(f"| width | bytes/vector f32 / int8 / ubinary | top-{args.k} overlap: int8 | ubinary | "
-          f"ubinary -> int8 | ubinary -> float32 |")
-    print("|---|---|---|---|---|---|")
+          f"ubinary -> int8 | ubinary -> float32 | sign agreement |")
+    print("|---|---|---|---|---|---|---|")
     for w in widths:
         d = embedder.finish(doc_full, dimensions=w, normalize=True)  # cosine, whatever the export does
         q = embedder.finish(query_full, dimensions=w, normalize=True)
