@@ -161,8 +161,10 @@ def read_ranges(path: str | Path, what: str = "ranges") -> dict[int, np.ndarray]
                 array = np.load(f, allow_pickle=False)
             except (ValueError, OSError, EOFError) as e:
                 raise BitnetOnnxError(f"{path}: not a readable .npy array ({str(e).splitlines()[0]})") from None
-        width = array.shape[-1] if array.ndim == 2 else 0
-        return {width: check_ranges(array, width, str(path))}
+        if array.ndim != 2:
+            raise BitnetOnnxError(f"{path}: ranges must be an array [2, width] (minima, maxima), got shape "
+                                  f"{list(array.shape)}")
+        return {array.shape[1]: check_ranges(array, array.shape[1], str(path))}
     data = read_json_object(path, what)
     table = data.get("ranges")
     if data.get("format_version") != CALIBRATION_FORMAT or not isinstance(table, dict) or not table:

@@ -61,7 +61,7 @@ class EmbedOptions:
     dimensions: int | None = None
     batch_size: int = 32
     threads_per_worker: int = 1
-    precision: str = "float32"  # bitnet_onnx.precision; the embedding column's type follows (_ARROW_TYPES)
+    precision: str = "float32"  # bitnet_onnx.precision; the embedding column's type follows (embedding_column)
     ranges: tuple | None = None  # int8 / uint8: the checked ranges [2, width] as nested tuples (pickled to actors)
 
     def with_ranges(self, export_dir: str | Path, given=None) -> "EmbedOptions":
