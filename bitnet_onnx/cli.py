@@ -21,6 +21,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "export": ("bitnet_onnx.commands.export", "export a HF model folder to an ONNX folder"),
     "verify": ("bitnet_onnx.commands.verify", "compare an exported folder with the PyTorch reference"),
     "embed": ("bitnet_onnx.commands.embed", "embed texts with an exported folder"),
+    "calibrate": ("bitnet_onnx.commands.calibrate", "compute int8/uint8 calibration ranges from texts, kept beside the export"),
     "serve": ("bitnet_onnx.commands.serve", "serve an exported folder over HTTP (OpenAI / TEI embeddings API)"),
     "embed-dataset": ("bitnet_onnx.commands.embed_dataset", "embed a Parquet/JSONL corpus with Ray Data, resumably"),
     "bench": ("bitnet_onnx.commands.bench", "benchmark the i2s export against ORT baselines"),

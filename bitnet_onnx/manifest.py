@@ -19,6 +19,7 @@ from bitnet_onnx.customops import DOMAIN_VERSION as OP_DOMAIN_VERSION
 from bitnet_onnx.errors import BitnetOnnxError
 from bitnet_onnx.formats import MIN_ONNXRUNTIME
 from bitnet_onnx.io import read_json_object, resolve
+from bitnet_onnx.precision import PRECISIONS
 from bitnet_onnx.st_modules import POOLINGS
 
 MANIFEST_NAME = "bitnet_onnx.json"
@@ -54,6 +55,9 @@ class Manifest:
     text_model_file: str | None = None
     text_custom_ops: list[str] = field(default_factory=list)
     text_needs_extensions: bool = False
+    # export --output-precision: sentence_embedding's encoding (bitnet_onnx.precision): float32 [batch,
+    # dimension], int8 / uint8 [batch, dimension] or binary (int8) / ubinary (uint8) [batch, ceil(dimension / 8)]
+    output_precision: str = "float32"
     op_domain: str = OP_DOMAIN
     op_domain_version: int = OP_DOMAIN_VERSION
     min_onnxruntime: str = MIN_ONNXRUNTIME  # the weight format's (formats.WeightFormat.min_onnxruntime)
@@ -91,6 +95,9 @@ class Manifest:
             raise BitnetOnnxError(f"{path}: format_version {m.format_version} is newer than this bitnet-onnx reads")
         if m.pooling not in POOLINGS:
             raise BitnetOnnxError(f"{path}: unknown pooling {m.pooling!r}")
+        if m.output_precision not in PRECISIONS:
+            raise BitnetOnnxError(f"{path}: output_precision must be one of {', '.join(PRECISIONS)}, "
+                                  f"got {m.output_precision!r}")
         if m.padding_side not in ("left", "right"):
             raise BitnetOnnxError(f"{path}: padding_side must be 'left' or 'right', got {m.padding_side!r}")
         for name in ("max_length", "dimension", "hidden_size"):

@@ -15,6 +15,7 @@ from bitnet_onnx.formats import DEFAULT_FLOAT, DEFAULT_TERNARY, FORMATS, weight_
 from bitnet_onnx.io import MAX_TOKENIZER_JSON_BYTES, check_input_file, read_json_object
 from bitnet_onnx.manifest import Manifest
 from bitnet_onnx.model_source import ModelSource
+from bitnet_onnx.precision import FLOAT32, get_precision, ranges_for
 from bitnet_onnx.st_modules import StModules
 from bitnet_onnx.weights import open_source
 from bitnet_onnx.export import attention
@@ -101,6 +102,21 @@ def make_manifest(folder: ModelSource, st: StModules, tf: dict, variant: str, bi
     )
 
 
+def output_ranges_for(precision: str, given, width: int, layout: str):
+    """The checked ranges ``--output-precision`` bakes in (None for the precisions without), or an error."""
+    record = get_precision(precision, "--output-precision")
+    if record.name != FLOAT32 and layout == "hf":
+        raise BitnetOnnxError(f"--output-precision {record.name} and --layout hf: sentence-transformers and optimum "
+                              "read float32 outputs; export one float32 folder for them")
+    if not record.needs_ranges:
+        return None
+    ranges = ranges_for(width, given, None)
+    if ranges is None:
+        raise BitnetOnnxError(f"--output-precision {record.name} needs --output-ranges FILE (ranges of width {width} "
+                              "from 'bitnet-onnx calibrate' on a float32 export of the same model)")
+    return ranges
+
+
 def custom_ops_used(model: onnx.ModelProto) -> list[str]:
     """The op types of our library's domain that the graph uses (recorded in the manifest)."""
     return sorted({n.op_type for n in model.graph.node if n.domain == customops.DOMAIN})
@@ -108,13 +124,15 @@ def custom_ops_used(model: onnx.ModelProto) -> list[str]:
 
 def export(model_dir: str | Path, out_dir: str | Path, arch: str | None = None, weights: str | None = None,
            bits: int = 4, ternarize: bool = False, overwrite: bool = False, attention_name: str | None = None,
-           pooling: str | None = None, text_input: bool = False, layout: str = "bitnet") -> Path:
+           pooling: str | None = None, text_input: bool = False, layout: str = "bitnet",
+           output_precision: str = FLOAT32, output_ranges=None) -> Path:
     """Export ``model_dir`` (a HF folder or a GGUF file) to ``out_dir``; returns the folder.
 
     ``pooling`` fills in for a source that names none. ``text_input`` also writes model_text.onnx,
     strings in (the tokenizer in the graph, export/text_input.py). ``layout`` "hf" also writes the
     sentence-transformers / optimum / fastembed files (export/hf_layout.py, docs/integrations.md).
-    Raises BitnetOnnxError on bad input.
+    ``output_precision`` (bitnet_onnx.precision) quantizes sentence_embedding in the graph, int8 / uint8
+    by ``output_ranges`` (an array [2, dimension] or a calibration file's path). Raises BitnetOnnxError on bad input.
     """
     if layout not in LAYOUTS:
         raise BitnetOnnxError(f"--layout {layout!r}: choose {' or '.join(LAYOUTS)}")
@@ -128,8 +146,10 @@ def export(model_dir: str | Path, out_dir: str | Path, arch: str | None = None, 
     attention_name = attention.choose(attention_name, variant)
     st = folder.st_modules(pooling)
     tf = tokenizer_facts(folder)  # before the slow part: a bad tokenizer fails fast
-    model, weight_bytes = build_model(folder, st, variant, bits, ternarize, attention_name)
+    ranges = output_ranges_for(output_precision, output_ranges, st.dimension or folder.cfg.hidden, layout)
+    model, weight_bytes = build_model(folder, st, variant, bits, ternarize, attention_name, output_precision, ranges)
     manifest = make_manifest(folder, st, tf, variant, bits, ternarize, attention_name, custom_ops_used(model))
+    manifest.output_precision = output_precision
     text_pre = text_input_for(folder.tokenizer_dir, manifest, model) if text_input else None
     add_files = (lambda tmp: add_hf_layout(tmp, manifest, model, folder.config, st)) if layout == "hf" else None
     write_folder(out_dir, model, manifest, folder.tokenizer_dir, weight_bytes, overwrite=overwrite, text_pre=text_pre,

@@ -1,7 +1,7 @@
 """The whole embedding graph: embeddings -> decoder layers -> final norm -> pooling -> Dense -> normalize.
 
 Inputs ``input_ids`` / ``attention_mask`` int64 [batch, sequence]; outputs ``sentence_embedding``
-float32 [batch, dim] and ``token_embeddings`` float32 [batch, sequence, hidden].
+float32 [batch, dim] (or its ``--output-precision`` encoding) and ``token_embeddings`` float32 [batch, sequence, hidden].
 """
 
 from __future__ import annotations
@@ -15,7 +15,9 @@ from bitnet_onnx.arch import HEAD_NORM, NORM, Projection
 from bitnet_onnx.formats import ProjectionWeight, to_float16
 from bitnet_onnx.model_source import ModelSource
 from bitnet_onnx.st_modules import StModules
+from bitnet_onnx.precision import FLOAT32
 from bitnet_onnx.export.builder import GraphBuilder
+from bitnet_onnx.export.output_precision import add_output_precision
 from bitnet_onnx.export import attention
 from bitnet_onnx.export.layers import LayerSource, decoder_layer, layer_inputs
 from bitnet_onnx.export.ops import rms_norm
@@ -49,8 +51,10 @@ def layer_source(folder: ModelSource, variant: str, bits: int, attention_name: s
 
 
 def build_model(folder: ModelSource, st: StModules, variant: str, bits: int = 4, ternarize: bool = False,
-                attention_name: str = "onnx") -> tuple[onnx.ModelProto, int]:
-    """The model and the bytes of its weights (the writer decides on external data from it)."""
+                attention_name: str = "onnx", precision: str = FLOAT32,
+                ranges: np.ndarray | None = None) -> tuple[onnx.ModelProto, int]:
+    """The model and the bytes of its weights (the writer decides on external data from it).
+    ``precision`` (with its checked ``ranges``): sentence_embedding's encoding (export/output_precision.py)."""
     cfg = folder.cfg
     b = GraphBuilder()
     ids = b.add_input("input_ids", TensorProto.INT64, ["batch", "sequence"])
@@ -74,7 +78,8 @@ def build_model(folder: ModelSource, st: StModules, variant: str, bits: int = 4,
     sentence = dense(b, sentence, st.dense)
     if st.normalize:
         sentence = l2_normalize(b, sentence)
-    b.add_output(sentence, "sentence_embedding", TensorProto.FLOAT, ["batch", st.dimension or cfg.hidden])
+    sentence, elem_type, shape = add_output_precision(b, sentence, precision, ranges, st.dimension or cfg.hidden)
+    b.add_output(sentence, "sentence_embedding", elem_type, shape)
     b.add_output(tokens, "token_embeddings", TensorProto.FLOAT, ["batch", "sequence", cfg.hidden])
     doc = (f"{cfg.arch.name} embedding model, weights {variant}, attention {attention_name}, "
            f"exported by bitnet-onnx {__version__}")

@@ -17,7 +17,7 @@ from __future__ import annotations
 import glob
 import json
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +61,30 @@ class EmbedOptions:
     dimensions: int | None = None
     batch_size: int = 32
     threads_per_worker: int = 1
+    precision: str = "float32"  # bitnet_onnx.precision; the embedding column's type follows (embedding_column)
+    ranges: tuple | None = None  # int8 / uint8: the checked ranges [2, width] as nested tuples (pickled to actors)
+
+    def with_ranges(self, export_dir: str | Path, given=None) -> "EmbedOptions":
+        """These options with the precision checked and its ranges resolved on the driver (``given``: an
+        array or a calibration file; None: the export's calibration_ranges.json), before any actor starts."""
+        from bitnet_onnx.manifest import Manifest
+        from bitnet_onnx.precision import CALIBRATION_FILE, FLOAT32, get_precision, ranges_for, read_ranges
+
+        record = get_precision(self.precision, "--precision")
+        manifest = Manifest.read(Path(export_dir))
+        if manifest.output_precision != FLOAT32:
+            raise BitnetOnnxError(f"{export_dir}: its graph outputs {manifest.output_precision} embeddings "
+                                  "(export --output-precision); embed a float32 export with --precision")
+        if not record.needs_ranges:
+            return self
+        width = self.dimensions or manifest.dimension
+        own = Path(export_dir) / CALIBRATION_FILE
+        table = read_ranges(own) if given is None and own.is_file() else None
+        ranges = ranges_for(width, given, table, str(own))
+        if ranges is None:
+            raise BitnetOnnxError(f"--precision {record.name} needs calibration ranges of width {width}: --ranges FILE, "
+                                  f"or 'bitnet-onnx calibrate {export_dir}' (writes {own})")
+        return replace(self, ranges=tuple(map(tuple, ranges.tolist())))
 
 
 # ---- planning (driver side: metadata and line offsets only) ---------------------------------
@@ -202,11 +226,12 @@ class _EmbedderActor:
         ids = emb.tokenize(texts, prompt_name=o.prompt_name)  # once: the counts and the model's input
         skip = emb.prompt_length(emb.resolve_prompt(o.prompt_name))
         vectors = emb.encode_ids(ids, batch_size=o.batch_size, prompt_length=skip, dimensions=o.dimensions)
-        return vectors, np.array([len(x) for x in ids], np.int32)
+        ranges = None if o.ranges is None else np.array(o.ranges, np.float32)
+        return emb.quantize(vectors, o.precision, ranges), np.array([len(x) for x in ids], np.int32)
 
 
 class EmbedColumn(_EmbedderActor):
-    """``map_batches`` callable: adds ``embedding`` (fixed-size list of float32) and ``token_count``."""
+    """``map_batches`` callable: adds ``embedding`` (typed by the precision, ``embedding_column``) and ``token_count``."""
 
     def __call__(self, batch):
         import pyarrow as pa
@@ -217,7 +242,8 @@ class EmbedColumn(_EmbedderActor):
         if bad is not None:
             raise BitnetOnnxError(f"row {bad} of a batch: {self.opts.text_column!r} is not a string ({column[bad]!r})")
         vectors, counts = self.embed(column)
-        return table.append_column(EMBEDDING, _fixed_size_list(vectors)).append_column(TOKENS, pa.array(counts))
+        column = embedding_column(vectors, self.opts.precision)
+        return table.append_column(EMBEDDING, column).append_column(TOKENS, pa.array(counts))
 
 
 class EmbedBlocks(_EmbedderActor):
@@ -234,7 +260,7 @@ class EmbedBlocks(_EmbedderActor):
             start = time.perf_counter()
             texts, ids = read_block(block, self.opts)
             vectors, counts = self.embed(texts)
-            write_part(self.output_dir / block.part_name, ids, vectors, counts)
+            write_part(self.output_dir / block.part_name, ids, vectors, counts, self.opts.precision)
             out["part"].append(block.part_name)
             out["texts"].append(len(texts))
             out["tokens"].append(int(counts.sum()))
@@ -242,18 +268,36 @@ class EmbedBlocks(_EmbedderActor):
         return out
 
 
-def _fixed_size_list(vectors: np.ndarray):
+def embedding_column(vectors: np.ndarray, precision: str = "float32"):
+    """The Arrow column of ``precision``'s vectors [n, values]: a fixed-size list of float32, int8 or uint8
+    (binary: its int8 values), or for ubinary fixed-size binary (the packed bytes as they are stored)."""
     import pyarrow as pa
 
-    flat = pa.array(np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1))
-    return pa.FixedSizeListArray.from_arrays(flat, vectors.shape[1])
+    from bitnet_onnx.precision import PRECISIONS
+
+    dtype = np.dtype(PRECISIONS[precision].dtype)
+    data = np.ascontiguousarray(vectors, dtype=dtype)
+    if precision == "ubinary":
+        return pa.array([row.tobytes() for row in data], type=pa.binary(data.shape[1]))
+    return pa.FixedSizeListArray.from_arrays(pa.array(data.reshape(-1)), data.shape[1])
 
 
-def write_part(path: Path, ids: list, vectors: np.ndarray, counts: np.ndarray) -> None:
+def column_values(column) -> np.ndarray:
+    """``embedding_column``'s arrays back as a numpy array [n, values] of their dtype."""
+    import pyarrow as pa
+
+    column = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if pa.types.is_fixed_size_binary(column.type):
+        width = column.type.byte_width
+        return np.frombuffer(b"".join(column.to_pylist()), np.uint8).reshape(-1, width)
+    return column.flatten().to_numpy().reshape(-1, column.type.list_size)
+
+
+def write_part(path: Path, ids: list, vectors: np.ndarray, counts: np.ndarray, precision: str = "float32") -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    table = pa.table({ID: pa.array(ids), EMBEDDING: _fixed_size_list(vectors), TOKENS: pa.array(counts)})
+    table = pa.table({ID: pa.array(ids), EMBEDDING: embedding_column(vectors, precision), TOKENS: pa.array(counts)})
     with atomic_file(path, what="part") as tmp:
         pq.write_table(table, tmp)
 
@@ -262,9 +306,12 @@ def write_part(path: Path, ids: list, vectors: np.ndarray, counts: np.ndarray) -
 
 def embed_dataset(ds, export_dir: str | Path, *, text_column: str = "text", workers: int = 1,
                   threads_per_worker: int = 1, batch_size: int = 32, prompt_name: str | None = None,
-                  dimensions: int | None = None, rows_per_batch: int = 256):
+                  dimensions: int | None = None, rows_per_batch: int = 256, precision: str = "float32",
+                  ranges=None):
     """``ds`` (a ``ray.data.Dataset`` with a string column ``text_column``) with two more columns:
-    ``embedding`` (fixed-size list of float32, as ``Embedder.encode`` gives) and ``token_count``.
+    ``embedding`` (as ``Embedder.encode`` gives it: a fixed-size list of float32, int8 or uint8, or
+    fixed-size binary for ``precision="ubinary"``) and ``token_count``. int8 / uint8 scale by ``ranges``
+    (an array [2, width] or a calibration file; None: the export's calibration_ranges.json).
 
     Lazy, like every Ray Data stage: it composes with the caller's pipeline. ``workers`` actors,
     each with one ONNX Runtime session of ``threads_per_worker`` threads, created once.
@@ -272,7 +319,8 @@ def embed_dataset(ds, export_dir: str | Path, *, text_column: str = "text", work
     import ray.data
 
     opts = EmbedOptions(text_column=text_column, prompt_name=prompt_name, dimensions=dimensions,
-                        batch_size=batch_size, threads_per_worker=threads_per_worker)
+                        batch_size=batch_size, threads_per_worker=threads_per_worker,
+                        precision=precision).with_ranges(export_dir, ranges)
     return ds.map_batches(EmbedColumn, fn_constructor_args=(str(export_dir), opts), batch_size=rows_per_batch,
                           batch_format="pyarrow", compute=ray.data.ActorPoolStrategy(size=workers),
                           num_cpus=threads_per_worker)
@@ -292,8 +340,10 @@ class JobSummary:
 
 
 def run_job(export_dir: str | Path, inputs: str | Path, output_dir: str | Path, opts: EmbedOptions,
-            workers: int = 1, block_rows: int = 4096, ray_address: str | None = None) -> JobSummary:
-    """Embeds every text of ``inputs`` into Parquet parts under ``output_dir``; resumable (see module doc)."""
+            workers: int = 1, block_rows: int = 4096, ray_address: str | None = None,
+            ranges=None) -> JobSummary:
+    """Embeds every text of ``inputs`` into Parquet parts under ``output_dir``; resumable (see module doc).
+    ``ranges``: for ``opts.precision`` int8 / uint8 (``EmbedOptions.with_ranges``)."""
     from bitnet_onnx.manifest import Manifest
 
     start = time.perf_counter()
@@ -303,6 +353,7 @@ def run_job(export_dir: str | Path, inputs: str | Path, output_dir: str | Path, 
     if opts.prompt_name is not None and opts.prompt_name not in manifest.prompts:
         raise BitnetOnnxError(f"--prompt-name {opts.prompt_name!r} is not one of the export's prompts "
                               f"({', '.join(manifest.prompts) or 'none'})")
+    opts = opts.with_ranges(export_dir, ranges)
     files = input_files(inputs)
     out = Path(output_dir)
     _check_output_dir(out, files, export_dir)
@@ -332,7 +383,7 @@ def run_job(export_dir: str | Path, inputs: str | Path, output_dir: str | Path, 
 
 
 def read_output(output_dir: str | Path) -> tuple[list, np.ndarray, np.ndarray]:
-    """(ids, float32 [n, dim] embeddings, token counts) of a complete job, in input order."""
+    """(ids, embeddings [n, values] of the job's precision, token counts) of a complete job, in input order."""
     import pyarrow.parquet as pq
 
     out = Path(output_dir)
@@ -341,11 +392,10 @@ def read_output(output_dir: str | Path) -> tuple[list, np.ndarray, np.ndarray]:
     parts = read_json(out / SUCCESS)["parts"]
     tables = [pq.read_table(out / p) for p in parts]
     ids = [v for t in tables for v in t.column(ID).to_pylist()]
-    dim = tables[0].schema.field(EMBEDDING).type.list_size if tables else 0
-    vectors = np.concatenate([t.column(EMBEDDING).combine_chunks().flatten().to_numpy() for t in tables]) \
-        if tables else np.zeros(0, np.float32)
+    vectors = np.concatenate([column_values(t.column(EMBEDDING)) for t in tables]) \
+        if tables else np.zeros((0, 0), np.float32)
     counts = np.concatenate([t.column(TOKENS).to_numpy() for t in tables]) if tables else np.zeros(0, np.int32)
-    return ids, vectors.reshape(-1, dim) if dim else vectors.reshape(0, 0), counts
+    return ids, vectors, counts
 
 
 def _check_output_dir(out: Path, files: list[Path], export_dir: str | Path) -> None:
@@ -363,6 +413,8 @@ def _write_plan(out: Path, files: list[Path], block_rows: int, opts: EmbedOption
     plan = {"inputs": [str(f.resolve()) for f in files], "block_rows": block_rows,
             "text_column": opts.text_column, "id_column": opts.id_column, "prompt_name": opts.prompt_name,
             "dimensions": opts.dimensions}
+    if opts.precision != "float32":  # float32 plans read as before (folders of earlier versions resume)
+        plan.update(precision=opts.precision, ranges=_digest(opts.ranges))
     out.mkdir(parents=True, exist_ok=True)  # after the inputs were planned: a bad input leaves nothing
     path = out / PLAN
     if path.is_file():
@@ -374,6 +426,13 @@ def _write_plan(out: Path, files: list[Path], block_rows: int, opts: EmbedOption
         return
     with atomic_file(path, what="plan") as tmp:
         tmp.write_text(json.dumps(plan, indent=2) + "\n", encoding="utf-8")
+
+
+def _digest(ranges: tuple | None) -> str | None:
+    """A short fingerprint of the ranges a plan quantizes by (a rerun with other ranges is refused)."""
+    import hashlib
+
+    return None if ranges is None else hashlib.sha256(np.array(ranges, np.float32).tobytes()).hexdigest()[:16]
 
 
 def _worker_error(e: Exception) -> str:

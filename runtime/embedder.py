@@ -2,7 +2,8 @@
 
 Texts are tokenized once, sorted by length and run in batches padded only to their own longest
 text (dynamic padding), then put back in input order. Pooling, the Dense head and normalization
-are in the graph; this class adds prompts, Matryoshka truncation (``dimensions``) and batching.
+are in the graph; this class adds prompts, Matryoshka truncation (``dimensions``), the output
+precision (``precision``: int8 / uint8 / binary / ubinary, bitnet_onnx.precision) and batching.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import numpy as np
 
 from bitnet_onnx.errors import BitnetOnnxError
 from bitnet_onnx.manifest import PROMPT_INPUT, PROMPT_LENGTH_INPUT, TEXT_INPUT, Manifest
+from bitnet_onnx.precision import (CALIBRATION_FILE, FLOAT32, PRECISIONS, calibration_ranges, get_precision, quantize,
+                                   ranges_for, read_ranges, write_ranges)
 from bitnet_onnx.st_modules import L2_NORM_EPS
 
 from bitnet_onnx.runtime.session import MASK_OUTPUT, SENTENCE_OUTPUT, TOKEN_OUTPUT, create_session
@@ -37,6 +40,7 @@ class Embedder:
         self.manifest = Manifest.read(self.folder)
         self.tokenizer = TextTokenizer(self.folder / TOKENIZER_FILE, self.manifest)
         self.threads = threads
+        self._ranges_table = None  # the folder's calibration file, read on first use
         # A strings-in export (--text-input): encode feeds texts to the graph's own tokenizer; the
         # token-ids session (run_batch, for a server) is then created on first use.
         self.text_session = (create_session(self.folder, self.manifest, threads=threads, text=True)
@@ -74,7 +78,7 @@ class Embedder:
     def encode(self, texts: str | Sequence[str], batch_size: int = 32, prompt_name: str | None = None,
                prompt: str | None = None, normalize: bool | None = None, dimensions: int | None = None,
                show_progress_bar: bool | None = None, output_value: str = SENTENCE_OUTPUT,
-               max_batch_tokens: int = MAX_BATCH_TOKENS):
+               max_batch_tokens: int = MAX_BATCH_TOKENS, precision: str | None = None, ranges=None):
         """Embeddings of ``texts``: float32 [len(texts), dim] in input order (1-D [dim] for one string).
 
         - ``prompt`` (a literal prefix) or ``prompt_name`` (a key of the manifest's prompts) is put
@@ -85,6 +89,10 @@ class Embedder:
         - ``output_value="token_embeddings"``: a list of float32 [tokens_i, hidden] arrays, padding removed.
         - ``max_batch_tokens``: a batch of long texts holds fewer than ``batch_size`` texts, so that
           texts x padded length stays within this budget (one text always fits).
+        - ``precision``: "float32" (None), "int8", "uint8" [n, dim], "binary", "ubinary" [n, ceil(dim/8)]:
+          sentence-transformers' ``quantize_embeddings`` of the vectors, after ``dimensions`` and
+          ``normalize``. int8 / uint8 scale by ``ranges`` (float32 [2, width], or a calibration file's
+          path); without it, by the export folder's calibration_ranges.json (``calibrate``).
         """
         single = isinstance(texts, str)
         items = [texts] if single else list(texts)
@@ -105,12 +113,15 @@ class Embedder:
             batches = plan_batches([len(x) for x in inputs], batch_size, max_batch_tokens)
 
         if output_value == TOKEN_OUTPUT:
+            if precision not in (None, FLOAT32):
+                raise BitnetOnnxError(f"precision {precision!r} applies to sentence embeddings, not {TOKEN_OUTPUT}")
             tokens = self._run(inputs, batches, TOKEN_OUTPUT, show_progress_bar, prefix)
             return tokens[0] if single else tokens
         width = self._check_dimensions(dimensions)
+        precision, ranges = self.check_precision(precision, ranges, width)  # before the run: errors at once
         rows = self._run(inputs, batches, SENTENCE_OUTPUT, show_progress_bar, prefix)
-        out = np.stack(rows) if rows else np.zeros((0, self.dimension), dtype=np.float32)
-        out = self.finish(out, dimensions=width, normalize=normalize)
+        out = np.stack(rows) if rows else np.zeros((0, self._graph_values()), dtype=self._graph_dtype())
+        out = self.quantize(self.finish(out, dimensions=width, normalize=normalize), precision, ranges)
         return out[0] if single else out
 
     # The steps of ``encode``, public so that a server can batch texts of many requests together:
@@ -174,10 +185,84 @@ class Embedder:
         """Sentence embeddings from ``run_batch`` -> ``encode``'s output: the first ``dimensions`` values,
         L2-normalized when ``normalize`` (None: the manifest's choice) asks for it."""
         width = self._check_dimensions(dimensions)
+        if self.graph_precision != FLOAT32:  # the graph's own quantized output, as it is
+            if width != self.dimension or normalize is not None:
+                raise BitnetOnnxError(f"{self.folder} outputs {self.graph_precision} embeddings from its graph "
+                                      "(export --output-precision): dimensions and normalize cannot apply")
+            return np.asarray(rows)
         out = np.ascontiguousarray(np.asarray(rows)[:, :width], dtype=np.float32)
-        if self.manifest.normalize if normalize is None else normalize:
+        # None on a graph that normalizes: its full-width vectors are kept as they are (bit for bit what
+        # other hosts and an in-graph --output-precision quantize), truncated ones renormalized
+        if normalize or normalize is None and self.manifest.normalize and width < self.dimension:
             out = _l2_normalize(out)
         return out
+
+    @property
+    def graph_precision(self) -> str:
+        """The precision of the graph's sentence_embedding (the manifest's output_precision)."""
+        return self.manifest.output_precision
+
+    def quantize(self, rows: np.ndarray, precision: str | None = None, ranges=None) -> np.ndarray:
+        """``finish``'s float32 rows [n, width] -> ``precision``'s values (bitnet_onnx.precision), with
+        ``ranges`` or, for int8 / uint8 without them, the folder's calibration file's ranges of ``width``."""
+        name, resolved = self.check_precision(precision, ranges, np.shape(rows)[1])
+        if name == self.graph_precision:
+            return rows
+        return quantize(rows, name, resolved)
+
+    def check_precision(self, precision: str | None, ranges, width: int) -> tuple[str, np.ndarray | None]:
+        """(precision's name, its ranges for ``width``) for ``quantize``, or an error naming the fault, so
+        a caller can check both before any text is embedded."""
+        if self.graph_precision != FLOAT32:
+            if precision not in (None, self.graph_precision) or ranges is not None:
+                raise BitnetOnnxError(f"{self.folder} outputs {self.graph_precision} embeddings from its graph "
+                                      f"(export --output-precision); precision {precision!r} cannot apply")
+            return self.graph_precision, None
+        record = get_precision(FLOAT32 if precision is None else precision)
+        if not record.needs_ranges:  # ranges given anyway are ignored, as sentence-transformers ignores them
+            return record.name, None
+        resolved = self.ranges(width, ranges)
+        if resolved is None:
+            raise BitnetOnnxError(f"precision {record.name} needs calibration ranges [2, {width}]: pass ranges, or "
+                                  f"compute them once with 'bitnet-onnx calibrate {self.folder}' "
+                                  f"(writes {self.folder / CALIBRATION_FILE})")
+        return record.name, resolved
+
+    def ranges(self, width: int, given=None):
+        """The calibration ranges for ``width``: ``given`` (an array or a file's path), else the folder's
+        calibration_ranges.json row for it (None without that file)."""
+        path = self.folder / CALIBRATION_FILE
+        table = None
+        if given is None and path.is_file():
+            if self._ranges_table is None:
+                self._ranges_table = read_ranges(path)
+            table = self._ranges_table
+        return ranges_for(width, given, table, str(path))
+
+    def calibrate(self, texts: Sequence[str], dimensions: Sequence[int | None] = (None,), path=None,
+                  **encode_kwargs) -> dict[int, np.ndarray]:
+        """Calibration ranges (width -> float32 [2, width], each dimension's min and max) from the
+        embeddings of ``texts`` at each of ``dimensions`` (None: the full width), computed once and
+        kept: written to ``path`` (default: the folder's calibration_ranges.json, merged with the widths
+        already there), which int8 / uint8 then use. ``encode_kwargs`` go to ``encode`` (prompt, ...)."""
+        if isinstance(texts, str) or len(texts) < 2:
+            raise BitnetOnnxError("calibrate needs at least 2 texts (the more, the better the ranges)")
+        widths = [self._check_dimensions(d) for d in dimensions]
+        if self.graph_precision != FLOAT32:
+            raise BitnetOnnxError(f"{self.folder} outputs {self.graph_precision} embeddings from its graph; "
+                                  "calibrate a float32 export")
+        normalize = encode_kwargs.pop("normalize", None)
+        full = self.encode(list(texts), normalize=False, **encode_kwargs)  # one run: every width from it
+        table = {w: calibration_ranges(self.finish(full, dimensions=w, normalize=normalize)) for w in widths}
+        write_ranges(path or self.folder / CALIBRATION_FILE, table, {"texts": len(texts)})
+        self._ranges_table = None
+        return table
+
+    def _graph_values(self) -> int:
+        return PRECISIONS[self.graph_precision].values(self.dimension)
+
+    def _graph_dtype(self):
+        return np.dtype(PRECISIONS[self.graph_precision].dtype)
 
     def encode_query(self, texts: str | Sequence[str], **kwargs):
         """``encode`` with the manifest's "query" prompt (when it has one), like sentence-transformers 5."""

@@ -168,3 +168,50 @@ def test_the_package_does_not_import_ray():
     code = ("import sys, bitnet_onnx, bitnet_onnx.cli, bitnet_onnx.runtime.embedder, bitnet_onnx.export.exporter, "
             "bitnet_onnx.commands.embed_dataset; sys.exit(1 if 'ray' in sys.modules else 0)")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+@pytest.mark.parametrize("arch", ARCHITECTURES)
+def test_precision_columns_equal_quantize_embeddings_and_resume(local_ray, exported, tmp_path, arch, capsys):
+    """embed-dataset --precision: typed Parquet columns holding sentence-transformers' bytes, resumable;
+    the Ray Data stage too; int8 without ranges refused before anything is written."""
+    quantize_embeddings = pytest.importorskip("sentence_transformers.util.quantization").quantize_embeddings
+    export_dir = exported(arch)
+    emb = Embedder(export_dir, threads=1)
+    ranges_file = tmp_path / "ranges.json"
+    table = emb.calibrate(TEXTS, dimensions=(64,), path=ranges_file)
+    src = tmp_path / "corpus"
+    src.mkdir()
+    halves = (TEXTS[:50], TEXTS[50:])
+    for name, texts in zip("ab", halves):
+        _parquet(src / f"{name}.parquet", texts, row_group_size=len(texts))
+    for precision, arrow_type in (("int8", pa.list_(pa.int8(), 64)), ("ubinary", pa.binary(8))):
+        out = tmp_path / precision
+        argv = ["embed-dataset", str(export_dir), str(src), str(out), "--precision", precision, "--dimensions", "64",
+                "--block-rows", "100", "--batch-size", "8", "--ranges", str(ranges_file)]
+        assert main(argv) == 0
+        ranges = table[64] if precision == "int8" else None
+        want = np.concatenate([quantize_embeddings(emb.encode(list(t), dimensions=64, batch_size=8),
+                                                   precision=precision, ranges=ranges) for t in halves])
+        _, vectors, _ = read_output(out)
+        assert vectors.dtype == want.dtype and vectors.tobytes() == want.tobytes()
+        assert pq.read_schema(sorted(out.glob("part-*"))[0]).field("embedding").type == arrow_type
+        sorted(out.glob("part-*"))[1].unlink()  # interrupted: resumed to the same bytes
+        (out / "_SUCCESS").unlink()
+        assert main(argv) == 0
+        assert read_output(out)[1].tobytes() == want.tobytes()
+    other = tmp_path / "other.json"
+    emb.calibrate(TEXTS[:10], dimensions=(64,), path=other)
+    assert main(["embed-dataset", str(export_dir), str(src), str(tmp_path / "int8"), "--precision", "int8",
+                 "--dimensions", "64", "--block-rows", "100", "--ranges", str(other)]) == 1
+    assert "ranges differ" in capsys.readouterr().err
+    assert main(["embed-dataset", str(export_dir), str(src), str(tmp_path / "none"), "--precision", "uint8"]) == 1
+    err = capsys.readouterr().err
+    assert "needs calibration ranges of width" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "none").exists()
+
+    ds = ray.data.from_items([{"text": t} for t in TEXTS[:20]])
+    staged = embed_dataset(ds, export_dir, precision="binary", rows_per_batch=20).materialize()
+    assert staged.schema().base_schema.field("embedding").type == pa.list_(pa.int8(), emb.dimension // 8)
+    stage = np.array([r["embedding"] for r in staged.take_all()])
+    want = quantize_embeddings(emb.encode(TEXTS[:20]), precision="binary")
+    assert stage.tolist() == want.tolist()

@@ -91,6 +91,30 @@ def test_hosts_equal_python(host_programs, exported, model, tmp_path):
         np.testing.assert_allclose(got, expected, rtol=0, atol=1e-5, err_msg=name)
 
 
+@pytest.mark.parametrize("arch", ARCHITECTURES)
+def test_hosts_print_the_bytes_of_an_output_precision_export(host_programs, tiny_model, tiny_export, arch, tmp_path):
+    """export --output-precision: the hosts print the graph's int8 / uint8 values, equal to
+    sentence-transformers' quantize_embeddings of the float32 export's output."""
+    from bitnet_onnx.precision import calibration_ranges, quantize
+
+    quantize_embeddings = pytest.importorskip("sentence_transformers.util.quantization").quantize_embeddings
+    model = tiny_model(arch)
+    floats_folder = tiny_export(model)
+    tokenizer = TextTokenizer.from_folder(floats_folder)
+    ids_file = _write_ids(tmp_path / "ids.txt", tokenizer.tokenize(TEXTS))
+    floats = _python_embed(floats_folder, *tokenizer.encode(TEXTS))
+    ranges = calibration_ranges(floats)
+    np.save(tmp_path / "ranges.npy", ranges)
+    for precision in ("int8", "ubinary"):
+        folder = tiny_export(model, output_precision=precision,
+                             output_ranges=str(tmp_path / "ranges.npy") if precision == "int8" else None)
+        want = quantize_embeddings(floats, precision=precision, ranges=ranges)
+        assert np.array_equal(want, quantize(floats, precision, ranges))
+        for name, program in host_programs.items():
+            got = _host_embed(program, folder, ids_file)
+            assert got.shape == want.shape and np.array_equal(got, want.astype(np.float32)), (name, precision)
+
+
 def test_hosts_read_ids_from_stdin_with_commas(host_programs, exported):
     """'-' reads stdin; commas separate ids as well as spaces; one text gives one line."""
     folder = exported["qwen3"]

@@ -68,3 +68,19 @@ def test_a_shared_embedder_and_bad_arguments(tiny_model, tiny_export):
         sentence_transformer(42)
     with pytest.raises(BitnetOnnxError, match="manifest missing"):
         sentence_transformer(tiny_model("qwen3"))  # the source folder, not an export
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_encode_precision_gives_the_embedders_bytes(tiny_model, tiny_export, arch):
+    """sentence-transformers' own encode(precision=...) on the adapter = Embedder.encode(precision=...);
+    its int8 / uint8 take the batch's own ranges, which Embedder takes as given ranges."""
+    from bitnet_onnx.precision import NAMES, calibration_ranges
+
+    folder = tiny_export(tiny_model(arch))
+    embedder = Embedder(folder, threads=1)
+    model = sentence_transformer(embedder)
+    batch_ranges = calibration_ranges(embedder.encode(TEXTS))
+    for name in NAMES:
+        got = model.encode(TEXTS, precision=name)
+        want = embedder.encode(TEXTS, precision=name, ranges=batch_ranges)
+        assert got.dtype == want.dtype and got.tobytes() == want.tobytes(), name

@@ -12,6 +12,7 @@ import numpy as np
 
 from bitnet_onnx.errors import BitnetOnnxError
 from bitnet_onnx.io import atomic_file, check_apart, read_input_file
+from bitnet_onnx.precision import FLOAT32, NAMES as PRECISION_NAMES
 
 from bitnet_onnx.runtime.embedder import MAX_BATCH_TOKENS, Embedder
 
@@ -24,12 +25,18 @@ examples:
   bitnet-onnx embed out/ --input docs.txt --output docs.npy           # one text per line
   bitnet-onnx embed out/ --input docs.jsonl --output docs.jsonl --prompt-name passage
   cat queries.txt | bitnet-onnx embed out/ --input - --dimensions 256 > queries.json
+  bitnet-onnx embed out/ --input docs.txt --output docs.npy --precision ubinary   # packed sign bits
+  bitnet-onnx embed out/ --input docs.txt --output docs.npy --precision int8      # out/calibration_ranges.json
 
 --input: a text file (one text per line, blank lines included) or, when named *.jsonl /
 *.ndjson, JSON lines with a "text" field; "-" reads text lines from stdin. Both must be UTF-8.
 --output by suffix: .npy (float32 [n, dim]), .jsonl (the input record or {"text": ...} plus
 "embedding", one line per text), .json (a list of vectors). Without --output: a JSON list of
 vectors on stdout, rows in input order.
+--precision (sentence-transformers' quantize_embeddings): int8 / uint8 [n, dim] scaled per dimension
+by calibration ranges (--ranges FILE, else OUT_DIR/calibration_ranges.json from 'bitnet-onnx
+calibrate'); binary (int8) / ubinary (uint8) [n, ceil(dim/8)], the sign bits packed 8 per byte.
+.npy gets that dtype; JSON and JSONL lists of integers. --dimensions applies first.
 """
 
 
@@ -45,6 +52,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prompt-name", metavar="NAME", help="a prompt of the folder's manifest, e.g. query")
     p.add_argument("--prompt", metavar="TEXT", help="a literal prefix put before every text")
     p.add_argument("--dimensions", type=int, metavar="N", help="keep the first N dimensions (Matryoshka), renormalized")
+    p.add_argument("--precision", default=FLOAT32, metavar="|".join(PRECISION_NAMES),
+                   help="float32 (default), int8, uint8, binary or ubinary (docs/precision.md)")
+    p.add_argument("--ranges", metavar="FILE",
+                   help="calibration ranges for int8/uint8: a 'bitnet-onnx calibrate' file or .npy [2, dim] "
+                        "(default: OUT_DIR/calibration_ranges.json)")
     p.add_argument("--threads", type=int, metavar="N", help="ONNX Runtime intra-op threads (default: all cores)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar or summary on stderr")
 
@@ -66,7 +78,8 @@ def run(args: argparse.Namespace) -> int:
     vectors = embedder.encode([r["text"] for r in records], batch_size=args.batch_size,
                               prompt_name=args.prompt_name, prompt=args.prompt,
                               dimensions=args.dimensions, show_progress_bar=show,
-                              max_batch_tokens=args.max_batch_tokens)
+                              max_batch_tokens=args.max_batch_tokens, precision=args.precision,
+                              ranges=args.ranges)
     if output is None:
         try:
             _write_json(sys.stdout, vectors)
@@ -77,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     write_output(output, records, vectors)
     if not args.quiet:
-        print(f"bitnet-onnx embed: {vectors.shape[0]} x {vectors.shape[1]} float32 -> {output}", file=sys.stderr)
+        print(f"bitnet-onnx embed: {vectors.shape[0]} x {vectors.shape[1]} {vectors.dtype} -> {output}", file=sys.stderr)
     return 0
 
 

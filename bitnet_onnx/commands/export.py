@@ -9,6 +9,7 @@ from bitnet_onnx.arch import ARCHITECTURES
 from bitnet_onnx.export import attention
 from bitnet_onnx.export.hf_layout import LAYOUTS
 from bitnet_onnx.formats import FORMATS, NAMES
+from bitnet_onnx.precision import FLOAT32, NAMES as PRECISION_NAMES
 from bitnet_onnx.st_modules import POOLINGS
 
 EPILOG = """examples:
@@ -18,6 +19,8 @@ EPILOG = """examples:
   bitnet-onnx export ./Qwen3-Embedding-0.6B -o ./qwen3-tern --ternarize   # standard model, speed stand-in
   bitnet-onnx export ./bitnet-qwen3-i2_s.gguf -o ./qwen3-onnx               # GGUF: I2_S codes carried as they are
   bitnet-onnx export ./gemma-3-270m-q4_k_m.gguf -o ./gemma3-f32 --pooling mean   # llama.cpp quants dequantized
+  bitnet-onnx export ./bitnet-qwen3-embedding -o ./qwen3-ubin --output-precision ubinary   # packed bits out
+  bitnet-onnx export ./bitnet-qwen3-embedding -o ./qwen3-i8 --output-precision int8 --output-ranges ./qwen3-onnx/calibration_ranges.json
 
 weights: i2s (default for BitNet; I2STernaryMatMul, needs the op library), f32/f16 (plain MatMul;
 for BitNet models the fake-quant reference s_w*T with the per-projection norm, float activations),
@@ -42,6 +45,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="also write model_text.onnx: texts in, the tokenizer in the graph (needs onnxruntime-extensions)")
     p.add_argument("--layout", choices=LAYOUTS, default="bitnet",
                    help="hf: also the sentence-transformers / optimum / fastembed files (docs/integrations.md)")
+    p.add_argument("--output-precision", default=FLOAT32, metavar="|".join(PRECISION_NAMES),
+                   help="sentence_embedding quantized in the graph: int8/uint8 [batch, dim] by --output-ranges, "
+                        "binary (int8)/ubinary (uint8) packed sign bits [batch, dim/8] (default float32; docs/precision.md)")
+    p.add_argument("--output-ranges", metavar="FILE",
+                   help="calibration ranges for int8/uint8 (a 'bitnet-onnx calibrate' file of a float32 export, or .npy [2, dim])")
     p.add_argument("--overwrite", action="store_true", help="replace OUT_DIR if it exists")
 
 
@@ -51,6 +59,7 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     out = export(args.model_dir, args.output, arch=args.arch, weights=args.weights, bits=args.nbits,
                  ternarize=args.ternarize, overwrite=args.overwrite, attention_name=args.attention,
-                 pooling=args.pooling, text_input=args.text_input, layout=args.layout)
+                 pooling=args.pooling, text_input=args.text_input, layout=args.layout,
+                 output_precision=args.output_precision, output_ranges=args.output_ranges)
     print(out)
     return 0

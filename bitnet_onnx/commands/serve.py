@@ -18,7 +18,9 @@ examples:
        -d '{"model": "out", "input": ["a cat sat on the mat", "a dog in the fog"]}'
 
 Endpoints: POST /v1/embeddings (OpenAI), GET /v1/models, POST /embed (Hugging Face TEI),
-GET /health, GET /metrics (Prometheus). Texts of concurrent requests are batched together (at most
+GET /health, GET /metrics (Prometheus). Both embedding routes take Voyage AI's "output_dtype"
+(float, int8, uint8, binary, ubinary; int8/uint8 scaled by --ranges or the export's
+calibration_ranges.json); base64 answers hold the stored bytes. Texts of concurrent requests are batched together (at most
 --max-batch-size texts and --max-batch-tokens padded tokens per run, longest first); an idle server
 waits up to --max-wait-ms for a fuller batch. Over --max-queue-tokens queued tokens, new requests wait
 in line, in arrival order, up to --max-line-wait seconds, then get 429 with a jittered Retry-After.
@@ -59,6 +61,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--auto-truncate", action="store_true",
                    help="truncate texts over the export's max_length instead of answering 400 "
                         "(TEI's /embed 'truncate' field overrides it per request)")
+    p.add_argument("--ranges", metavar="FILE",
+                   help="calibration ranges of output_dtype int8/uint8 (a 'bitnet-onnx calibrate' file; "
+                        "default: EXPORT_DIR/calibration_ranges.json)")
     p.add_argument("--api-key", metavar="KEY", help=f"require 'Authorization: Bearer KEY' (or set {API_KEY_ENV})")
     p.add_argument("--graceful-timeout", type=float, default=d["graceful_timeout_s"], metavar="S",
                    help=f"on SIGTERM, seconds in-flight requests may take before they are cut "
@@ -86,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
         max_inputs=args.max_inputs,
         max_body_bytes=args.max_body_bytes, auto_truncate=args.auto_truncate,
         api_key=args.api_key if args.api_key is not None else os.environ.get(API_KEY_ENV) or None,
-        graceful_timeout_s=args.graceful_timeout)
+        graceful_timeout_s=args.graceful_timeout, ranges=args.ranges)
     embedder = Embedder(folder, threads=args.threads)
     sock = listen(args.host, args.port)
     host, port = sock.getsockname()[:2]

@@ -19,7 +19,7 @@
  *
  * The texts run as one batch, padded to the longest with --pad-id on --pad-side (the manifest's
  * pad_token_id and padding_side; the mask makes the padding invisible either way). Prints one
- * line per text: the sentence_embedding values. Every OrtStatus is checked; any error prints one
+ * line per text: the sentence_embedding values (integers for an --output-precision export). Every OrtStatus is checked; any error prints one
  * line to stderr and exits 1 (the process exit releases what was allocated). MODEL must import the
  * bitnet_onnx domain version the library implements, checked before the session (model_opset.h:
  * ORT does not check it).
@@ -298,7 +298,9 @@ int main(int argc, char** argv) {
   return 0;
 }
 
-/* Prints sentence_embedding, which must be float32 [batch, dimension], one line per text. */
+/* Prints sentence_embedding, one line per text: float32 [batch, dimension], or the int8 / uint8 values
+ * of an export made with --output-precision (int8, uint8, binary, ubinary; the manifest's
+ * "output_precision") as integers. */
 static void print_embeddings(OrtValue* output, size_t batch, const char* model) {
   OrtTensorTypeAndShapeInfo* info;
   check(api->GetTensorTypeAndShape(output, &info), "GetTensorTypeAndShape (sentence_embedding)");
@@ -309,13 +311,24 @@ static void print_embeddings(OrtValue* output, size_t batch, const char* model) 
   int64_t dims[2] = {0, 0};
   if (rank == 2) check(api->GetDimensions(info, dims, 2), "GetDimensions");
   api->ReleaseTensorTypeAndShapeInfo(info);
-  if (type != ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT || rank != 2 || dims[0] != (int64_t)batch)
-    die("%s: sentence_embedding is not float32 [%zu, dimension] (type %d, rank %zu)", model, batch, (int)type,
-        rank);
-  float* values;
-  check(api->GetTensorMutableData(output, (void**)&values), "GetTensorMutableData (sentence_embedding)");
+  int known = type == ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT || type == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8 ||
+              type == ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8;
+  if (!known || rank != 2 || dims[0] != (int64_t)batch)
+    die("%s: sentence_embedding is not float32, int8 or uint8 [%zu, width] (type %d, rank %zu)", model, batch,
+        (int)type, rank);
+  void* data;
+  check(api->GetTensorMutableData(output, &data), "GetTensorMutableData (sentence_embedding)");
   for (int64_t r = 0; r < dims[0]; r++) {
-    for (int64_t c = 0; c < dims[1]; c++) printf(c ? " %.9g" : "%.9g", values[r * dims[1] + c]);
+    for (int64_t c = 0; c < dims[1]; c++) {
+      int64_t i = r * dims[1] + c;
+      if (c) putchar(' ');
+      if (type == ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT)
+        printf("%.9g", ((const float*)data)[i]);
+      else if (type == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8)
+        printf("%d", (int)((const int8_t*)data)[i]);
+      else
+        printf("%u", (unsigned)((const uint8_t*)data)[i]);
+    }
     putchar('\n');
   }
   if (fflush(stdout) != 0) die("writing the embeddings failed (%s)", strerror(errno));

@@ -191,17 +191,26 @@ std::unique_ptr<Ort::Session> open_session(const Ort::Env& env, const Args& args
   }
 }
 
-// sentence_embedding, which must be float32 [batch, dimension], as one row per text.
+// One row of T values per text, widened to float (exact for int8 / uint8).
+template <typename T>
+std::vector<std::vector<float>> rows_from(const T* values, size_t batch, int64_t width) {
+  std::vector<std::vector<float>> rows(batch);
+  for (size_t r = 0; r < batch; r++) rows[r].assign(values + r * width, values + (r + 1) * width);
+  return rows;
+}
+
+// sentence_embedding as one row per text: float32 [batch, dimension], or the int8 / uint8 values of an
+// --output-precision export (the manifest's "output_precision"), which print as integers.
 std::vector<std::vector<float>> rows_of(const Ort::Value& output, size_t batch, const std::string& model) {
   auto info = output.GetTensorTypeAndShapeInfo();
   auto dims = info.GetShape();
-  if (info.GetElementType() != ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT || dims.size() != 2 ||
-      dims[0] != static_cast<int64_t>(batch))
-    throw Error(model + ": sentence_embedding is not float32 [" + std::to_string(batch) + ", dimension]");
-  const float* values = output.GetTensorData<float>();
-  std::vector<std::vector<float>> rows(batch);
-  for (size_t r = 0; r < batch; r++) rows[r].assign(values + r * dims[1], values + (r + 1) * dims[1]);
-  return rows;
+  auto type = info.GetElementType();
+  if (dims.size() != 2 || dims[0] != static_cast<int64_t>(batch))
+    throw Error(model + ": sentence_embedding is not [" + std::to_string(batch) + ", width]");
+  if (type == ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT) return rows_from(output.GetTensorData<float>(), batch, dims[1]);
+  if (type == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8) return rows_from(output.GetTensorData<int8_t>(), batch, dims[1]);
+  if (type == ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8) return rows_from(output.GetTensorData<uint8_t>(), batch, dims[1]);
+  throw Error(model + ": sentence_embedding is not float32, int8 or uint8 (type " + std::to_string(type) + ")");
 }
 
 // Strings in: the graph tokenizes, truncates, pads and builds the mask.

@@ -22,6 +22,7 @@ class ServerConfig:
     auto_truncate: bool = False  # truncate texts over max_length instead of answering 400 (TEI's flag)
     api_key: str | None = None  # when set, requests need "Authorization: Bearer <key>"
     graceful_timeout_s: float = 30.0  # SIGTERM: how long in-flight requests may take to finish
+    ranges: str | None = None  # calibration file of output_dtype int8 / uint8 (None: the export's own)
 
     def __post_init__(self):
         for name in ("max_batch_tokens", "max_batch_size", "max_queue_tokens", "max_inputs", "max_body_bytes"):

@@ -15,6 +15,7 @@ _KINDS = {
     404: ("invalid_request_error", "Validation"),
     405: ("invalid_request_error", "Validation"),
     413: ("invalid_request_error", "Validation"),
+    422: ("invalid_request_error", "Validation"),
     429: ("rate_limit_error", "Overloaded"),
     499: ("invalid_request_error", "Validation"),
     500: ("server_error", "Backend"),

@@ -21,6 +21,8 @@ class Metrics:
         self.inputs = Counter(f"{PREFIX}_inputs", "texts and token id lists embedded", registry=r)
         self.tokens = Counter(f"{PREFIX}_tokens", "tokens embedded (prompts and special tokens included)",
                               registry=r)
+        self.output_vectors = Counter(f"{PREFIX}_output_vectors", "embeddings returned by output_dtype",
+                                      ["output_dtype"], registry=r)
         self.batch_size = Histogram(f"{PREFIX}_batch_size", "texts per session run",
                                     buckets=_BATCH_SIZE_BUCKETS, registry=r)
         self.batch_tokens = Histogram(f"{PREFIX}_batch_padded_tokens", "padded tokens (texts x width) per session run",

@@ -20,6 +20,7 @@ class EmbeddingsRequest(BaseModel):
     encoding_format: Literal["float", "base64"] | None = None
     dimensions: StrictInt | None = None
     user: StrictStr | None = None
+    output_dtype: Any = None  # Voyage AI's field (checked by Service.output_precision: a 422 naming it)
 
 
 class EmbedRequest(BaseModel):
@@ -31,3 +32,4 @@ class EmbedRequest(BaseModel):
     truncation_direction: Literal["right", "Right", "left", "Left"] = "right"
     prompt_name: StrictStr | None = None
     dimensions: StrictInt | None = None
+    output_dtype: Any = None  # as on /v1/embeddings (TEI has no such field)

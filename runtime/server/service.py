@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import hashlib
 import hmac
+import json
 import re
 import time
 from functools import partial
@@ -16,6 +17,7 @@ from fastapi import Depends, Request
 from starlette.concurrency import run_in_threadpool
 
 from bitnet_onnx.errors import BitnetOnnxError
+from bitnet_onnx.precision import CALIBRATION_FILE, FLOAT32, PRECISIONS, ranges_for, read_ranges
 from bitnet_onnx.runtime.embedder import Embedder
 from bitnet_onnx.runtime.server.batcher import Batcher, BatchFailed, Draining, QueueFull
 from bitnet_onnx.runtime.server.config import ServerConfig
@@ -23,6 +25,8 @@ from bitnet_onnx.runtime.server.errors import CLIENT_GONE, OPENAI, ApiError
 from bitnet_onnx.runtime.server.metrics import Metrics
 from bitnet_onnx.runtime.server.stoppable import StoppableSession
 
+# output_dtype (Voyage AI's name and values) -> bitnet_onnx.precision's name
+OUTPUT_DTYPES = {"float": FLOAT32, "int8": "int8", "uint8": "uint8", "binary": "binary", "ubinary": "ubinary"}
 INLINE_TOKENIZE_CHARS = 8192  # bigger requests are tokenized on a worker thread, off the event loop
 _ITEM_NAME = re.compile(r"^(texts|ids)\[")  # the tokenizer's names for a request's items
 
@@ -33,7 +37,15 @@ class Service:
 
     def __init__(self, embedder: Embedder, config: ServerConfig, error_shapes: dict[str, str],
                  open_paths: frozenset[str]):
+        if embedder.graph_precision != FLOAT32:
+            raise BitnetOnnxError(f"{embedder.folder}: its graph outputs {embedder.graph_precision} embeddings "
+                                  "(export --output-precision); serve a float32 export, which answers every "
+                                  "output_dtype per request")
         self.embedder, self.config = embedder, config
+        # int8 / uint8 ranges, read once at start: serve --ranges, else the export's calibration file if any
+        self.ranges_file = config.ranges or embedder.folder / CALIBRATION_FILE
+        self.ranges_table = read_ranges(self.ranges_file, "--ranges") \
+            if config.ranges or self.ranges_file.is_file() else None
         self.error_shapes, self.open_paths = error_shapes, open_paths
         self.metrics = Metrics()
         # Installed on the caller's embedder (once): the batcher stops a run whose clients all went away.
@@ -60,6 +72,33 @@ class Service:
         dim = self.embedder.dimension
         if dimensions is not None and not 1 <= dimensions <= dim:
             raise ApiError(400, f"dimensions must be from 1 to {dim}, got {dimensions}", "dimensions")
+
+    def output_precision(self, output_dtype, dimensions: int | None) -> tuple[str, object]:
+        """(precision, its ranges) for a request's ``output_dtype`` at its width; a 422 naming the field
+        for an unknown value, or int8 / uint8 without calibration ranges of that width."""
+        if output_dtype is None:
+            return FLOAT32, None
+        if not isinstance(output_dtype, str) or output_dtype not in OUTPUT_DTYPES:
+            raise ApiError(422, f"output_dtype must be one of {', '.join(OUTPUT_DTYPES)}, got "
+                                f"{json.dumps(output_dtype)[:64]}", "output_dtype")
+        width = dimensions or self.embedder.dimension
+        try:
+            precision = OUTPUT_DTYPES[output_dtype]
+            ranges = None
+            if self.ranges_table is not None and PRECISIONS[precision].needs_ranges:
+                ranges = ranges_for(width, None, self.ranges_table, str(self.ranges_file))
+            return self.embedder.check_precision(precision, ranges, width)
+        except BitnetOnnxError as e:
+            raise ApiError(422, f"output_dtype {output_dtype}: {e}", "output_dtype") from None
+
+    def finish(self, rows: np.ndarray, dimensions: int | None, normalize: bool | None, precision: str, ranges,
+               output_dtype: str | None) -> np.ndarray:
+        """The batcher's rows -> the answer's vectors (Matryoshka, normalization, then the precision),
+        counted under their output_dtype."""
+        out = self.embedder.quantize(self.embedder.finish(rows, dimensions=dimensions, normalize=normalize),
+                                     precision, ranges)
+        self.metrics.output_vectors.labels(output_dtype or "float").inc(len(out))
+        return out
 
     async def token_ids(self, texts: list[str] | None, ids: list[list[int]] | None, truncate: bool,
                         prompt_name: str | None = None, field: str = "input") -> tuple[list[list[int]], int]:

@@ -700,5 +700,26 @@ READER_CASES = [
          memory=MEMORY_CAP, setup=link("z.gguf", DEV_ZERO), timeout=HANG),
 ]
 
+CALIBRATION = texts_file("calib.txt", b"a cat sat on the mat\na dog in the fog\nthe weather today\n")
+PRECISION_CASES = [  # output precisions (docs/precision.md): ranges files and the calibrate verb
+    Case("embed-ranges-fifo", 6, EMBED + ["--precision", "int8", "--ranges", "r.npy"], r"r\.npy: is a FIFO",
+         setup=fifo("r.npy")),
+    Case("embed-ranges-not-npy", 5, EMBED + ["--precision", "int8", "--ranges", "r.npy"], r"r\.npy: not a readable \.npy array",
+         setup=texts_file("r.npy", b"not numpy")),
+    Case("embed-ranges-json-not-calibration", 5, EMBED + ["--precision", "uint8", "--ranges", "r.json"],
+         r"r\.json: not a calibration file", setup=texts_file("r.json", b'{"ranges": []}')),
+    Case("embed-ranges-json-nan", 5, EMBED + ["--precision", "uint8", "--ranges", "r.json"],
+         r"r\.json: ranges\[2\] holds a value that is not finite", setup=texts_file("r.json", json.dumps(
+             {"format_version": 1, "ranges": {"2": [[0, float("nan")], [1, 1]]}}).encode())),
+    Case("calibrate-output-is-input", 1, ["calibrate", "{export}", "--input", "calib.txt", "--output", "calib.txt"],
+         r"--output calib\.txt: a calibration file is \.json", setup=CALIBRATION),
+    Case("calibrate-one-text", 2, ["calibrate", "{export}", "--input", "one.txt", "--output", "r.json"],
+         r"calibrate needs at least 2 texts", setup=texts_file("one.txt", b"a cat\n")),
+    Case("calibrate-output-inside-export", 1, ["calibrate", "{export}", "--input", "calib.txt", "--output", "{export}/r.json"],
+         r"--output export/r\.json is inside the input folder export", setup=CALIBRATION),
+    Case("export-output-ranges-wrong-width", 2, EXPORT + ["-o", "out", "--output-precision", "int8", "--output-ranges", "r.npy"],
+         r"r\.npy has ranges for width 3, not ", setup=lambda ws: np.save(ws.root / "r.npy", np.zeros((2, 3), np.float32))),
+]
+
 CASES = (OUTPUT_CASES + CONFIG_CASES + SIGNAL_CASES + RESOURCE_CASES + CORRUPT_CASES + NOT_REGULAR_CASES
-         + OTHER_USERS_CASES + TRACEBACK_CASES + READER_CASES)
+         + OTHER_USERS_CASES + TRACEBACK_CASES + READER_CASES + PRECISION_CASES)

@@ -20,9 +20,10 @@ async def embeddings(body: EmbeddingsRequest, request: Request, service: Service
     config = service.config
     texts, ids = parse_openai_input(body.input, config.max_inputs)
     service.check_dimensions(body.dimensions)
+    precision, ranges = service.output_precision(body.output_dtype, body.dimensions)
     token_ids, prompt_length = await service.token_ids(texts, ids, truncate=config.auto_truncate)
     rows = await service.embed(request, token_ids, prompt_length)
-    out = service.embedder.finish(rows, dimensions=body.dimensions)
+    out = service.finish(rows, body.dimensions, None, precision, ranges, body.output_dtype)
     tokens = sum(len(x) for x in token_ids)
     return await rows_response(_body, out, body.encoding_format or "float", tokens, config.model_name)
 
@@ -36,7 +37,9 @@ async def models(service: Service = Depends(get_service)):
 
 def _body(out: np.ndarray, encoding_format: str, tokens: int, model: str) -> bytes:
     if encoding_format == "base64":
-        vectors = [base64.b64encode(row.astype("<f4").tobytes()).decode("ascii") for row in out]
+        # the stored bytes: little-endian float32, or the int8 / uint8 values (binary's packed bits)
+        little = out.astype(out.dtype.newbyteorder("<"), copy=False)
+        vectors = [base64.b64encode(row.tobytes()).decode("ascii") for row in little]
     else:
         vectors = out.tolist()
     data = [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)]

@@ -21,12 +21,13 @@ async def embed(body: EmbedRequest, request: Request, service: Service = Depends
     if body.truncation_direction.lower() != "right":
         raise ApiError(400, "truncation_direction: only 'right' is supported", "truncation_direction")
     service.check_dimensions(body.dimensions)
+    precision, ranges = service.output_precision(body.output_dtype, body.dimensions)
     truncate = config.auto_truncate if body.truncate is None else body.truncate
     token_ids, prompt_length = await service.token_ids(texts, None, truncate=truncate,
                                                        prompt_name=body.prompt_name, field="inputs")
     rows = await service.embed(request, token_ids, prompt_length)
-    return await rows_response(_body, service.embedder.finish(rows, dimensions=body.dimensions,
-                                                              normalize=body.normalize))
+    out = service.finish(rows, body.dimensions, body.normalize, precision, ranges, body.output_dtype)
+    return await rows_response(_body, out)
 
 
 def _body(out: np.ndarray) -> bytes:
