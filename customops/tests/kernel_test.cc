@@ -563,8 +563,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   const bitnet_onnx::CpuFeatures& cpu = bitnet_onnx::cpu_features();
-  std::printf("cpu: avx2=%d avxvnni=%d avx512vnni=%d neon=%d dotprod=%d\n", cpu.avx2, cpu.avxvnni,
-              cpu.avx512vnni, cpu.neon, cpu.dotprod);
+  std::printf("cpu: avx2=%d avxvnni=%d avx512vnni=%d neon=%d dotprod=%d i8mm=%d\n", cpu.avx2, cpu.avxvnni,
+              cpu.avx512vnni, cpu.neon, cpu.dotprod, cpu.i8mm);
 
   // Every record of the ISA table this build has maps to a multiply kernel of that name, and no
   // other record to any (i2s/dispatch.cc's rows against isa.cc's `built`).
