@@ -38,9 +38,12 @@ struct SmmlaPanel {
                       int32_t* out, int64_t ld, bool accumulate) {
     const int8_t* tok[2 * TP];
     for (int t = 0; t < 2 * TP; ++t) tok[t] = q + std::min(t, tokens - 1) * ldq;
-    int32x4_t acc[TP][kPairs];
-    for (int tp = 0; tp < TP; ++tp)
-      for (int p = 0; p < kPairs; ++p) acc[tp][p] = vdupq_n_s32(0);
+    // Two accumulators per 2x2 block (first and last 8 values of each chunk): no SMMLA waits on
+    // the one before it within a chunk (its latency, not its throughput, would bound the loop).
+    int32x4_t acc[2][TP][kPairs];
+    for (int h = 0; h < 2; ++h)
+      for (int tp = 0; tp < TP; ++tp)
+        for (int p = 0; p < kPairs; ++p) acc[h][tp][p] = vdupq_n_s32(0);
     for (int64_t c = 0; c < chunks; ++c) {
       int8x16_t first8[TP], last8[TP];
       for (int tp = 0; tp < TP; ++tp) token_pair(tok[2 * tp] + 16 * c, tok[2 * tp + 1] + 16 * c, &first8[tp], &last8[tp]);
@@ -48,16 +51,16 @@ struct SmmlaPanel {
       for (int p = 0; p < kPairs; ++p) {
         const int8x16_t w_first = vld1q_s8(w + 16 * p), w_last = vld1q_s8(w + 8 * kRows + 16 * p);
         for (int tp = 0; tp < TP; ++tp) {
-          acc[tp][p] = vmmlaq_s32(acc[tp][p], first8[tp], w_first);
-          acc[tp][p] = vmmlaq_s32(acc[tp][p], last8[tp], w_last);
+          acc[0][tp][p] = vmmlaq_s32(acc[0][tp][p], first8[tp], w_first);
+          acc[1][tp][p] = vmmlaq_s32(acc[1][tp][p], last8[tp], w_last);
         }
       }
     }
-    // acc[tp][p] = [token 2tp . row 2p, token 2tp . row 2p+1, token 2tp+1 . row 2p, token 2tp+1 . row 2p+1]
+    // acc[0][tp][p] + acc[1][tp][p] = [token 2tp . row 2p, token 2tp . row 2p+1, token 2tp+1 . row 2p, token 2tp+1 . row 2p+1]
     for (int tp = 0; tp < TP; ++tp)
       for (int p = 0; p < kPairs; ++p) {
         int32_t sums[4];
-        vst1q_s32(sums, acc[tp][p]);
+        vst1q_s32(sums, vaddq_s32(acc[0][tp][p], acc[1][tp][p]));
         for (int dt = 0; dt < 2 && 2 * tp + dt < tokens; ++dt)
           for (int dr = 0; dr < 2 && 2 * p + dr < valid; ++dr)
             store_sum(out + (2 * tp + dt) * ld + 2 * p + dr, accumulate, sums[2 * dt + dr]);

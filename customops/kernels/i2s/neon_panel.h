@@ -40,23 +40,34 @@ struct RowPairs {
 };
 
 // Values [k0, k0 + kc) of rows [0, valid) of `w` (row stride row_bytes) into `panel` in Layout's
-// order; rows [valid, R) are zeros. k0 and kc are multiples of kNeonBlock.
-template <class Layout, int R>
-void unpack_panel(const uint8_t* w, int64_t row_bytes, int valid, int64_t k0, int64_t kc, int8_t* panel) {
+// order; rows [valid, R) are zeros. k0 and kc are multiples of kNeonBlock. kValid: valid as a
+// compile-time constant (R: a whole panel, the branch-free loop every panel but the last runs).
+template <class Layout, int R, int kValid>
+void unpack_rows(const uint8_t* w, int64_t row_bytes, int valid, int64_t k0, int64_t kc, int8_t* panel) {
+  const int rows = kValid ? kValid : valid;
   const int8x16_t zero = vdupq_n_s8(0);
   for (int64_t b = 0; b < kc / kNeonBlock; ++b) {
     uint8x16_t lo[R], hi[R];
-    for (int r = 0; r < valid; ++r) {
+    for (int r = 0; r < rows; ++r) {
       const uint8_t* src = w + r * row_bytes + (k0 / kNeonBlock + b) * kNeonBlockBytes;
       lo[r] = vld1q_u8(src);
       hi[r] = vld1q_u8(src + 16);
     }
+    #pragma GCC unroll 8  // constant shifts in decode (ushr by an immediate)
     for (int v = 0; v < 8; ++v) {
       int8x16_t vals[R];
-      for (int r = 0; r < R; ++r) vals[r] = r < valid ? decode(lo[r], hi[r], v) : zero;
+      for (int r = 0; r < R; ++r) vals[r] = r < rows ? decode(lo[r], hi[r], v) : zero;
       Layout::template store<R>(vals, panel + (b * 8 + v) * 16 * R);
     }
   }
+}
+
+template <class Layout, int R>
+void unpack_panel(const uint8_t* w, int64_t row_bytes, int valid, int64_t k0, int64_t kc, int8_t* panel) {
+  if (valid == R)
+    unpack_rows<Layout, R, R>(w, row_bytes, valid, k0, kc, panel);
+  else
+    unpack_rows<Layout, R, 0>(w, row_bytes, valid, k0, kc, panel);
 }
 
 // out[t * ld + r] (+)= sum for t < tokens, r < valid, from a tile's accumulators.
