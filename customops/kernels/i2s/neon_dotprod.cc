@@ -13,8 +13,8 @@
 namespace bitnet_onnx {
 namespace {
 
-// Provisional (no aarch64 core measured yet; BENCHMARKS.md "aarch64 estimates"): with 8 tokens
-// each decoded weight vector is reused twice as often as the direct path's 4-token groups.
+// Provisional (no aarch64 core measured yet): by llvm-mca's estimates of the loops (BENCHMARKS.md,
+// "aarch64 kernel loops"), the panel overtakes the direct loop at M ~ 7 on Neoverse N1, ~ 5 on V1.
 constexpr int64_t kBufferedMinM = 8;
 
 struct Sdot {

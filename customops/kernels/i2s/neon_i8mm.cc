@@ -2,8 +2,8 @@
 // multiplies a 2x8 block of activations (2 tokens) by an 8x2 block of ternary values (2 rows) into
 // 2x2 int32 sums, 32 MACs against SDOT's 16. The codes of a panel of 8 rows are decoded once per K
 // block into L1 as row pairs (neon_panel.h); tiles of 4 tokens x 8 rows run over it, a tile with an
-// odd token multiplying that token twice and keeping one copy. Fewer than kBufferedMinM tokens take
-// the dotprod path (every i8mm core has dotprod). int32 accumulation: no overflow at any K.
+// odd token multiplying that token twice and keeping one copy. Fewer than kBufferedMinM tokens
+// take the dotprod path (every i8mm core has dotprod). int32 accumulation: no overflow at any K.
 // Built with -march=armv8.2-a+dotprod+i8mm; called only when HWCAP_ASIMDDP and HWCAP2_I8MM are set.
 #if defined(__aarch64__)
 #include "neon_panel.h"
@@ -15,9 +15,10 @@
 namespace bitnet_onnx {
 namespace {
 
-// Provisional (no aarch64 core measured yet; BENCHMARKS.md "aarch64 estimates"): from 4 tokens
-// on, SMMLA's doubled MACs per instruction outweigh decoding the panel into L1.
-constexpr int64_t kBufferedMinM = 4;
+// Provisional (no aarch64 core measured yet): by llvm-mca's estimates of the loops (BENCHMARKS.md,
+// "aarch64 kernel loops"), the panel (its decode amortized over M tokens) overtakes direct SDOT at
+// M ~ 5 on Neoverse N2 and V1.
+constexpr int64_t kBufferedMinM = 6;
 
 // Two tokens' 8-value halves side by side: the 2x8 left operand of SMMLA.
 inline void token_pair(const int8_t* a, const int8_t* b, int8x16_t* first8, int8x16_t* last8) {
