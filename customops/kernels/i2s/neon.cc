@@ -15,7 +15,6 @@
 #include <cmath>
 #include <cstring>
 
-#include "cpu_features.h"
 #include "i2s_kernel.h"
 #include "neon_panel.h"
 #include "neon_tile.h"
@@ -155,8 +154,8 @@ const I2SKernel kI8mm = {"i8mm", packed_bytes, repack, quantize, neon_i8mm_dot, 
 }  // namespace
 
 const I2SKernel* neon_kernel() { return &kNeon; }
-// The ISA table lists these only where cpu_features has dotprod (and i8mm): their code is built
-// with those extensions.
+// select_isa (isa.h) picks these only where cpu_features has dotprod (and i8mm): their code is
+// built with those extensions.
 const I2SKernel* neon_dotprod_kernel() { return &kDotprod; }
 const I2SKernel* neon_i8mm_kernel() { return &kI8mm; }
 
