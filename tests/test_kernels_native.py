@@ -247,7 +247,9 @@ QEMU_RUNS = {
 }
 
 
-def _qemu_kernel_test(aarch64_build, vectors, run: str) -> str:
+@pytest.mark.skipif(not ON_X86, reason="cross-compiles from x86-64; an aarch64 host runs NEON in test_native")
+@pytest.mark.parametrize("run", list(QEMU_RUNS))
+def test_aarch64_qemu(vectors, aarch64_build, run):
     variant, cpu, kernels, all_cases, refused, flags = QEMU_RUNS[run]
     exe = aarch64_build(variant)
     qemu = _tool("qemu-aarch64")
@@ -265,13 +267,6 @@ def _qemu_kernel_test(aarch64_build, vectors, run: str) -> str:
     for isa in refused:
         res = _run([qemu, "-cpu", cpu, str(exe), "--kernels", isa, _small(vectors)[0]])
         assert res.returncode != 0 and f"this CPU lacks {isa} (needs " in res.stdout, res.stdout[-3000:]
-    return out
-
-
-@pytest.mark.skipif(not ON_X86, reason="cross-compiles from x86-64; an aarch64 host runs NEON in test_native")
-@pytest.mark.parametrize("run", list(QEMU_RUNS))
-def test_aarch64_qemu(vectors, aarch64_build, run):
-    _qemu_kernel_test(aarch64_build, vectors, run)
 
 
 def _ort_headers() -> Path:
