@@ -13,10 +13,10 @@ ARM_PARTS = {"0xd0c": "Neoverse N1", "0xd49": "Neoverse N2", "0xd40": "Neoverse 
              "0xd8e": "Neoverse N3", "0xd84": "Neoverse V3"}
 
 
-def cpu_name() -> str:
+def cpu_name(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
     """The CPU's model name, for benchmark headers (aarch64: the core's name from its part number)."""
     try:
-        fields = dict(line.split(":", 1) for line in Path("/proc/cpuinfo").read_text().splitlines() if ":" in line)
+        fields = dict(line.split(":", 1) for line in cpuinfo.read_text().splitlines() if ":" in line)
     except OSError:
         fields = {}
     fields = {key.strip(): value.strip() for key, value in fields.items()}
