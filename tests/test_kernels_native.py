@@ -2,7 +2,8 @@
 
 customops/tests/kernel_test.cc is built several ways and run on vectors from
 tests/kernel_vectors/make_kernel_vectors.py (bitnet_onnx.ternary):
-  native     Release, for scalar and every x86 kernel whose ISA this CPU has (/proc/cpuinfo);
+  native     Release, for scalar and every x86 kernel whose ISA this CPU has (/proc/cpuinfo), also
+             through the driver at 1 and 2 threads (--threads);
   sanitize   AddressSanitizer + UBSan, aborting on the first report, same kernels;
   avxvnni-evex  the avxvnni kernel built with the EVEX encoding of its ymm vpdpbusd
              (-DBITNET_ONNX_AVXVNNI_AS_EVEX=ON), on CPUs with AVX512-VNNI but no AVX-VNNI;
@@ -141,11 +142,17 @@ def test_kernel_list_is_the_library_table():
     assert sorted(row[0] for row in rows if row[2] == "1") == sorted(isas_of_this_cpu()), res.stdout
 
 
+def _check_driver(out: str, kernels: list[str]) -> None:
+    """The driver ran on every file with float inputs, at 1 and 2 threads (--threads 1,2)."""
+    for name in kernels:
+        assert re.search(rf"^{name} driver: ([1-9]\d*) cases at 2 thread counts: ok$", out, re.M), out[-3000:]
+
+
 def test_native(vectors):
     exe = _build("native") / "kernel_test"
     kernels = _native_kernels()
-    res = _run([str(exe), "--kernels", ",".join(kernels), *_extreme(EXTREME_K), *vectors])
-    _check(res, kernels)
+    res = _run([str(exe), "--kernels", ",".join(kernels), "--threads", "1,2", *_extreme(EXTREME_K), *vectors])
+    _check_driver(_check(res, kernels), kernels)
     _check_extreme(res, kernels, EXTREME_K)
 
 
@@ -261,8 +268,7 @@ def test_aarch64_qemu(vectors, aarch64_build, run):
     if all_cases:
         _check_extreme(res, kernels.split(","), [MAX_K])
     assert flags in out.splitlines()[0], out.splitlines()[0]
-    for name in kernels.split(","):  # the driver ran on every file with float inputs, at 1 and 2 threads
-        assert re.search(rf"^{name} driver: ([1-9]\d*) cases at 2 thread counts: ok$", out, re.M), out[-3000:]
+    _check_driver(out, kernels.split(","))
     assert "runtime error" not in res.stderr, res.stderr[-6000:]
     for isa in refused:
         res = _run([qemu, "-cpu", cpu, str(exe), "--kernels", isa, _small(vectors)[0]])
