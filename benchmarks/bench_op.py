@@ -24,6 +24,8 @@ with the system C compiler and timed in a child process on this core:
   amx         tdpbusd, 4 tiles of 16x16 int32 (only where the CPU and OS allow AMX)
   lut-avx2    the lookup kernels' inner step: load a pattern byte, vpaddw ymm of the table entry
   lut-avx512  it indexes (16 tokens x 4 weights per ymm, 32 per zmm) from 41 KB of L1-resident tables
+  aarch64: neon smlal int8 -> int16, dotprod sdot, i8mm smmla (2x8 by 8x2), lut-neon the
+              lookup step (index byte, add .8h of a 16-token entry from 31 KB of L1 tables)
 "% peak" = a path's GOP/s over its own peak (-lut rows: their lookup kernel's, -mul rows the
 multiply path's; "-" for plain i2s-<isa> rows of an ISA with both families, which run either);
 baselines are shown against the avx512vnni (else avx2) peak for scale. GOP/s counts 2*M*K*N.
