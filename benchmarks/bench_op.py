@@ -6,7 +6,8 @@ weights, the same for every variant; one input per distinct K):
   qwen3   q 1024->2048, k,v 1024->1024, o 2048->1024, gate,up 1024->3072, down 3072->1024
   gemma3  q 640->1024, k,v 640->256, o 1024->640, gate,up 640->2048, down 2048->640
 Variants:
-  i2s-<isa>        our op, every x86 path this CPU runs, forced with BITNET_ONNX_ISA per session
+  i2s-<isa>        our op, every SIMD path this CPU runs (x86-64: amx .. avx2; aarch64: i8mm, dotprod,
+                   neon), forced with BITNET_ONNX_ISA per session
   i2s-<isa>+norm   the same with the fused RMSNorm input norm_weight (--norm on|both)
   i2s-<isa>-lut    the lookup kernel family forced (BITNET_ONNX_KERNEL=lut; --family), -mul the
                    multiply one; plain i2s-<isa> is the op's own per-call choice (docs/op.md,
@@ -23,6 +24,8 @@ with the system C compiler and timed in a child process on this core:
   amx         tdpbusd, 4 tiles of 16x16 int32 (only where the CPU and OS allow AMX)
   lut-avx2    the lookup kernels' inner step: load a pattern byte, vpaddw ymm of the table entry
   lut-avx512  it indexes (16 tokens x 4 weights per ymm, 32 per zmm) from 41 KB of L1-resident tables
+  aarch64: neon smlal int8 -> int16, dotprod sdot, i8mm smmla (2x8 by 8x2), lut-neon the
+              lookup step (index byte, add .8h of a 16-token entry from 31 KB of L1 tables)
 "% peak" = a path's GOP/s over its own peak (-lut rows: their lookup kernel's, -mul rows the
 multiply path's; "-" for plain i2s-<isa> rows of an ISA with both families, which run either);
 baselines are shown against the avx512vnni (else avx2) peak for scale. GOP/s counts 2*M*K*N.
@@ -71,7 +74,7 @@ QUICK = dict(m=[1, 16, 512], rounds=2, runs=5, warmup=2)
 
 def simd_paths() -> list[str]:
     """The SIMD kernel names this build of the library has, best first, as the library lists them
-    (its ISA table: the x86 paths on x86-64)."""
+    (its ISA table: the x86 paths on x86-64, i8mm / dotprod / neon on aarch64)."""
     from bitnet_onnx.customops import library_kernels
 
     return [isa.name for isa in library_kernels() if isa.built and isa.name != "scalar"]
@@ -229,7 +232,11 @@ def time_runs(variant: Variant, m: int, xs, warmup: int, runs: int, clock) -> fl
 # Register peaks (a register-only loop per path, compiled and run in a child process)
 
 PEAK_SOURCE = r"""
+#if defined(__x86_64__)
 #include <immintrin.h>
+#else
+#include <arm_neon.h>
+#endif
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -240,7 +247,12 @@ PEAK_SOURCE = r"""
 #endif
 static double now(void) { struct timespec t; clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t); return t.tv_sec + 1e-9 * t.tv_nsec; }
 #define R(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
-#define KEEP __asm__ volatile("" : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3), "+v"(a4), "+v"(a5), "+v"(a6), "+v"(a7), "+v"(a8), "+v"(a9), "+v"(a10), "+v"(a11))
+#if defined(__x86_64__)
+#define VREG "+v"
+#else
+#define VREG "+w" /* an Advanced SIMD register */
+#endif
+#define KEEP __asm__ volatile("" : VREG(a0), VREG(a1), VREG(a2), VREG(a3), VREG(a4), VREG(a5), VREG(a6), VREG(a7), VREG(a8), VREG(a9), VREG(a10), VREG(a11))
 int main(void) {
   const long iters = 4000000;
   double best = 0;
@@ -300,17 +312,18 @@ int main(void) {
 #define S(i) sink += LANE0(a##i);
     R(S)
 #elif PATH == 4
-    /* read BYTES bytes (the layer's packed weights; L3-resident after the first pass) per unit */
-    static __m256i buf[BYTES / 32] __attribute__((aligned(64)));
+    /* read BYTES bytes (the layer's packed weights; L3-resident after the first pass) per unit;
+       32-byte vectors of the compiler's own (ymm on x86-64 with -mavx2, q pairs on aarch64) */
+    typedef long long V32 __attribute__((vector_size(32)));
+    static V32 buf[BYTES / 32] __attribute__((aligned(64)));
     if (r == 0) memset(buf, 1, sizeof buf);
-    __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0;
+    V32 s0 = {0}, s1 = s0, s2 = s0, s3 = s0;
     t0 = now();
     for (long it = 0; it < 50; ++it)
       for (long i = 0; i < BYTES / 32; i += 4) {
-        s0 = _mm256_xor_si256(s0, buf[i]); s1 = _mm256_xor_si256(s1, buf[i + 1]);
-        s2 = _mm256_xor_si256(s2, buf[i + 2]); s3 = _mm256_xor_si256(s3, buf[i + 3]);
+        s0 ^= buf[i]; s1 ^= buf[i + 1]; s2 ^= buf[i + 2]; s3 ^= buf[i + 3];
       }
-    sink += _mm256_extract_epi32(_mm256_xor_si256(_mm256_xor_si256(s0, s1), _mm256_xor_si256(s2, s3)), 0);
+    sink += ((s0 ^ s1) ^ (s2 ^ s3))[0];
     ops = 50.0 * BYTES / iters / 12;  /* reported "GOP/s" = GB/s */
 #elif PATH == 5 || PATH == 6
     /* the lookup step: a pattern byte indexes a table entry (tokens x int16) added with vpaddw;
@@ -352,6 +365,59 @@ int main(void) {
     }
 #define S(i) sink += LANE0(a##i);
     R(S)
+#elif PATH == 7 || PATH == 8 || PATH == 9
+    /* aarch64: smlal (neon: int8 x int8 -> int16), sdot (dotprod), smmla (i8mm), 12 accumulators */
+#if PATH == 7
+    typedef int16x8_t V;
+#define DP(a, b, c) vmlal_s8(a, vget_low_s8(b), vget_low_s8(c))
+#define ZERO vdupq_n_s16(0)
+#define LANE0(v) vgetq_lane_s16(v, 0)
+    ops = 16.0;  /* 8 MACs */
+#elif PATH == 8
+    typedef int32x4_t V;
+#define DP(a, b, c) vdotq_s32(a, b, c)
+#define ZERO vdupq_n_s32(0)
+#define LANE0(v) vgetq_lane_s32(v, 0)
+    ops = 32.0;  /* 16 MACs */
+#else
+    typedef int32x4_t V;
+#define DP(a, b, c) vmmlaq_s32(a, b, c)
+#define ZERO vdupq_n_s32(0)
+#define LANE0(v) vgetq_lane_s32(v, 0)
+    ops = 64.0;  /* 32 MACs */
+#endif
+    int8x16_t b = vdupq_n_s8(1), c = vdupq_n_s8(2);
+#define D(i) V a##i = ZERO;
+    R(D)
+    t0 = now();
+    for (long it = 0; it < iters; ++it) {
+#define U(i) a##i = DP(a##i, b, c);
+      R(U) KEEP;
+    }
+#define S(i) sink += LANE0(a##i);
+    R(S)
+#elif PATH == 10
+    /* lut-neon's step: a pattern byte indexes a 16-token entry (two q registers) added with
+       add .8h; 12 groups of tables (31 KB: L1), 12 independent accumulators */
+    static int16_t table[12 * 81 * 16] __attribute__((aligned(64)));
+    static uint8_t idx[4096 + 16];
+    if (r == 0) {
+      unsigned lcg = 12345;
+      memset(table, 1, sizeof table);
+      for (int i = 0; i < 4096 + 16; ++i) { lcg = lcg * 1103515245u + 12345u; idx[i] = (lcg >> 16) % 81; }
+    }
+#define D(i) int16x8_t a##i = vdupq_n_s16(0);
+    R(D)
+    t0 = now();
+    for (long it = 0; it < iters; ++it) {
+      const uint8_t* ix = idx + ((it * 12) & 4095);
+      /* units of 8 tokens: each entry's two halves go to alternate accumulators */
+#define U(i) a##i = vaddq_s16(a##i, vld1q_s16(table + ((i) / 2) * 81 * 16 + (size_t)ix[(i) / 2] * 16 + ((i) % 2) * 8));
+      R(U) KEEP;
+    }
+#define S(i) sink += vgetq_lane_s16(a##i, 0);
+    R(S)
+    ops = 64.0;  /* 8 tokens x 4 weights x 2 */
 #elif PATH == 3
     _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
     _tile_loadd(4, buf, 64); _tile_loadd(5, buf, 64); _tile_loadd(6, buf, 64); _tile_loadd(7, buf, 64);
@@ -379,9 +445,14 @@ PEAK_LOOPS = {
     "amx": (3, ["-mamx-tile", "-mamx-int8"], "tdpbusd 4 tiles"),
     "lut-avx2": (5, ["-mavx2"], "byte index + vpaddw ymm from 41 KB of L1 tables"),
     "lut-avx512": (6, ["-mavx512f", "-mavx512bw"], "byte index + vpaddw zmm from 41 KB of L1 tables"),
+    "neon": (7, [], "smlal int8 -> int16 q"),
+    "dotprod": (8, ["-march=armv8.2-a+dotprod"], "sdot q"),
+    "i8mm": (9, ["-march=armv8.2-a+dotprod+i8mm"], "smmla q (2x8 by 8x2)"),
+    "lut-neon": (10, [], "byte index + add .8h q from 31 KB of L1 tables"),
 }
 # The lookup kernel each ISA's lookup family runs (customops/kernels/lut/dispatch.cc).
-LOOKUP_OF_ISA = {"amx": "lut-avx512", "avx512vnni": "lut-avx512", "avxvnni": "lut-avx2", "avx2": "lut-avx2"}
+LOOKUP_OF_ISA = {"amx": "lut-avx512", "avx512vnni": "lut-avx512", "avxvnni": "lut-avx2", "avx2": "lut-avx2",
+                 "i8mm": "lut-neon", "dotprod": "lut-neon", "neon": "lut-neon"}
 AVXVNNI_PROXY = (1, ["-mavx2", "-mavx512f", "-mavx512vl", "-mavx512vnni"],
                  "vpdpbusd ymm, EVEX form as a proxy: this CPU has AVX512-VNNI but no AVX-VNNI")
 
@@ -389,7 +460,7 @@ AVXVNNI_PROXY = (1, ["-mavx2", "-mavx512f", "-mavx512vl", "-mavx512vnni"],
 def _cpu_flags() -> set[str]:
     try:
         with open("/proc/cpuinfo") as f:
-            return {w for line in f if line.startswith("flags") for w in line.split(":", 1)[1].split()}
+            return {w for line in f if line.startswith(("flags", "Features")) for w in line.split(":", 1)[1].split()}
     except OSError:
         return set()
 
@@ -417,7 +488,8 @@ def measure_stream(models: list[str]) -> dict[str, float | None]:
     with tempfile.TemporaryDirectory() as tmp:
         for model in models:
             size = packed_weight_bytes(model) // 128 * 128
-            out[model] = _run_peak(cc, tmp, 4, ["-mavx2", f"-DBYTES={size}L"]) if cc else None
+            vector = ["-mavx2"] if platform.machine() in ("x86_64", "AMD64") else []
+            out[model] = _run_peak(cc, tmp, 4, [*vector, f"-DBYTES={size}L"]) if cc else None
     return out
 
 
@@ -529,7 +601,8 @@ def main() -> int:
                 rounds[key].append(time_runs(v, m, inputs[(v.model, m)], warmup[key], runs[key], clock))
         print(f"# round {r + 1}/{args.rounds} done", file=sys.stderr)
 
-    ref_peak = next((peaks[p][0] for p in ("avx512vnni", "avx2") if p in peaks and peaks[p][0]), None)
+    ref_peak = next((peaks[p][0] for p in ("avx512vnni", "avx2", "i8mm", "dotprod", "neon") if p in peaks and peaks[p][0]),
+                    None)
     results = []
     for model in args.models:
         for threads in args.threads:

@@ -2,7 +2,7 @@
 # Builds what `pip install` needs no compiler for: the sdist and the manylinux_2_28 wheels
 #   dist/bitnet_onnx-<version>.tar.gz
 #   dist/bitnet_onnx-<version>-py3-none-manylinux_2_28_x86_64.whl    (AVX2/AVX-VNNI/AVX-512 VNNI/AMX)
-#   dist/bitnet_onnx-<version>-py3-none-manylinux_2_28_aarch64.whl   (NEON, NEON + dotprod)
+#   dist/bitnet_onnx-<version>-py3-none-manylinux_2_28_aarch64.whl   (NEON, dotprod, i8mm)
 # on any x86-64 or aarch64 Linux, without Docker: the op library is compiled by Zig's clang from
 # PyPI (`ziglang`, scripts/toolchain-zig-<arch>.cmake), which links against glibc 2.28 symbol
 # versions and carries its own libc++, so no host glibc or libstdc++ leaks into the wheel.

@@ -19,7 +19,7 @@ ISA_FLAGS = {
         "avx512vnni": _AVX512,
         "amx": _AVX512 | {"amx_tile", "amx_int8"},
     },
-    "aarch64": {"neon": {"asimd"}},
+    "aarch64": {"neon": {"asimd"}, "dotprod": {"asimd", "asimddp"}, "i8mm": {"asimd", "asimddp", "i8mm"}},
 }
 
 

@@ -1,6 +1,7 @@
 """bitnet_onnx.bench pieces on their own: interleaving order, rows and table, cache keys, variant table,
 worker errors, host facts. The whole bench runs in test_bench_demo.py."""
 
+import platform
 import subprocess
 import sys
 
@@ -221,3 +222,14 @@ def test_host_facts():
     before, after = map(int, subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                                             check=True).stdout.split())
     assert before > 0 and after - before >= 60 << 20  # the touched 64 MiB
+
+
+def test_cpu_name_on_aarch64(tmp_path):
+    """aarch64's /proc/cpuinfo has no model name: Arm's server cores are named from their part."""
+    core = "processor\t: {}\nBogoMIPS\t: 2100.00\nFeatures\t: fp asimd asimddp i8mm\nCPU implementer\t: {}\nCPU part\t: {}\n"
+    graviton3 = tmp_path / "graviton3"
+    graviton3.write_text("\n".join(core.format(i, "0x41", "0xd40") for i in range(2)))
+    assert host.cpu_name(graviton3) == "Neoverse V1"
+    other = tmp_path / "other"
+    other.write_text(core.format(0, "0xc0", "0xac3"))
+    assert host.cpu_name(other) == f"{platform.machine()} (CPU implementer 0xc0, part 0xac3)"

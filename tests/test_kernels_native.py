@@ -2,13 +2,15 @@
 
 customops/tests/kernel_test.cc is built several ways and run on vectors from
 tests/kernel_vectors/make_kernel_vectors.py (bitnet_onnx.ternary):
-  native     Release, for scalar and every x86 kernel whose ISA this CPU has (/proc/cpuinfo);
+  native     Release, for scalar and every x86 kernel whose ISA this CPU has (/proc/cpuinfo), also
+             through the driver at 1 and 2 threads (--threads);
   sanitize   AddressSanitizer + UBSan, aborting on the first report, same kernels;
   avxvnni-evex  the avxvnni kernel built with the EVEX encoding of its ymm vpdpbusd
              (-DBITNET_ONNX_AVXVNNI_AS_EVEX=ON), on CPUs with AVX512-VNNI but no AVX-VNNI;
   aarch64    cross-compiled (g++-aarch64-linux-gnu, static; also with UBSan) and run under
-             qemu-aarch64 for scalar and NEON, with -cpu max (SDOT path) and -cpu cortex-a53
-             (no dotprod: the widening path).
+             qemu-aarch64 (QEMU_RUNS): -cpu max for the i8mm (SMMLA) and dotprod (SDOT) paths,
+             -cpu neoverse-n1 (dotprod, no i8mm), -cpu cortex-a72 (neither: the plain path); each
+             run also checks the driver (quantize, thread tiling, epilogue) at 1 and 2 threads.
 Release builds also run kernel_test's --extreme-k cases (built in memory): int8 extremes against
 +-1 weights at K around 2^19 (beyond which the one-token path of the int32-step x86 kernels used
 to wrap) and at the op's largest K, 2^24 - 128, where the sums reach the int32 limit.
@@ -19,7 +21,7 @@ tokenizer), then on seeded hostile texts and malformed tables.
 The lookup kernel family (customops/kernels/lut/: lut-scalar, lut-avx2, lut-avx512, lut-neon) runs
 through the same kernel_test checks plus its --generated cases (token-block / row / K-block tails,
 every M of 1..2048 around the block edges, both models' shapes, all-extreme activations, zero rows):
-natively, sanitized, and lut-neon under qemu-aarch64.
+natively, sanitized, and lut-neon under qemu-aarch64 (QEMU_RUNS).
 Builds are cached in build/kernel-tests/<variant>. A missing tool fails with what to install.
 """
 
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -139,17 +142,23 @@ def test_kernel_list_is_the_library_table():
     assert sorted(row[0] for row in rows if row[2] == "1") == sorted(isas_of_this_cpu()), res.stdout
 
 
+def _check_driver(out: str, kernels: list[str]) -> None:
+    """The driver ran on every file with float inputs, at 1 and 2 threads (--threads 1,2)."""
+    for name in kernels:
+        assert re.search(rf"^{name} driver: ([1-9]\d*) cases at 2 thread counts: ok$", out, re.M), out[-3000:]
+
+
 def test_native(vectors):
     exe = _build("native") / "kernel_test"
     kernels = _native_kernels()
-    res = _run([str(exe), "--kernels", ",".join(kernels), *_extreme(EXTREME_K), *vectors])
-    _check(res, kernels)
+    res = _run([str(exe), "--kernels", ",".join(kernels), "--threads", "1,2", *_extreme(EXTREME_K), *vectors])
+    _check_driver(_check(res, kernels), kernels)
     _check_extreme(res, kernels, EXTREME_K)
 
 
 # The lookup kernel of each ISA this CPU runs (kernels/lut/dispatch.cc's rows).
 LOOKUP_OF_ISA = {"amx": "lut-avx512", "avx512vnni": "lut-avx512", "avxvnni": "lut-avx2", "avx2": "lut-avx2",
-                 "neon": "lut-neon", "scalar": "lut-scalar"}
+                 "i8mm": "lut-neon", "dotprod": "lut-neon", "neon": "lut-neon", "scalar": "lut-scalar"}
 
 
 def _lookup_kernels() -> list[str]:
@@ -228,39 +237,42 @@ def aarch64_build():
     return get
 
 
-# -cpu max has dotprod (SDOT path); cortex-a53 has not (widening path). Release builds run NEON
-# on every case; scalar and the UBSan build run the cases up to SMALL_MACS.
+# One kernel_test run per qemu CPU model and build, each covering every vector file / generated
+# shape it lists and the driver at 1 and 2 threads (--threads): -cpu max has dotprod and i8mm, so
+# it runs the SMMLA and SDOT paths and lut-neon on everything (the int32 limit too); neoverse-n1
+# has dotprod but no i8mm, cortex-a72 neither (the plain path runs there on everything, so its
+# code holds no SDOT/SMMLA). The UBSan build runs every path on the cheap cases. Each run also
+# checks the paths the CPU lacks are refused by name.
+QEMU_RUNS = {
+    # id: (variant, cpu, kernels, all cases, kernels this CPU must refuse, HWCAP flags expected)
+    "max": ("aarch64", "max", "i8mm,dotprod,lut-neon", True, [], "dotprod=1 i8mm=1"),
+    "neoverse-n1": ("aarch64", "neoverse-n1", "dotprod", False, ["i8mm"], "dotprod=1 i8mm=0"),
+    "cortex-a72": ("aarch64", "cortex-a72", "neon,lut-neon", True, ["dotprod", "i8mm"], "dotprod=0 i8mm=0"),
+    "ubsan-max": ("aarch64-ubsan", "max", "scalar,i8mm,dotprod,neon,lut-scalar,lut-neon", False, [],
+                  "dotprod=1 i8mm=1"),
+    "ubsan-cortex-a72": ("aarch64-ubsan", "cortex-a72", "neon", False, [], "dotprod=0 i8mm=0"),
+}
+
+
 @pytest.mark.skipif(not ON_X86, reason="cross-compiles from x86-64; an aarch64 host runs NEON in test_native")
-@pytest.mark.parametrize("variant, cpu, kernels, all_cases", [
-    ("aarch64", "max", "neon", True),
-    ("aarch64", "cortex-a53", "neon", True),
-    ("aarch64", "max", "scalar", False),
-    ("aarch64-ubsan", "max", "scalar,neon", False),
-    ("aarch64-ubsan", "cortex-a53", "neon", False),
-])
-def test_aarch64_qemu(vectors, aarch64_build, variant, cpu, kernels, all_cases):
+@pytest.mark.parametrize("run", list(QEMU_RUNS))
+def test_aarch64_qemu(vectors, aarch64_build, run):
+    variant, cpu, kernels, all_cases, refused, flags = QEMU_RUNS[run]
     exe = aarch64_build(variant)
     qemu = _tool("qemu-aarch64")
     files = list(vectors) if all_cases else _small(vectors)
     extreme = _extreme([MAX_K]) if all_cases else []  # the int32 limit; emulated, K = 2^24 takes seconds
-    res = _run([qemu, "-cpu", cpu, str(exe), "--kernels", kernels, *extreme, *files])
+    generated = ["--generated", "full" if all_cases else "small"]
+    res = _run([qemu, "-cpu", cpu, str(exe), "--kernels", kernels, "--threads", "1,2", *generated, *extreme, *files])
     out = _check(res, kernels.split(","))
     if all_cases:
         _check_extreme(res, kernels.split(","), [MAX_K])
-    dotprod = 0 if cpu == "cortex-a53" else 1
-    assert f"dotprod={dotprod}" in out.splitlines()[0], out.splitlines()[0]
+    assert flags in out.splitlines()[0], out.splitlines()[0]
+    _check_driver(out, kernels.split(","))
     assert "runtime error" not in res.stderr, res.stderr[-6000:]
-
-
-@pytest.mark.skipif(not ON_X86, reason="cross-compiles from x86-64; an aarch64 host runs lut-neon in test_native")
-@pytest.mark.parametrize("variant", ["aarch64", "aarch64-ubsan"])
-def test_lookup_kernels_aarch64_qemu(vectors, aarch64_build, variant):
-    """lut-neon (and the reference lut-scalar) under qemu: the small vector files and --generated small."""
-    exe = aarch64_build(variant)
-    res = _run([_tool("qemu-aarch64"), "-cpu", "max", str(exe), "--kernels", "lut-scalar,lut-neon",
-                "--generated", "small", *_small(vectors)])
-    _check(res, ["lut-scalar", "lut-neon"])
-    assert "runtime error" not in res.stderr, res.stderr[-6000:]
+    for isa in refused:
+        res = _run([qemu, "-cpu", cpu, str(exe), "--kernels", isa, _small(vectors)[0]])
+        assert res.returncode != 0 and f"this CPU lacks {isa} (needs " in res.stdout, res.stdout[-3000:]
 
 
 def _ort_headers() -> Path:
@@ -288,6 +300,7 @@ def test_aarch64_op_library_builds():
     assert symbols == {"RegisterCustomOps", "bitnet_onnx_kernel_names", "bitnet_onnx_op_names"}, symbols
     res = _run([_tool("aarch64-linux-gnu-objdump"), "-d", str(libs[0])])
     assert "sdot" in res.stdout, "the SDOT kernel is missing from the aarch64 library"
+    assert "smmla" in res.stdout, "the SMMLA (i8mm) kernel is missing from the aarch64 library"
 
 
 def test_harness_refuses_missing_kernel_and_bad_file(vectors, tmp_path):

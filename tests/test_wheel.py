@@ -6,15 +6,16 @@ build/wheel/ make a re-run incremental) into build/wheel-test-dist/, then:
       architecture, needs no glibc symbol version newer than GLIBC_2.28, links nothing but glibc
       (libc, libm, libpthread, libdl, the loader) and exports exactly customops/ort/exports.map's
       entry points; every ISA path is in it (x86-64: AMX, AVX-512 VNNI, AVX-VNNI, AVX2; aarch64:
-      NEON and its SDOT path);
+      plain NEON, SDOT (dotprod) and SMMLA (i8mm) paths);
   (1) a fresh venv with only the x86-64 wheel and its PyPI dependencies, run with nothing but the
       venv on PATH (so no compiler): the op tests against the wheel's library, one export + `embed`
       + `Embedder`, and the C example (built with the system compiler by this process) on the
       wheel's library;
   (2) the aarch64 library in the real aarch64 ONNX Runtime (the aarch64 onnxruntime wheel's
       libonnxruntime.so, `pip download --platform manylinux_2_28_aarch64`), through the C example
-      cross-built for aarch64 and run under qemu-aarch64 (with and without dotprod): its embeddings
-      of an i2s export of every architecture equal the x86-64 wheel's (cosine >= 0.99999).
+      cross-built for aarch64 and run under qemu-aarch64 on three CPU models, each forced to its best
+      path (max: i8mm, neoverse-n1: dotprod, cortex-a72: plain NEON): its embeddings of an i2s
+      export of every architecture equal the x86-64 wheel's (cosine >= 0.9999999).
 Needs what scripts/setup.sh --test installs (qemu-user, g++-aarch64-linux-gnu) and network access
 to PyPI and Debian (the build tools, the ORT headers, the fresh venv's dependencies).
 """
@@ -55,7 +56,12 @@ ELF_MACHINE = {"x86_64": "Advanced Micro Devices X86-64", "aarch64": "AArch64"}
 LOADER = {"x86_64": "ld-linux-x86-64.so.2", "aarch64": "ld-linux-aarch64.so.1"}
 GLIBC_LIBRARIES = {"libc.so.6", "libm.so.6", "libpthread.so.0", "libdl.so.2"}
 NEWEST_GLIBC = (2, 28)
-BUILT_ISAS = {"x86_64": {"amx", "avx512vnni", "avxvnni", "avx2", "scalar"}, "aarch64": {"neon", "scalar"}}
+BUILT_ISAS = {"x86_64": {"amx", "avx512vnni", "avxvnni", "avx2", "scalar"},
+              "aarch64": {"i8mm", "dotprod", "neon", "scalar"}}
+# qemu-aarch64 CPU models -> the best NEON multiply path each runs: -cpu max has dotprod and i8mm,
+# neoverse-n1 dotprod only, cortex-a72 neither.
+QEMU_CPU_PATH = {"max": "i8mm", "neoverse-n1": "dotprod", "cortex-a72": "neon"}
+AARCH64_PATHS = ["i8mm", "dotprod", "neon"]  # best first, as the ISA table lists them
 HINT = "scripts/setup.sh --test installs what these tests need (qemu-user, g++-aarch64-linux-gnu)"
 
 TEXTS = [
@@ -171,12 +177,14 @@ KERNEL_NAMES_C = textwrap.dedent("""\
     """)
 
 
-@pytest.mark.parametrize("cpu", ["max", "cortex-a53"])  # with and without dotprod
-def test_aarch64_library_has_neon_and_dotprod(libraries, tmp_path, cpu):
-    """NEON built and run; SDOT in the code; the library's own ISA table under qemu-aarch64."""
+@pytest.mark.parametrize("cpu", list(QEMU_CPU_PATH))
+def test_aarch64_library_has_every_neon_path(libraries, tmp_path, cpu):
+    """i8mm, dotprod and plain NEON built (SMMLA and SDOT in the code); the library's own ISA table
+    under qemu-aarch64 says each CPU model runs exactly the paths its HWCAP bits allow."""
     library = libraries["aarch64"]
     code = _ok([_tool("aarch64-linux-gnu-objdump"), "-d", "--no-show-raw-insn", library], timeout=300).stdout
     assert re.search(r"\bsdot\b", code), "no SDOT instruction (neon_dotprod.cc)"
+    assert re.search(r"\bsmmla\b", code), "no SMMLA instruction (neon_i8mm.cc)"
     source = tmp_path / "kernel_names.c"
     source.write_text(KERNEL_NAMES_C)
     exe = tmp_path / "kernel_names"
@@ -184,7 +192,8 @@ def test_aarch64_library_has_neon_and_dotprod(libraries, tmp_path, cpu):
     res = _ok([_tool("qemu-aarch64"), "-cpu", cpu, "-L", SYSROOT_AARCH64, exe, library])
     table = {line.split("\t")[0]: line.split("\t")[1:] for line in res.stdout.splitlines()}
     assert {name for name, (built, _runs, _needs) in table.items() if built == "1"} == BUILT_ISAS["aarch64"]
-    assert table["neon"][1] == "1", f"NEON does not run on qemu's {cpu}: {table}"
+    runs = [name for name in AARCH64_PATHS if table[name][1] == "1"]
+    assert runs == AARCH64_PATHS[AARCH64_PATHS.index(QEMU_CPU_PATH[cpu]):], f"qemu's {cpu}: {table}"
 
 
 # -- (1) a fresh venv with only the x86-64 wheel ----------------------------------------------------
@@ -278,10 +287,15 @@ def _write_ids(path: Path, folder: Path) -> Path:
 QEMU_VENDOR_WARNING = "onnxruntime cpuid_info warning: Unknown CPU vendor. cpuinfo_vendor value: 0"
 
 
-def _embed_c(program: list, library: Path, folder: Path, ids_file: Path, under_qemu: bool = False) -> np.ndarray:
+def _embed_c_args(program: list, library: Path, folder: Path, ids_file: Path) -> list:
     manifest = Manifest.read(folder)
-    res = _ok([*program, "--threads", "1", "--pad-side", manifest.padding_side, "--pad-id", manifest.pad_token_id,
-               library, folder / manifest.model_file, ids_file], timeout=900)
+    return [*program, "--threads", "1", "--pad-side", manifest.padding_side, "--pad-id", manifest.pad_token_id,
+            library, folder / manifest.model_file, ids_file]
+
+
+def _embed_c(program: list, library: Path, folder: Path, ids_file: Path, under_qemu: bool = False,
+             env: dict | None = None) -> np.ndarray:
+    res = _ok(_embed_c_args(program, library, folder, ids_file), timeout=900, env=env)
     stderr = [line for line in res.stderr.splitlines()
               if line.strip() and not (under_qemu and line == QEMU_VENDOR_WARNING)]
     assert stderr == [], res.stderr
@@ -368,16 +382,29 @@ def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
 
 
-@pytest.mark.parametrize("cpu", ["max", "cortex-a53"])  # SDOT path; NEON without dotprod
+@pytest.mark.parametrize("cpu", list(QEMU_CPU_PATH))  # the i8mm, dotprod and plain NEON paths
 @pytest.mark.parametrize("arch", list(ARCHITECTURES))
 def test_aarch64_embeddings_equal_x86(host_programs, aarch64_embed_c, libraries, tiny_model, tiny_export,
                                       arch, cpu, tmp_path):
+    """Each CPU model's best path, forced by name (BITNET_ONNX_ISA fails the session if the CPU
+    lacked it), gives the x86-64 wheel's embeddings: the I2S kernels are bit-exact on both."""
     folder = tiny_export(tiny_model(arch))
     assert Manifest.read(folder).weights == "i2s"
     ids_file = _write_ids(tmp_path / "ids.txt", folder)
     on_x86 = _embed_c([host_programs["embed_c"]], libraries["x86_64"], folder, ids_file)
     qemu = [_tool("qemu-aarch64"), "-cpu", cpu, "-L", SYSROOT_AARCH64, aarch64_embed_c]
-    on_aarch64 = _embed_c(qemu, libraries["aarch64"], folder, ids_file, under_qemu=True)
+    env = dict(os.environ, BITNET_ONNX_ISA=QEMU_CPU_PATH[cpu])
+    on_aarch64 = _embed_c(qemu, libraries["aarch64"], folder, ids_file, under_qemu=True, env=env)
     assert on_aarch64.shape == on_x86.shape == (len(TEXTS), Manifest.read(folder).dimension)
     cos = _cosines(on_x86, on_aarch64)
-    assert cos.min() >= 0.99999, f"{arch} on qemu {cpu}: cosines {cos}"
+    assert cos.min() >= 0.9999999, f"{arch} on qemu {cpu}: cosines {cos}"
+
+
+def test_aarch64_i8mm_refused_where_the_cpu_lacks_it(aarch64_embed_c, libraries, tiny_model, tiny_export, tmp_path):
+    """BITNET_ONNX_ISA=i8mm on a core without it (qemu's neoverse-n1) fails with a one-line reason."""
+    folder = tiny_export(tiny_model("qwen3"))
+    qemu = [_tool("qemu-aarch64"), "-cpu", "neoverse-n1", "-L", SYSROOT_AARCH64, aarch64_embed_c]
+    args = _embed_c_args(qemu, libraries["aarch64"], folder, _write_ids(tmp_path / "ids.txt", folder))
+    res = _run(args, timeout=900, env=dict(os.environ, BITNET_ONNX_ISA="i8mm"))
+    assert res.returncode != 0 and res.stdout == "", res.stdout[-2000:]
+    assert "BITNET_ONNX_ISA=i8mm: this CPU lacks i8mm (needs " in res.stderr, res.stderr[-2000:]

@@ -7,14 +7,25 @@ import sys
 from pathlib import Path
 
 
-def cpu_name() -> str:
-    """The CPU's model name, for benchmark headers."""
+# Arm Ltd. (implementer 0x41) server cores by "CPU part", for aarch64's /proc/cpuinfo, which has no
+# model name line.
+ARM_PARTS = {"0xd0c": "Neoverse N1", "0xd49": "Neoverse N2", "0xd40": "Neoverse V1", "0xd4f": "Neoverse V2",
+             "0xd8e": "Neoverse N3", "0xd84": "Neoverse V3"}
+
+
+def cpu_name(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
+    """The CPU's model name, for benchmark headers (aarch64: the core's name from its part number)."""
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
+        fields = dict(line.split(":", 1) for line in cpuinfo.read_text().splitlines() if ":" in line)
     except OSError:
-        pass
+        fields = {}
+    fields = {key.strip(): value.strip() for key, value in fields.items()}
+    if "model name" in fields:
+        return fields["model name"]
+    if "CPU part" in fields:
+        implementer, part = fields.get("CPU implementer", "?"), fields["CPU part"]
+        name = ARM_PARTS.get(part) if implementer == "0x41" else None
+        return name or f"{platform.machine()} (CPU implementer {implementer}, part {part})"
     return platform.processor() or platform.machine()
 
 

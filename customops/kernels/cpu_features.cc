@@ -16,6 +16,12 @@
 #ifndef HWCAP_ASIMDDP
 #define HWCAP_ASIMDDP (1 << 20)
 #endif
+#ifndef AT_HWCAP2
+#define AT_HWCAP2 26
+#endif
+#ifndef HWCAP2_I8MM
+#define HWCAP2_I8MM (1 << 13)
+#endif
 #endif
 
 namespace bitnet_onnx {
@@ -73,6 +79,7 @@ CpuFeatures detect() {
   const unsigned long hw = getauxval(AT_HWCAP);
   f.neon = (hw & HWCAP_ASIMD) != 0;
   f.dotprod = (hw & HWCAP_ASIMDDP) != 0;
+  f.i8mm = (getauxval(AT_HWCAP2) & HWCAP2_I8MM) != 0;
 #else
   f.neon = true;  // Advanced SIMD is mandatory on AArch64
 #endif

@@ -1,5 +1,5 @@
 // What this CPU (and its OS) can run: CPUID + XGETBV (+ the AMX permission request) on x86-64,
-// getauxval(AT_HWCAP) on aarch64. The one place that detects CPU features; detected once; no ORT
+// getauxval(AT_HWCAP, AT_HWCAP2) on aarch64. The one place that detects CPU features; detected once; no ORT
 // headers.
 #pragma once
 
@@ -14,7 +14,8 @@ struct CpuFeatures {
                             // and (Linux) granted to this process by arch_prctl
   // aarch64
   bool neon = false;     // Advanced SIMD
-  bool dotprod = false;  // SDOT/UDOT (ARMv8.2 dotprod)
+  bool dotprod = false;  // SDOT/UDOT (ARMv8.2 dotprod), HWCAP_ASIMDDP
+  bool i8mm = false;     // SMMLA/UMMLA/USMMLA (ARMv8.6 FEAT_I8MM), HWCAP2_I8MM
 };
 
 const CpuFeatures& cpu_features();

@@ -34,6 +34,10 @@ constexpr IsaRecord kIsaTable[] = {
      "AVX512F/BW/VL/DQ/VNNI with OS-enabled zmm state"},
     {kIsaAvxVnni, "avxvnni", kX86, avxvnni_runs, "AVX-VNNI + AVX2/FMA/F16C"},
     {kIsaAvx2, "avx2", kX86, [](const CpuFeatures& f) { return f.avx2; }, "AVX2 + FMA + F16C"},
+    {kIsaI8mm, "i8mm", kArm, [](const CpuFeatures& f) { return f.neon && f.dotprod && f.i8mm; },
+     "Advanced SIMD + dotprod (HWCAP_ASIMDDP) + int8 matrix multiply (HWCAP2_I8MM)"},
+    {kIsaDotprod, "dotprod", kArm, [](const CpuFeatures& f) { return f.neon && f.dotprod; },
+     "Advanced SIMD + dotprod (HWCAP_ASIMDDP)"},
     {kIsaNeon, "neon", kArm, [](const CpuFeatures& f) { return f.neon; }, "Advanced SIMD (NEON)"},
     {kIsaScalar, "scalar", true, [](const CpuFeatures&) { return true; }, ""},
 };

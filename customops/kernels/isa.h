@@ -16,7 +16,11 @@ namespace bitnet_onnx {
 
 // One index per record of kIsaTable, in its order: a family's table is an array indexed by Isa
 // (static_assert'ed to have kIsaCount entries, so a new ISA cannot be missing from a family).
-enum Isa : int { kIsaAmx, kIsaAvx512Vnni, kIsaAvxVnni, kIsaAvx2, kIsaNeon, kIsaScalar, kIsaCount };
+enum Isa : int {
+  kIsaAmx, kIsaAvx512Vnni, kIsaAvxVnni, kIsaAvx2,  // x86-64
+  kIsaI8mm, kIsaDotprod, kIsaNeon,                // aarch64
+  kIsaScalar, kIsaCount
+};
 
 struct IsaRecord {
   Isa isa;

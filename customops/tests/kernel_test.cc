@@ -4,18 +4,22 @@
 //   kernel_test --kernels scalar,avx2,... [--extreme-k K,K,...] [FILE.i2sv...]
 //   kernel_test --list-kernels   (the ISA table, kernels/isa.h, as the op library exports it)
 //   kernel_test --kernels lut-scalar,lut-avx2,... --generated small|full [FILE.i2sv...]
+//   kernel_test --kernels ... --threads 1,2 FILE.i2sv...
 //
 // Kernel names are the multiply kernels' (the ISA names) or the lookup family's own names
 // (kernels/lut/: lut-scalar, lut-avx2, lut-avx512, lut-neon; each must be the lookup kernel of an
 // ISA this CPU runs). --generated adds cases built in memory for the lookup kernels' edges
 // (token-block and row tails, K-block tails, int16 widening, extremes, zero rows) with sums from
 // a plain loop over the I2_S bytes: every M of {1, 15, 16, 17, 31, 32, 33, 513, 2048} x K of
-// {128 .. 3072}, the two models' projection shapes, all-127 / all -128 activations against all
+// {128 .. 3072}, the two models' projection shapes at M = 1, 17, 33, all-127 / all -128 activations against all
 // +1 / all -1 weights; "small" is the subset sanitized and emulated runs can afford.
 //
 // --extreme-k builds its cases in memory (files that large would take gigabytes): for each K,
 // 128-periodic rows of q at the int8 extremes against 128-periodic ternary rows, so that the
 // exact sums, (K / 128) times one block's, reach +-128 * K (the int32 limit just below K = 2^24).
+// --threads runs, for every file, the driver (kernels/i2s/driver.h: quantization with the fused
+// norm, the op's job grid over that many threads, the epilogue) on the kernel's ISA forced to its
+// family, and compares y bit for bit with the driver on the scalar multiply kernel on one thread.
 // For every named kernel and every file: repack + dot over the whole [M x N], over odd sub-tiles
 // (with a padded leading dimension whose padding must stay untouched) and over the kernel's own
 // tile grid == the reference int32 sums; quantize without and with the norm weight == the
@@ -24,6 +28,7 @@
 // so AddressSanitizer sees any read or write past them. Last line: "N passed, N failed".
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cinttypes>
 #include <cstdarg>
 #include <cmath>
@@ -34,9 +39,11 @@
 #include <iterator>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cpu_features.h"
+#include "driver.h"
 #include "i2s_kernel.h"
 #include "isa.h"
 #include "lut_kernel.h"
@@ -333,18 +340,20 @@ Vectors make_generated(int64_t m, int64_t k, int64_t n, Fill fill) {
 std::vector<std::array<int64_t, 4>> generated_cases(bool full) {
   std::vector<std::array<int64_t, 4>> out;
   const int64_t ms[] = {1, 15, 16, 17, 31, 32, 33, 513, 2048};
-  const int64_t ks[] = {128, 640, 1024, 3072};
+  const int64_t ks[] = {128, 640, 1024, 2048, 3072};
   for (int64_t m : ms)
     for (int64_t k : ks) {
       const int64_t n = m >= 513 ? 9 : 37;  // rows: not a multiple of 4 (sweep) nor 16 (epilogue)
       if (full || m * k * n <= 3'000'000) out.push_back({m, k, n, static_cast<int64_t>(Fill::kRandom)});
     }
   // The projections of Qwen3-0.6B (K x N: 1024 x 2048 / 1024 / 3072, 2048 x 1024, 3072 x 1024) and
-  // Gemma3-270M (640 x 1024 / 256 / 2048, 1024 x 640, 2048 x 640), a few tokens each.
+  // Gemma3-270M (640 x 1024 / 256 / 2048, 1024 x 640, 2048 x 640): 1, 17 and 33 tokens (one, an
+  // odd count past a 16-token tile, past two); "small" has the ones up to 700 K weights at 33.
   const int64_t shapes[][2] = {{1024, 2048}, {1024, 1024}, {2048, 1024}, {1024, 3072}, {3072, 1024},
                                {640, 1024},  {640, 256},   {1024, 640},  {640, 2048},  {2048, 640}};
   for (const auto& kn : shapes)
-    if (full || kn[0] * kn[1] <= 700'000) out.push_back({33, kn[0], kn[1], static_cast<int64_t>(Fill::kRandom)});
+    for (int64_t m : {1, 17, 33})
+      if (full || (m == 33 && kn[0] * kn[1] <= 700'000)) out.push_back({m, kn[0], kn[1], static_cast<int64_t>(Fill::kRandom)});
   for (Fill fill : {Fill::kMax, Fill::kMin, Fill::kZeroRows})
     for (int64_t k : {int64_t{128}, int64_t{3072}, int64_t{8192}})
       if (full || k <= 3072) out.push_back({40, k, 6, static_cast<int64_t>(fill)});
@@ -510,10 +519,58 @@ std::vector<std::string> split(const std::string& s, char sep) {
   return parts;
 }
 
+// ---- --threads (the driver: quantization, tiling over the host's threads, epilogue)
+
+// A pool of `threads` std::threads taking job indices from a shared counter (threads == 1: a loop).
+struct ThreadPool {
+  int threads;
+  static void run(void* self, void (*job)(void*, size_t), size_t count, void* arg) {
+    const int threads = static_cast<ThreadPool*>(self)->threads;
+    std::atomic<size_t> next{0};
+    auto worker = [&] {
+      for (size_t i; (i = next.fetch_add(1)) < count;) job(arg, i);
+    };
+    std::vector<std::thread> pool;
+    for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
+    worker();
+    for (std::thread& t : pool) t.join();
+  }
+};
+
+// y of MatMul::run (the op's path: constant W, fused norm when the case has one, s_w = 0.37) on
+// `isa` forced to `family`, split over `threads` threads.
+std::vector<float> driver_y(bitnet_onnx::Isa isa, const char* family, const Vectors& v, int threads) {
+  bitnet_onnx::i2s::MatMul matmul(isa, family);
+  matmul.set_weights(v.i2s.data(), v.n, v.k);
+  std::vector<float> y(static_cast<size_t>(v.m * v.n), std::nanf(""));
+  bitnet_onnx::i2s::Call call;
+  call.x = v.x.data(), call.m = v.m, call.k = v.k, call.n = v.n;
+  call.norm = v.has_norm ? v.norm_w.data() : nullptr;
+  call.eps = v.eps, call.s_w = 0.37f, call.y = y.data();
+  ThreadPool pool{threads};
+  matmul.run(call, bitnet_onnx::i2s::ParallelFor{&pool, ThreadPool::run});
+  return y;
+}
+
+// The driver on the kernel's ISA and family at each thread count == `want`, the scalar multiply
+// kernel's driver on one thread, bit for bit (every float, NaN rows as NaN).
+void check_driver(bitnet_onnx::Isa isa, const char* family, const Vectors& v, const std::vector<float>& want,
+                  const std::vector<int>& threads, const std::string& tag) {
+  for (const int t : threads) {
+    const std::vector<float> got = driver_y(isa, family, v, t);
+    int64_t bad = -1;
+    for (size_t i = 0; i < got.size() && bad < 0; ++i)
+      if (!same_float(got[i], want[i])) bad = static_cast<int64_t>(i);
+    report(bad < 0, tag + fmt(" driver %d thread%s", t, t == 1 ? "" : "s"),
+           bad < 0 ? "" : fmt("y[%" PRId64 "] = %a, scalar %a", bad, got[bad], want[bad]));
+  }
+}
+
 }  // namespace
 
 // The lookup kernel called `name` of an ISA this CPU runs (kernels/lut/dispatch.cc's rows).
-const I2SKernel* lookup_kernel_named(const std::string& name, std::string* error) {
+// *isa_out: that ISA.
+const I2SKernel* lookup_kernel_named(const std::string& name, bitnet_onnx::Isa* isa_out, std::string* error) {
   const bitnet_onnx::CpuFeatures& cpu = bitnet_onnx::cpu_features();
   bool exists = false;
   for (int i = 0; i < bitnet_onnx::kIsaCount; ++i) {
@@ -521,7 +578,10 @@ const I2SKernel* lookup_kernel_named(const std::string& name, std::string* error
     const I2SKernel* kern = bitnet_onnx::lut::lookup_kernel(isa.isa);
     if (!kern || name != kern->name) continue;
     exists = true;
-    if (isa.built && isa.available(cpu)) return kern;
+    if (isa.built && isa.available(cpu)) {
+      *isa_out = isa.isa;
+      return kern;
+    }
   }
   *error = exists ? "no ISA this CPU runs has it" : "no such lookup kernel in this build";
   return nullptr;
@@ -531,6 +591,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> kernels, files;
   std::vector<int64_t> extreme_ks;
   std::string generated;  // "", "small" or "full"
+  std::vector<int> threads;  // --threads: the driver at each count
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--list-kernels") == 0) {  // the ISA table, as the library exports it
       std::fputs(bitnet_onnx::isa_table_text().c_str(), stdout);
@@ -543,6 +604,15 @@ int main(int argc, char** argv) {
       if (generated != "small" && generated != "full") {
         std::fprintf(stderr, "--generated: %s is not small or full\n", generated.c_str());
         return 2;
+      }
+    } else if (std::strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
+      for (const std::string& t : split(argv[++i], ',')) {
+        const int v = std::atoi(t.c_str());
+        if (v < 1 || v > 64) {
+          std::fprintf(stderr, "--threads: %s is not a thread count of 1..64\n", t.c_str());
+          return 2;
+        }
+        threads.push_back(v);
       }
     } else if (std::strcmp(argv[i], "--extreme-k") == 0 && i + 1 < argc) {
       for (const std::string& k : split(argv[++i], ',')) {
@@ -559,12 +629,12 @@ int main(int argc, char** argv) {
   }
   if (kernels.empty() || (files.empty() && extreme_ks.empty() && generated.empty())) {
     std::fprintf(stderr, "usage: kernel_test --kernels scalar,avx2,lut-avx2,... [--extreme-k K,...] [--generated small|full] "
-                         "[FILE.i2sv...] | --list-kernels\n");
+                         "[--threads 1,2,...] [FILE.i2sv...] | --list-kernels\n");
     return 2;
   }
   const bitnet_onnx::CpuFeatures& cpu = bitnet_onnx::cpu_features();
-  std::printf("cpu: avx2=%d avxvnni=%d avx512vnni=%d neon=%d dotprod=%d\n", cpu.avx2, cpu.avxvnni,
-              cpu.avx512vnni, cpu.neon, cpu.dotprod);
+  std::printf("cpu: avx2=%d avxvnni=%d avx512vnni=%d neon=%d dotprod=%d i8mm=%d\n", cpu.avx2, cpu.avxvnni,
+              cpu.avx512vnni, cpu.neon, cpu.dotprod, cpu.i8mm);
 
   // Every record of the ISA table this build has maps to a multiply kernel of that name, and no
   // other record to any (i2s/dispatch.cc's rows against isa.cc's `built`).
@@ -588,23 +658,36 @@ int main(int argc, char** argv) {
     if (generated.empty()) break;
     cases.push_back(make_generated(c[0], c[1], c[2], static_cast<Fill>(c[3])));
   }
+  std::vector<std::vector<float>> scalar_y(cases.size());  // --threads: the reference, once per case
+  for (size_t c = 0; c < cases.size() && !threads.empty(); ++c)
+    if (cases[c].m != 0 && !cases[c].x.empty()) scalar_y[c] = driver_y(bitnet_onnx::kIsaScalar, "mul", cases[c], 1);
   for (const std::string& name : kernels) {
     std::string err;
     const bool lookup = name.rfind("lut-", 0) == 0;
-    const I2SKernel* kern = lookup ? lookup_kernel_named(name, &err) : bitnet_onnx::select_kernel(name.c_str(), &err);
+    bitnet_onnx::Isa isa = bitnet_onnx::kIsaScalar;
+    const I2SKernel* kern = lookup ? lookup_kernel_named(name, &isa, &err) : bitnet_onnx::select_kernel(name.c_str(), &err);
+    if (kern && !lookup) isa = bitnet_onnx::select_isa(name.c_str(), &err)->isa;
     report(kern != nullptr, (lookup ? "lookup_kernel(" : "select_kernel(") + name + ")", err);
     if (!kern) continue;
     report(std::strcmp(kern->name, name.c_str()) == 0, "select_kernel(" + name + ")",
            std::string("returned the kernel named ") + kern->name);
     const int before = g_failed;
-    for (const Vectors& v : cases) {
+    int driver_cases = 0;
+    for (size_t c = 0; c < cases.size(); ++c) {
+      const Vectors& v = cases[c];
       if (v.m == 0) continue;
       const std::string tag = name + " " + v.name;
       check_dot(*kern, v, tag);
       if (v.x.empty()) continue;  // --generated: integer inputs only
+      if (threads.empty()) continue;
+      check_driver(isa, lookup ? "lut" : "mul", v, scalar_y[c], threads, tag);
+      ++driver_cases;
       check_quantize(*kern, v, false, tag);
       if (v.has_norm) check_quantize(*kern, v, true, tag);
     }
+    if (!threads.empty())
+      std::printf("%s driver: %d cases at %zu thread counts: %s\n", name.c_str(), driver_cases, threads.size(),
+                  g_failed == before ? "ok" : "FAILED");
     for (const int64_t k : extreme_ks) {  // built per kernel: one case in memory at a time
       ExtremeCase e;
       const std::string tag = name + fmt(" extreme K=%" PRId64, k), err = make_extreme(k, &e);

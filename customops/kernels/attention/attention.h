@@ -76,7 +76,7 @@ Plan make_plan(const Problem& p);
 bool run_job(const TileOps& ops, const Plan& plan, int64_t index);
 
 // The tile ops this CPU runs best, or the ones BITNET_ONNX_ISA's value names (a record of the ISA
-// table, isa.h: scalar; avx2 and avxvnni -> avx2; avx512vnni and amx -> avx512; neon -> scalar).
+// table, isa.h: scalar; avx2 and avxvnni -> avx2; avx512vnni and amx -> avx512; i8mm, dotprod, neon -> scalar).
 // nullptr with *error set (select_isa's message) when the named ISA is unknown or missing on this CPU.
 const TileOps* select_tile_ops(const char* forced, std::string* error);
 

@@ -9,13 +9,15 @@ namespace attention {
 namespace {
 
 // AVX-512 F is all the avx512 path needs and AVX2 + FMA the avx2 one; a forced name is accepted
-// where the ISA table says the CPU runs it, so each path's needs are covered. neon has no
-// attention path of its own: scalar. Null only where the record is not built.
+// where the ISA table says the CPU runs it, so each path's needs are covered. The aarch64 ISAs
+// (i8mm, dotprod, neon) have no attention path of their own: scalar. Null only where the record is not built.
 const IsaRow<TileOps> kPaths[] = {
     /*kIsaAmx=*/BITNET_ONNX_X86(avx512_tile_ops),
     /*kIsaAvx512Vnni=*/BITNET_ONNX_X86(avx512_tile_ops),
     /*kIsaAvxVnni=*/BITNET_ONNX_X86(avx2_tile_ops),
     /*kIsaAvx2=*/BITNET_ONNX_X86(avx2_tile_ops),
+    /*kIsaI8mm=*/scalar_tile_ops,
+    /*kIsaDotprod=*/scalar_tile_ops,
     /*kIsaNeon=*/scalar_tile_ops,
     /*kIsaScalar=*/scalar_tile_ops,
 };

@@ -14,6 +14,8 @@ const IsaRow<I2SKernel> kMultiplyKernels[] = {
     /*kIsaAvx512Vnni=*/BITNET_ONNX_X86(avx512vnni_kernel),
     /*kIsaAvxVnni=*/BITNET_ONNX_X86(avxvnni_kernel),
     /*kIsaAvx2=*/BITNET_ONNX_X86(avx2_kernel),
+    /*kIsaI8mm=*/BITNET_ONNX_ARM(neon_i8mm_kernel),
+    /*kIsaDotprod=*/BITNET_ONNX_ARM(neon_dotprod_kernel),
     /*kIsaNeon=*/BITNET_ONNX_ARM(neon_kernel),
     /*kIsaScalar=*/scalar_kernel,
 };

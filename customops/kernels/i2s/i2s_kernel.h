@@ -71,7 +71,7 @@ const I2SKernel* multiply_kernel(Isa isa);
 
 namespace bitnet_onnx {
 // Each ISA's table, defined in its own file (scalar.cc, avx2.cc, avxvnni.cc, avx512vnni.cc,
-// amx.cc, neon.cc) and listed in dispatch.cc's row for that ISA.
+// amx.cc, neon.cc: neon, dotprod, i8mm) and listed in dispatch.cc's row for that ISA.
 const I2SKernel* scalar_kernel();
 #if defined(__x86_64__) || defined(_M_X64)
 const I2SKernel* amx_kernel();
@@ -80,6 +80,8 @@ const I2SKernel* avxvnni_kernel();
 const I2SKernel* avx512vnni_kernel();
 #endif
 #if defined(__aarch64__)
-const I2SKernel* neon_kernel();
+const I2SKernel* neon_kernel();          // plain NEON
+const I2SKernel* neon_dotprod_kernel();  // SDOT
+const I2SKernel* neon_i8mm_kernel();     // SMMLA
 #endif
 }  // namespace bitnet_onnx

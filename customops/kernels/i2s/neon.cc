@@ -1,9 +1,10 @@
 // aarch64 Advanced SIMD kernel. Same results as scalar.cc bit for bit:
 // - repack keeps the I2_S layout and only rewrites the unused code 0b11 to 0b01 (value 0), so
 //   dot() can decode every code as code - 1;
-// - dot() uses SDOT (neon_dotprod.cc) when the CPU has dotprod, else widening int8 multiplies
+// - three tables share repack and quantize and differ in dot(): "neon", widening int8 multiplies
 //   into int16 lanes (at most 16 products of |q*t| <= 128 per lane: never overflows) folded into
-//   int32 after every 128-value block;
+//   int32 after every 128-value block; "dotprod", SDOT (neon_dotprod.cc); "i8mm", SMMLA
+//   (neon_i8mm.cc). The ISA table (isa.cc) offers each where HWCAP says the CPU runs it;
 // - quantize() follows bitnet_onnx.ternary: the sum of squares is numpy's pairwise float64 sum
 //   (what np.mean computes), then float32 throughout, round half to even.
 #if defined(__aarch64__)
@@ -14,8 +15,8 @@
 #include <cmath>
 #include <cstring>
 
-#include "cpu_features.h"
 #include "i2s_kernel.h"
+#include "neon_panel.h"
 #include "neon_tile.h"
 #include "pairwise_sum.h"
 
@@ -137,22 +138,26 @@ void dot_widening(const uint8_t* packed, int64_t n, int64_t k, const QuantizedRo
   tiled_dot<Widening>(packed, k, rows, m0, m1, n0, n1, out, ld);
 }
 
-constexpr int64_t kTileM = 16;  // multiple of kTileTokens
-constexpr int64_t kTileN = 64;  // multiple of 4 rows
+// Direct (plain NEON): decode per 4-token group, small tiles. Buffered (dotprod, i8mm): the
+// driver's token tile is the panel's reuse, so the tiles are the x86 buffered paths' shape.
+constexpr int64_t kTileM = 16;   // multiple of kTileTokens
+constexpr int64_t kTileN = 64;   // multiple of 4 rows
+constexpr int64_t kBufferedTileM = 256;
+constexpr int64_t kBufferedTileN = 128;  // multiple of the 8-row i8mm panel and of kTileNAlign (driver.cc)
 
 const I2SKernel kNeon = {"neon", packed_bytes, repack, quantize, dot_widening, kTileM, kTileN};
-#ifndef BITNET_ONNX_NO_NEON_DOTPROD
-const I2SKernel kNeonDotprod = {"neon", packed_bytes, repack, quantize, neon_dotprod_dot, kTileM, kTileN};
-#endif
+const I2SKernel kDotprod = {"dotprod", packed_bytes, repack, quantize, neon_dotprod_dot, kBufferedTileM,
+                            kBufferedTileN, nullptr, /*min_tile_n=*/32};
+const I2SKernel kI8mm = {"i8mm", packed_bytes, repack, quantize, neon_i8mm_dot, kBufferedTileM, kBufferedTileN,
+                         nullptr, /*min_tile_n=*/32};
 
 }  // namespace
 
-const I2SKernel* neon_kernel() {
-#ifndef BITNET_ONNX_NO_NEON_DOTPROD
-  if (cpu_features().dotprod) return &kNeonDotprod;
-#endif
-  return &kNeon;
-}
+const I2SKernel* neon_kernel() { return &kNeon; }
+// select_isa (isa.h) picks these only where cpu_features has dotprod (and i8mm): their code is
+// built with those extensions.
+const I2SKernel* neon_dotprod_kernel() { return &kDotprod; }
+const I2SKernel* neon_i8mm_kernel() { return &kI8mm; }
 
 }  // namespace bitnet_onnx
 #endif  // __aarch64__

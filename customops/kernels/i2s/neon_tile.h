@@ -1,7 +1,8 @@
-// Shared by neon.cc (plain NEON) and neon_dotprod.cc (compiled with +dotprod): the I2_S decode
-// and the token x row tiling of dot(). Everything here has internal linkage on purpose:
-// the two files are compiled with different -march flags, and a shared inline symbol could make
-// the linker keep the dotprod copy for the plain path (SIGILL on CPUs without dotprod).
+// Shared by neon.cc (plain NEON), neon_dotprod.cc (+dotprod) and neon_i8mm.cc (+i8mm): the I2_S
+// decode and the direct (decode in registers) token x row tiling of dot(). Everything here has
+// internal linkage on purpose: the files are compiled with different -march flags, and a shared
+// inline symbol could make the linker keep the dotprod copy for the plain path (SIGILL on CPUs
+// without dotprod).
 #pragma once
 
 #if defined(__aarch64__)
@@ -104,11 +105,6 @@ void tiled_dot(const uint8_t* packed, int64_t k, const QuantizedRows& rows, int6
 }
 
 }  // namespace
-
-// dot() with SDOT (neon_dotprod.cc, built with +dotprod); call only when the CPU has dotprod.
-void neon_dotprod_dot(const uint8_t* packed, int64_t n, int64_t k, const QuantizedRows& rows,
-                      int64_t m0, int64_t m1, int64_t n0, int64_t n1, int32_t* out, int64_t ld);
-
 }  // namespace bitnet_onnx
 
 #endif  // __aarch64__

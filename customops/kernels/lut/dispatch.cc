@@ -19,12 +19,14 @@ namespace {
 #endif
 
 // Indexed by Isa. AMX CPUs have AVX-512BW; AVX-VNNI CPUs have AVX2 (the lookups use neither
-// VNNI nor AMX: only int16 adds).
+// VNNI nor AMX: only int16 adds), and every aarch64 ISA runs the one lut-neon.
 const I2SKernel* (*const kLookupKernels[])() = {
     /*kIsaAmx=*/BITNET_LUT_X86(avx512_kernel),
     /*kIsaAvx512Vnni=*/BITNET_LUT_X86(avx512_kernel),
     /*kIsaAvxVnni=*/BITNET_LUT_X86(avx2_kernel),
     /*kIsaAvx2=*/BITNET_LUT_X86(avx2_kernel),
+    /*kIsaI8mm=*/BITNET_LUT_ARM(neon_kernel),
+    /*kIsaDotprod=*/BITNET_LUT_ARM(neon_kernel),
     /*kIsaNeon=*/BITNET_LUT_ARM(neon_kernel),
     /*kIsaScalar=*/scalar_kernel,
 };

@@ -26,8 +26,8 @@ namespace bitnet_onnx {
 namespace lut {
 
 // The lookup kernel for a record of the ISA table (dispatch.cc), null where the family has none:
-// avx512-class ISAs (amx, avx512vnni) run lut-avx512, avxvnni and avx2 run lut-avx2, neon
-// lut-neon, scalar the reference lut-scalar.
+// avx512-class ISAs (amx, avx512vnni) run lut-avx512, avxvnni and avx2 run lut-avx2, i8mm,
+// dotprod and neon lut-neon, scalar the reference lut-scalar.
 const I2SKernel* lookup_kernel(Isa isa);
 
 constexpr int kMaxInt16Groups = 63;  // 63 x 4 x 128 = 32256: the int16 sums cannot overflow
