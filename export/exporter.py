@@ -128,7 +128,7 @@ def export(model_dir: str | Path, out_dir: str | Path, arch: str | None = None, 
     out_dir = Path(out_dir)
     check_output(out_dir, [model_dir], overwrite)  # before the slow part
     start = time.perf_counter()
-    folder = open_source(model_dir, arch)
+    folder = open_source(model_dir, arch, check_pooling=True, pooling=pooling)  # --pooling before any weights
     variant = choose_variant(folder, weights, ternarize)
     st = folder.st_modules(pooling)
     tf = tokenizer_facts(folder)  # before the slow part: a bad tokenizer fails fast
