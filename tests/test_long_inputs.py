@@ -45,10 +45,13 @@ def long_exports(tmp_path_factory):
     return out
 
 
-def _long_text(e: Embedder) -> str:
-    text = " ".join(f"word{i % 997} and more" for i in range(LONG))  # well over LONG tokens: truncated
-    assert len(e.tokenize([text])[0]) == LONG
-    return text
+def _embed_longest(e: Embedder) -> np.ndarray:
+    """The embedding of a text of the export's max_length tokens (a longer one, truncated)."""
+    text = " ".join(f"word{i % 997} and more" for i in range(LONG))  # well over LONG tokens
+    assert len(e.tokenize([text])[0]) == e.manifest.max_length
+    vector = e.encode(text)
+    assert vector.shape == (e.dimension,) and np.all(np.isfinite(vector)) and np.linalg.norm(vector) > 0
+    return vector
 
 
 @pytest.mark.parametrize("arch", ARCHITECTURES)
@@ -57,17 +60,14 @@ def test_default_exports_embed_a_32768_token_text(long_exports, arch):
     for folder in (long_exports[arch]["hf"], long_exports[arch]["gguf"]):
         m = Manifest.read(folder)
         assert (m.weights, m.attention, m.max_length) == ("f32", "fused", LONG)  # stock would not fit
-        e = Embedder(folder, threads=2)
-        vector = e.encode(_long_text(e))
-        assert vector.shape == (m.dimension,) and np.all(np.isfinite(vector)) and np.linalg.norm(vector) > 0
-        vectors.append(vector)
+        vectors.append(_embed_longest(Embedder(folder, threads=2)))
     np.testing.assert_allclose(vectors[0], vectors[1], atol=1e-5)  # the GGUF holds the same f32 model
 
 
 @pytest.mark.parametrize("arch", ARCHITECTURES)
 def test_stock_attention_is_kept_to_a_length_it_serves(tmp_path, caplog, long_exports, arch):
     """An explicit --attention onnx at max_length 32768 would need >50 GiB: the export lowers max_length to
-    the longest it serves in the budget and says so naming --attention fused."""
+    the longest it serves in the budget and says so naming --attention fused; a text of that length embeds."""
     model = long_exports[arch]["model"]
     cfg = open_source(model).cfg
     assert one_text_bytes(cfg, "onnx", LONG) > 50 * (1 << 30) > ACTIVATION_BUDGET_BYTES
@@ -79,7 +79,9 @@ def test_stock_attention_is_kept_to_a_length_it_serves(tmp_path, caplog, long_ex
     assert one_text_bytes(cfg, "onnx", served) <= ACTIVATION_BUDGET_BYTES < one_text_bytes(cfg, "onnx", served + 1)
     warning = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert any(f"max_length lowered from {LONG} to {served}" in w and "--attention fused" in w for w in warning)
-    assert Embedder(out).memory.texts_that_fit(served, 32) == 1  # one text of max_length fits the default budget
+    e = Embedder(out, threads=2)
+    assert e.memory.texts_that_fit(served, 32) == 1  # one text of max_length fits the default budget
+    _embed_longest(e)
 
 
 def _runs(e: Embedder) -> list[int]:
