@@ -174,7 +174,7 @@ class Reference:
                 want = self.folder.tensor(spec.role, i if spec.per_layer else None)
                 if spec.kind == "embedding":
                     want = want.astype(np.float16).astype(np.float32) if self.f16_embeddings else want
-                if name not in state or not torch.equal(state[name].float(), torch.from_numpy(want)):
+                if name not in state or not torch.equal(state[name].float(), torch.from_numpy(np.array(want))):
                     raise BitnetOnnxError(f"reference: transformers did not load {name} from {self.folder.path}")
 
     def encode(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
