@@ -31,9 +31,10 @@ class BatchMemory:
         if one is None:  # an export from before the cost model: the token budget alone
             return wanted
         if one > self.budget:
-            m = self.manifest
+            attention = self.manifest.attention
+            hint = "" if attention == "fused" else ", or re-export with --attention fused"
             raise BitnetOnnxError(
                 f"a text of {width} tokens needs about {_gib(one)} of activations with this export's attention "
-                f"({m.attention}), over max_batch_bytes {_gib(self.budget)}; shorten it, raise max_batch_bytes, "
-                "or re-export with --attention fused")
+                f"({attention}), over max_batch_bytes (--max-batch-memory) {_gib(self.budget)}; shorten it or "
+                f"raise the budget{hint}")
         return max(1, min(wanted, self.budget // one))
