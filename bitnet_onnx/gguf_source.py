@@ -23,7 +23,7 @@ from bitnet_onnx.arch import ARCHITECTURES, HEAD_NORM, LINEAR, NORM, ArchSpec, M
 from bitnet_onnx.errors import BitnetOnnxError
 from bitnet_onnx.gguf_file import (
     DEFAULT_PROMPT_KEY, I2S_TYPE, INCLUDE_PROMPT_KEY, MAX_SEQ_LENGTH_KEY, NORMALIZE_KEY, POOLING_NAMES,
-    PROMPT_NAMES_KEY, PROMPTS_KEY, dequantize, metadata, open_gguf, read_i2s_packed, tensor_shape,
+    PROMPT_NAMES_KEY, PROMPTS_KEY, check_gguf_header, dequantize, metadata, open_gguf, read_i2s_packed, tensor_shape,
 )
 from bitnet_onnx.gguf_tokenizer import tokenizer_files
 from bitnet_onnx.model_source import bitnet_norms_present
@@ -45,13 +45,20 @@ def _short(value):
 
 
 class GgufModel:
-    """A GGUF file: config, architecture, tensor-by-tensor float32 access and I2_S codes."""
+    """A GGUF file: config, architecture, tensor-by-tensor float32 access and I2_S codes.
 
-    def __init__(self, path: str | Path, arch: str | None = None):
+    ``check_pooling``: check ``pooling`` against the file (``st_modules``' rule) from the header's
+    scalar keys, before gguf-py reads the file (seconds over a 262k vocabulary)."""
+
+    def __init__(self, path: str | Path, arch: str | None = None, check_pooling: bool = False,
+                 pooling: str | None = None):
         self.path = Path(path)
-        self.reader = open_gguf(self.path)
-        self.meta = metadata(self.reader)
+        self.meta = check_gguf_header(self.path)  # the scalar keys, until the reader has them all
         self.arch: ArchSpec = self._arch(arch)
+        if check_pooling:
+            self._pooling(pooling)
+        self.reader = open_gguf(self.path, checked=True)
+        self.meta = metadata(self.reader)
         self._tensors = {t.name: t for t in self.reader.tensors}
         self.config: dict = self._config()
         self.cfg: ModelConfig = ModelConfig.from_dict(self.config, self.arch, source=str(self.path))
@@ -160,11 +167,7 @@ class GgufModel:
     # -- sentence-transformers facts and tokenizer ------------------------------------------------
     def st_modules(self, pooling: str | None = None) -> StModules:
         """Pooling (``pooling`` overrides), normalize, prompts and max length from the metadata."""
-        code = self._key("pooling_type")
-        stored = POOLING_NAMES.get(int(code)) if code is not None else None
-        key = f"{self.arch.name}.pooling_type"
-        chosen, from_file = choose_pooling(stored, pooling, self.arch, str(self.path), stored_as=key,
-                                           missing=f"no pooling type in the metadata ({key})")
+        chosen, from_file = self._pooling(pooling)
         names = self.meta.get(PROMPT_NAMES_KEY) or []
         texts = self.meta.get(PROMPTS_KEY) or []
         if len(names) != len(texts):
@@ -175,6 +178,13 @@ class GgufModel:
                          default_prompt_name=self.meta.get(DEFAULT_PROMPT_KEY) or None,
                          max_seq_length=int(max_len) if max_len else None, dimension=self.cfg.hidden,
                          include_prompt=bool(self.meta.get(INCLUDE_PROMPT_KEY, True)), pooling_from_config=from_file)
+
+    def _pooling(self, pooling: str | None) -> tuple[str, bool]:
+        code = self._key("pooling_type")
+        stored = POOLING_NAMES.get(int(code)) if code is not None else None
+        key = f"{self.arch.name}.pooling_type"
+        return choose_pooling(stored, pooling, self.arch, str(self.path), stored_as=key,
+                              missing=f"no pooling type in the metadata ({key})")
 
     @property
     def tokenizer_dir(self) -> Path:

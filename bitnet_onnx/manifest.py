@@ -29,6 +29,10 @@ TEXT_INPUT, PROMPT_INPUT = "text", "prompt"  # its inputs: string [N], string [1
 # model.onnx input of include_prompt=false models: int64 [batch], leading tokens left out of the pooling
 PROMPT_LENGTH_INPUT = "prompt_length"
 FORMAT_VERSION = 1
+# Activation memory one session run may take (texts x their padded length, by the manifest's cost
+# model): the exporter picks an attention strategy that serves max_length for one text within it, and
+# the runtime cuts batches to it. 8 GiB leaves a 24 GB, 2-vCPU host room for the weights and a second model.
+ACTIVATION_BUDGET_BYTES = 8 << 30
 
 
 @dataclass
@@ -63,6 +67,10 @@ class Manifest:
     min_onnxruntime: str = MIN_ONNXRUNTIME  # the weight format's (formats.WeightFormat.min_onnxruntime)
     package_version: str = __version__
     source_model: str = ""
+    # The export's activation cost model (export/memory.py): bytes per token and, for attention that
+    # builds [B, H, S, S] tensors (the stock decomposition), per (query, key) pair; None: not recorded
+    activation_bytes_per_token: int | None = None
+    attention_bytes_per_token_pair: int | None = None
     model_file: str = MODEL_NAME
     format_version: int = FORMAT_VERSION
 
@@ -105,6 +113,12 @@ class Manifest:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise BitnetOnnxError(f"{path}: {name} must be a positive integer, got {value!r}")
         return m
+
+    def batch_bytes(self, texts: int, width: int) -> int | None:
+        """Peak activation bytes of one run of ``texts`` texts padded to ``width`` tokens (None: unknown)."""
+        if self.activation_bytes_per_token is None or self.attention_bytes_per_token_pair is None:
+            return None
+        return texts * width * (self.activation_bytes_per_token + width * self.attention_bytes_per_token_pair)
 
 
 def _has_type(value, hint) -> bool:

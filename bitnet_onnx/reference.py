@@ -28,7 +28,7 @@ from bitnet_onnx.arch import LINEAR, PROJECTIONS
 from bitnet_onnx.errors import BitnetOnnxError
 from bitnet_onnx.model_source import ModelSource
 from bitnet_onnx.st_modules import L2_NORM_EPS, StModules
-from bitnet_onnx.ternary import ACT_EPS, ternarize
+from bitnet_onnx.ternary import ACT_EPS, ternarize, unpack_i2s
 from bitnet_onnx.weights import open_source
 
 ACTIVATION_MODES = ("int8", "float")
@@ -95,20 +95,32 @@ class Reference:
         transformers.logging.set_verbosity_error()  # BitNet norms are "unexpected" keys to HF; we load them below
         transformers.logging.disable_progress_bar()
         try:
-            path = self.folder.path
-            where = {"pretrained_model_name_or_path": str(path)}
-            if path.is_file():  # a GGUF file: dequantized by transformers (with gguf-py)
-                where = {"pretrained_model_name_or_path": str(path.parent), "gguf_file": path.name}
-            self.model = cls.from_pretrained(**where, dtype=torch.float32, attn_implementation="eager")
-        except (ValueError, ImportError, OSError) as e:
-            if not path.is_file():
-                raise
-            raise BitnetOnnxError(f"{path}: transformers cannot load this GGUF ({str(e).splitlines()[0]})") from None
+            if self.folder.path.is_file() and self._has_i2s():  # gguf-py cannot dequantize I2_S: our reader gives the weights
+                self.model = self._from_source(cls, transformers, torch)
+            else:
+                self.model = self._from_pretrained(cls, torch)
         finally:
             transformers.logging.set_verbosity(verbosity)
             transformers.logging.enable_progress_bar()
+        self._finish(activations, ternarize)
+
+    def _from_pretrained(self, cls, torch):
+        """transformers' own loading of the folder, or of a GGUF (dequantized by gguf-py)."""
+        path = self.folder.path
+        try:
+            where = {"pretrained_model_name_or_path": str(path)}
+            if path.is_file():  # a GGUF file: dequantized by transformers (with gguf-py)
+                where = {"pretrained_model_name_or_path": str(path.parent), "gguf_file": path.name}
+            return cls.from_pretrained(**where, dtype=torch.float32, attn_implementation="eager")
+        except (ValueError, ImportError, OSError, NotImplementedError) as e:
+            if not path.is_file():
+                raise
+            raise BitnetOnnxError(f"{path}: transformers cannot load this GGUF ({str(e).splitlines()[0]})") from None
+
+    def _finish(self, activations: str, ternarize: bool) -> None:
+        torch, _ = _torch()
         self.model.eval()
-        if f16_embeddings:  # the export stores the table in f16; compare the graph, not that storage choice
+        if self.f16_embeddings:  # the export stores the table in f16; compare the graph, not that storage choice
             with torch.no_grad():
                 table = self.model.get_input_embeddings().weight
                 table.copy_(table.half().float())
@@ -116,13 +128,36 @@ class Reference:
             self._install_bitlinear(activations == "int8", ternarize and not self.folder.is_bitnet)
         self._check_loaded()
 
+    def _has_i2s(self) -> bool:
+        cfg = self.folder.cfg
+        return any(self.folder.ternary_codes(p.weight, i) is not None for i in range(cfg.n_layers) for p in PROJECTIONS)
+
+    def _from_source(self, cls, transformers, torch):
+        """The HF model built from the source's config, its tensors from our reader (the projections
+        follow as BitLinear from their I2_S codes)."""
+        folder = self.folder
+        # GGUF stores query_pre_attn_scalar as float32; transformers' strict config wants its int
+        values = {k: int(v) if k == "query_pre_attn_scalar" and float(v).is_integer() else v
+                  for k, v in folder.config.items()}
+        config = transformers.AutoConfig.for_model(**values)
+        model = cls._from_config(config, attn_implementation="eager", dtype=torch.float32)
+        state = {}
+        for spec in folder.arch.tensors:
+            if spec.kind in (LINEAR, "norm_in"):
+                continue
+            for i in range(folder.cfg.n_layers) if spec.per_layer else (None,):
+                state[spec.hf.format(i=i)] = torch.from_numpy(folder.tensor(spec.role, i).copy())
+        model.load_state_dict(state, strict=False)
+        return model
+
     def _install_bitlinear(self, quantize: bool, unit_norms: bool) -> None:
         BitLinear = _bitlinear_class()
         folder, cfg = self.folder, self.folder.cfg
         for i in range(cfg.n_layers):
             for p in PROJECTIONS:
                 module_path = folder.arch.tensor(p.weight).hf.format(i=i).removesuffix(".weight")
-                t, s_w = ternarize(folder.tensor(p.weight, i))
+                codes = folder.ternary_codes(p.weight, i)  # a GGUF's I2_S as stored, as the export carries them
+                t, s_w = (unpack_i2s(codes[0], codes[0].shape[1] * 4), codes[1]) if codes else ternarize(folder.tensor(p.weight, i))
                 norm_in = np.ones(t.shape[1], np.float32) if unit_norms else folder.tensor(p.norm_in, i)
                 parent, _, leaf = module_path.rpartition(".")
                 setattr(self.model.get_submodule(parent), leaf, BitLinear(t, s_w, norm_in, cfg.rms_eps, quantize))
@@ -139,7 +174,7 @@ class Reference:
                 want = self.folder.tensor(spec.role, i if spec.per_layer else None)
                 if spec.kind == "embedding":
                     want = want.astype(np.float16).astype(np.float32) if self.f16_embeddings else want
-                if name not in state or not torch.equal(state[name].float(), torch.from_numpy(want)):
+                if name not in state or not torch.equal(state[name].float(), torch.from_numpy(np.array(want))):
                     raise BitnetOnnxError(f"reference: transformers did not load {name} from {self.folder.path}")
 
     def encode(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

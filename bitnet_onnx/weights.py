@@ -33,7 +33,7 @@ PREFIX = "model."  # transformers' base-model prefix; sentence-transformers save
 class ModelFolder:
     """A HF model folder: config, architecture and tensor-by-tensor float32 access."""
 
-    def __init__(self, path: Path, arch: str | None = None):
+    def __init__(self, path: Path, arch: str | None = None, check_pooling: bool = False, pooling: str | None = None):
         self.path = Path(path)
         resolve(self.path)  # a symlink loop: one line naming the folder
         if not self.path.is_dir():
@@ -42,6 +42,8 @@ class ModelFolder:
         self.config: dict = read_json(config_file, missing=" (a model folder needs config.json)")
         self.arch: ArchSpec = detect_arch(self.config, arch, source=str(config_file))
         self.cfg: ModelConfig = ModelConfig.from_dict(self.config, self.arch, source=str(config_file))
+        if check_pooling:  # --pooling against the folder's modules before any weights file is opened
+            self.st_modules(pooling)
         self._entries = self._index()
         self.is_bitnet = self._detect_bitnet()
 
@@ -139,13 +141,16 @@ class ModelFolder:
                 yield spec, i, spec.gguf.format(i=i), self.hf_name(spec.role, i)
 
 
-def open_model(path: str | Path, arch: str | None = None) -> ModelFolder:
+def open_model(path: str | Path, arch: str | None = None, check_pooling: bool = False,
+               pooling: str | None = None) -> ModelFolder:
     """Open a HF model folder; ``arch`` (``--arch``) must agree with config.json's model_type."""
-    return ModelFolder(Path(path), arch)
+    return ModelFolder(Path(path), arch, check_pooling, pooling)
 
 
-def open_source(path: str | Path, arch: str | None = None) -> ModelSource:
-    """A HF model folder or a GGUF file (by suffix or magic): a ModelFolder or a GgufModel."""
+def open_source(path: str | Path, arch: str | None = None, check_pooling: bool = False,
+                pooling: str | None = None) -> ModelSource:
+    """A HF model folder or a GGUF file (by suffix or magic): a ModelFolder or a GgufModel.
+    ``check_pooling``: ``pooling`` (--pooling) is checked against the source before any weights are read."""
     if not Path(path).is_dir() and is_gguf(path):
-        return GgufModel(path, arch)
-    return open_model(path, arch)
+        return GgufModel(path, arch, check_pooling, pooling)
+    return open_model(path, arch, check_pooling, pooling)

@@ -18,7 +18,7 @@ from bitnet_onnx.model_source import ModelSource
 from bitnet_onnx.precision import FLOAT32, get_precision, ranges_for
 from bitnet_onnx.st_modules import StModules
 from bitnet_onnx.weights import open_source
-from bitnet_onnx.export import attention
+from bitnet_onnx.export.memory import choose_attention, cost_fields
 from bitnet_onnx.export.graph import build_model
 from bitnet_onnx.export.hf_layout import LAYOUTS, add_hf_layout
 from bitnet_onnx.export.text_input import text_input_for
@@ -82,14 +82,19 @@ def tokenizer_facts(folder: ModelSource) -> dict:
             "append_eos_token_id": eos_id, "model_max_length": model_max}
 
 
-def make_manifest(folder: ModelSource, st: StModules, tf: dict, variant: str, bits: int, ternarize: bool,
-                  attention_name: str, custom_ops: list[str]) -> Manifest:
-    """``tf``: tokenizer_facts(folder)."""
-    cfg, fmt = folder.cfg, FORMATS[variant]
+def source_max_length(folder: ModelSource, st: StModules, tf: dict) -> int:
+    """Tokens per text the source states (sentence-transformers, else the tokenizer), at most its positions."""
+    cfg = folder.cfg
     max_length = st.max_seq_length
     if not max_length and isinstance(tf["model_max_length"], int) and 0 < tf["model_max_length"] < 10**7:
         max_length = tf["model_max_length"]
-    max_length = min(int(max_length or cfg.max_positions), cfg.max_positions)
+    return min(int(max_length or cfg.max_positions), cfg.max_positions)
+
+
+def make_manifest(folder: ModelSource, st: StModules, tf: dict, variant: str, bits: int, ternarize: bool,
+                  attention_name: str, custom_ops: list[str], max_length: int) -> Manifest:
+    """``tf``: tokenizer_facts(folder); ``max_length``: what the attention serves (choose_attention)."""
+    cfg, fmt = folder.cfg, FORMATS[variant]
     return Manifest(
         arch=cfg.arch.name, weights=variant, pooling=st.pooling, normalize=st.normalize,
         dimension=st.dimension or cfg.hidden, hidden_size=cfg.hidden, max_length=max_length,
@@ -98,7 +103,7 @@ def make_manifest(folder: ModelSource, st: StModules, tf: dict, variant: str, bi
         default_prompt_name=st.default_prompt_name, nbits=bits if fmt.bits else None,
         min_onnxruntime=fmt.min_onnxruntime(bits),
         ternarized=ternarize, attention=attention_name, custom_ops=custom_ops, needs_custom_ops=bool(custom_ops),
-        source_model=folder.path.resolve().name,
+        source_model=folder.path.resolve().name, **cost_fields(cfg, attention_name),
     )
 
 
@@ -141,14 +146,15 @@ def export(model_dir: str | Path, out_dir: str | Path, arch: str | None = None, 
     out_dir = Path(out_dir)
     check_output(out_dir, [model_dir], overwrite)  # before the slow part
     start = time.perf_counter()
-    folder = open_source(model_dir, arch)
+    folder = open_source(model_dir, arch, check_pooling=True, pooling=pooling)  # --pooling before any weights
     variant = choose_variant(folder, weights, ternarize)
-    attention_name = attention.choose(attention_name, variant)
     st = folder.st_modules(pooling)
     tf = tokenizer_facts(folder)  # before the slow part: a bad tokenizer fails fast
+    attention_name, max_length = choose_attention(attention_name, variant, folder.cfg, source_max_length(folder, st, tf))
     ranges = output_ranges_for(output_precision, output_ranges, st.dimension or folder.cfg.hidden, layout)
     model, weight_bytes = build_model(folder, st, variant, bits, ternarize, attention_name, output_precision, ranges)
-    manifest = make_manifest(folder, st, tf, variant, bits, ternarize, attention_name, custom_ops_used(model))
+    manifest = make_manifest(folder, st, tf, variant, bits, ternarize, attention_name, custom_ops_used(model),
+                             max_length)
     manifest.output_precision = output_precision
     text_pre = text_input_for(folder.tokenizer_dir, manifest, model) if text_input else None
     add_files = (lambda tmp: add_hf_layout(tmp, manifest, model, folder.config, st)) if layout == "hf" else None

@@ -15,11 +15,12 @@ from typing import Sequence
 import numpy as np
 
 from bitnet_onnx.errors import BitnetOnnxError
-from bitnet_onnx.manifest import PROMPT_INPUT, PROMPT_LENGTH_INPUT, TEXT_INPUT, Manifest
+from bitnet_onnx.manifest import ACTIVATION_BUDGET_BYTES, PROMPT_INPUT, PROMPT_LENGTH_INPUT, TEXT_INPUT, Manifest
 from bitnet_onnx.precision import (CALIBRATION_FILE, FLOAT32, PRECISIONS, calibration_ranges, get_precision, quantize,
                                    ranges_for, read_ranges, write_ranges)
 from bitnet_onnx.st_modules import L2_NORM_EPS
 
+from bitnet_onnx.runtime.memory import BatchMemory
 from bitnet_onnx.runtime.session import MASK_OUTPUT, SENTENCE_OUTPUT, TOKEN_OUTPUT, create_session
 from bitnet_onnx.runtime.tokenization import TOKENIZER_FILE, TextTokenizer, check_texts
 
@@ -33,11 +34,14 @@ class Embedder:
     """Embeds texts with the exported folder ``out_dir`` on ONNX Runtime's CPU provider.
 
     ``threads``: intra-op threads of the session (None: ONNX Runtime's default, all cores).
+    ``max_batch_bytes``: activation memory one session run may take, by the export's cost model
+    (runtime/memory.py): batches of long texts are cut to it; a text that alone needs more is an error.
     """
 
-    def __init__(self, out_dir: str | Path, threads: int | None = None):
+    def __init__(self, out_dir: str | Path, threads: int | None = None, max_batch_bytes: int = ACTIVATION_BUDGET_BYTES):
         self.folder = Path(out_dir)
         self.manifest = Manifest.read(self.folder)
+        self.memory = BatchMemory(self.manifest, max_batch_bytes)
         self.tokenizer = TextTokenizer(self.folder / TOKENIZER_FILE, self.manifest)
         self.threads = threads
         self._ranges_table = None  # the folder's calibration file, read on first use
@@ -107,10 +111,10 @@ class Embedder:
             inputs = check_texts(items)
             prefix_bytes = len(prefix.encode("utf-8"))
             bound = [min(len(t.encode("utf-8")) + prefix_bytes + 2, int(self.manifest.max_length)) for t in inputs]
-            batches = plan_batches(bound, batch_size, max_batch_tokens)  # bound >= tokens
+            batches = plan_batches(bound, batch_size, max_batch_tokens, self.memory)  # bound >= tokens
         else:
             inputs = self.tokenize(items, prompt=prefix)
-            batches = plan_batches([len(x) for x in inputs], batch_size, max_batch_tokens)
+            batches = plan_batches([len(x) for x in inputs], batch_size, max_batch_tokens, self.memory)
 
         if output_value == TOKEN_OUTPUT:
             if precision not in (None, FLOAT32):
@@ -157,7 +161,7 @@ class Embedder:
         lengths = [len(x) for x in ids]
         rows = np.zeros((len(ids), self.dimension), dtype=np.float32)
         for chunk in plan_batches(lengths, _positive_int(batch_size, "batch_size"),
-                                  _positive_int(max_batch_tokens, "max_batch_tokens")):
+                                  _positive_int(max_batch_tokens, "max_batch_tokens"), self.memory):
             rows[chunk] = self.run_batch([ids[i] for i in chunk], [prompt_length] * len(chunk))
         return self.finish(rows, dimensions=width, normalize=normalize)
 
@@ -336,15 +340,19 @@ class Embedder:
         return int(dimensions)
 
 
-def plan_batches(lengths: Sequence[int], batch_size: int, max_tokens: int) -> list[list[int]]:
+def plan_batches(lengths: Sequence[int], batch_size: int, max_tokens: int,
+                 memory: BatchMemory | None = None) -> list[list[int]]:
     """Indices of texts of these token ``lengths`` sorted by length, longest first, cut into batches of
     at most ``batch_size`` texts and ``max_tokens`` padded tokens (dynamic padding: a batch is as wide
-    as its first text; one text always fits)."""
+    as its first text; one text always fits the token count), and within ``memory``'s bytes when given
+    (an error for a text that alone does not fit)."""
     order = sorted(range(len(lengths)), key=lambda i: lengths[i], reverse=True)
     batches, start = [], 0
     while start < len(order):
         width = max(lengths[order[start]], 1)
         n = max(1, min(batch_size, max_tokens // width))
+        if memory is not None:
+            n = memory.texts_that_fit(width, n)
         batches.append(order[start:start + n])
         start += n
     return batches

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bitnet_onnx.commands.memory_args import add_batch_memory_argument, batch_memory_bytes
 from bitnet_onnx.errors import BitnetOnnxError
 from bitnet_onnx.io import atomic_file, check_apart, read_input_file
 from bitnet_onnx.precision import FLOAT32, NAMES as PRECISION_NAMES
@@ -49,6 +50,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-size", type=int, default=32, metavar="N", help="texts per batch (default 32)")
     p.add_argument("--max-batch-tokens", type=int, default=MAX_BATCH_TOKENS, metavar="N",
                    help=f"cap on texts x padded length per batch (default {MAX_BATCH_TOKENS}): long texts get smaller batches")
+    add_batch_memory_argument(p)
     p.add_argument("--prompt-name", metavar="NAME", help="a prompt of the folder's manifest, e.g. query")
     p.add_argument("--prompt", metavar="TEXT", help="a literal prefix put before every text")
     p.add_argument("--dimensions", type=int, metavar="N", help="keep the first N dimensions (Matryoshka), renormalized")
@@ -73,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
         check_apart(output, [args.out_dir] + ([args.input] if args.input not in (None, "-") else []), "--output")
     records = read_input(args.input) if args.input else [{"text": t} for t in args.texts]
 
-    embedder = Embedder(args.out_dir, threads=args.threads)
+    embedder = Embedder(args.out_dir, threads=args.threads, max_batch_bytes=batch_memory_bytes(args.max_batch_memory))
     show = not args.quiet and sys.stderr.isatty()
     vectors = embedder.encode([r["text"] for r in records], batch_size=args.batch_size,
                               prompt_name=args.prompt_name, prompt=args.prompt,

@@ -38,7 +38,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ternarize", action="store_true",
                    help="standard model: absmean-ternarize the projections (unit norms) as a speed stand-in")
     p.add_argument("--attention", choices=list(attention.STRATEGIES),
-                   help="attention core: onnx = stock ONNX ops (default unless the variant names another)")
+                   help="attention core: onnx = stock ONNX ops (default unless the variant names another, or its "
+                        "S x S tensors would not fit max_length in memory: then fused)")
     p.add_argument("--pooling", choices=POOLINGS,
                    help="pooling for a model that names none (no 1_Pooling module, no GGUF pooling_type)")
     p.add_argument("--text-input", action="store_true",

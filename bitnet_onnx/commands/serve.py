@@ -8,6 +8,7 @@ import sys
 from dataclasses import fields
 from pathlib import Path
 
+from bitnet_onnx.commands.memory_args import add_batch_memory_argument, batch_memory_bytes
 from bitnet_onnx.errors import BitnetOnnxError
 
 EPILOG = """\
@@ -45,6 +46,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model-name", metavar="NAME", help="model id in /v1/models and responses (default: the folder's name)")
     p.add_argument("--max-batch-tokens", type=int, default=d["max_batch_tokens"], metavar="N",
                    help=f"padded tokens per session run (texts x longest; default {d['max_batch_tokens']})")
+    add_batch_memory_argument(p)
     p.add_argument("--max-batch-size", type=int, default=d["max_batch_size"], metavar="N",
                    help=f"texts per session run (default {d['max_batch_size']})")
     p.add_argument("--max-wait-ms", type=float, default=d["max_wait_ms"], metavar="MS",
@@ -92,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
         max_body_bytes=args.max_body_bytes, auto_truncate=args.auto_truncate,
         api_key=args.api_key if args.api_key is not None else os.environ.get(API_KEY_ENV) or None,
         graceful_timeout_s=args.graceful_timeout, ranges=args.ranges)
-    embedder = Embedder(folder, threads=args.threads)
+    embedder = Embedder(folder, threads=args.threads, max_batch_bytes=batch_memory_bytes(args.max_batch_memory))
     sock = listen(args.host, args.port)
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host

@@ -223,6 +223,7 @@ def make_model(
     bidirectional: bool = False,
     layers: int | None = None,
     sliding_window: int | None = None,
+    sliding_window_pattern: int | None = None,
     prompts: dict[str, str] | None = None,
     config_style: str = "v5",
     dtype: str = "bfloat16",
@@ -252,6 +253,8 @@ def make_model(
         dims["num_hidden_layers"] = layers
     if sliding_window is not None:
         dims["sliding_window"] = sliding_window
+    if sliding_window_pattern is not None:  # every n-th layer full: a few-layer real shape keeps one
+        dims["sliding_window_pattern"] = sliding_window_pattern
     if dtype not in ("bfloat16", "float32"):
         raise ValueError(f"dtype must be 'bfloat16' or 'float32', got {dtype!r}")
     pooling = pooling or ARCHITECTURES[arch].default_pooling or "mean"  # Gemma3 has none; EmbeddingGemma's

@@ -37,6 +37,7 @@ from typing import Callable, Protocol, Sequence
 import numpy as np
 
 from bitnet_onnx.runtime.embedder import plan_batches
+from bitnet_onnx.runtime.memory import BatchMemory
 from bitnet_onnx.runtime.server.config import ServerConfig
 from bitnet_onnx.runtime.server.metrics import Metrics
 from bitnet_onnx.runtime.session import first_line
@@ -99,11 +100,14 @@ class _Waiting:
 
 class Batcher:
     """Batches ``run_batch(ids, prompt_lengths)`` calls (``Embedder.run_batch``: token id lists -> float32
-    [n, dimension]) across concurrent requests. ``runs``: stops a run whose requests all went away."""
+    [n, dimension]) across concurrent requests. ``runs``: stops a run whose requests all went away;
+    ``memory``: the export's activation bytes per batch (runtime/memory.py), a cap besides the token counts."""
 
     def __init__(self, run_batch: Callable[[list, list], np.ndarray], dimension: int, config: ServerConfig,
-                 metrics: Metrics, runs: RunControl | None = None, rng: random.Random | None = None):
+                 metrics: Metrics, runs: RunControl | None = None, rng: random.Random | None = None,
+                 memory: BatchMemory | None = None):
         self._run_batch = run_batch
+        self._memory = memory  # batches cut to its bytes too; the service refuses a text that alone exceeds it
         self._dimension = dimension
         self._config = config
         self._metrics = metrics
@@ -293,7 +297,7 @@ class Batcher:
                     or self._pending_tokens >= c.max_batch_tokens:
                 break
             self._cond.wait(left)
-        plan = plan_batches([len(item.ids) for item in self._pending], c.max_batch_size, c.max_batch_tokens)
+        plan = plan_batches([len(item.ids) for item in self._pending], c.max_batch_size, c.max_batch_tokens, self._memory)
         chosen = next(b for b in plan if 0 in b)  # the batch holding the oldest text
         taken = set(chosen)
         batch = [self._pending[i] for i in chosen]

@@ -52,7 +52,8 @@ class Service:
         if not isinstance(embedder.session, StoppableSession):
             embedder.session = StoppableSession(embedder.session)
         session = embedder.session
-        self.batcher = Batcher(embedder.run_batch, embedder.dimension, config, self.metrics, runs=session)
+        self.batcher = Batcher(embedder.run_batch, embedder.dimension, config, self.metrics, runs=session,
+                               memory=embedder.memory)
         self.created = int(time.time())
         self._key_digest = _digest(config.api_key) if config.api_key is not None else None
 
@@ -116,6 +117,12 @@ class Service:
         except BitnetOnnxError as e:  # "texts[3] has ..." / "ids[0]: token id ..." / "prompt_name ..."
             message = _ITEM_NAME.sub(field + "[", str(e), count=1)
             raise ApiError(400, message, "prompt_name" if message.startswith("prompt_name") else field) from None
+        longest = max(range(len(token_ids)), key=lambda i: len(token_ids[i]), default=None)
+        if longest is not None:
+            try:  # a text that alone exceeds the run's memory budget never reaches the batcher
+                self.embedder.memory.texts_that_fit(len(token_ids[longest]), 1)
+            except BitnetOnnxError as e:
+                raise ApiError(413, f"{field}[{longest}]: {e}", field) from None
         return token_ids, prompt_length
 
     async def embed(self, request: Request, ids: list[list[int]], prompt_length: int) -> np.ndarray:

@@ -1,0 +1,40 @@
+"""A batch's activation memory by the export's cost model, so batches are cut by bytes, not only tokens.
+
+The manifest records what a run of B texts padded to S tokens costs (``Manifest.batch_bytes``: linear
+in S for EncoderAttention, quadratic for the stock decomposition's [B, H, S, S] tensors). ``BatchMemory``
+tells ``plan_batches`` how many texts of a width fit in ``budget`` bytes, and refuses one text that
+alone does not (as TEI's max-batch-tokens refuses, but by memory): an export keeps max_length within
+the default budget, so that happens only with a smaller budget or an old export.
+"""
+
+from __future__ import annotations
+
+from bitnet_onnx.errors import BitnetOnnxError
+from bitnet_onnx.manifest import ACTIVATION_BUDGET_BYTES, Manifest
+
+
+def _gib(n: float) -> str:
+    return f"{n / (1 << 30):.2f} GiB"
+
+
+class BatchMemory:
+    """``texts_that_fit(width)``: how many texts of ``width`` padded tokens one run holds in ``budget``."""
+
+    def __init__(self, manifest: Manifest, budget: int = ACTIVATION_BUDGET_BYTES):
+        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
+            raise BitnetOnnxError(f"max_batch_bytes must be a positive integer, got {budget!r}")
+        self.manifest, self.budget = manifest, budget
+
+    def texts_that_fit(self, width: int, wanted: int) -> int:
+        """At most ``wanted``; an error naming the budget when not even one text fits."""
+        one = self.manifest.batch_bytes(1, width)
+        if one is None:  # an export from before the cost model: the token budget alone
+            return wanted
+        if one > self.budget:
+            attention = self.manifest.attention
+            hint = "" if attention == "fused" else ", or re-export with --attention fused"
+            raise BitnetOnnxError(
+                f"a text of {width} tokens needs about {_gib(one)} of activations with this export's attention "
+                f"({attention}), over max_batch_bytes (--max-batch-memory) {_gib(self.budget)}; shorten it or "
+                f"raise the budget{hint}")
+        return max(1, min(wanted, self.budget // one))

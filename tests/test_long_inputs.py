@@ -1,0 +1,149 @@
+"""Long inputs bounded by design (export/memory.py, runtime/memory.py).
+
+- every default export serves its manifest's max_length: a 32768-token text embeds on each architecture,
+  exported from a HF folder and from a GGUF (random-weight models of the real width and vocabulary, few
+  layers: what is tested is the shapes); the stock attention, which would need hundreds of GiB there,
+  gives way to EncoderAttention, and an explicit ``--attention onnx`` gets a max_length it serves;
+- ``Embedder`` and ``serve`` cut batches by the export's activation bytes, and refuse in one line a text
+  that alone exceeds the budget.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+
+from bitnet_onnx.arch import ARCHITECTURES, REAL_SHAPES
+from bitnet_onnx.cli import main
+from bitnet_onnx.convert_gguf.writer import convert
+from bitnet_onnx.errors import BitnetOnnxError
+from bitnet_onnx.export.exporter import export
+from bitnet_onnx.export.memory import longest_served, one_text_bytes
+from bitnet_onnx.manifest import ACTIVATION_BUDGET_BYTES, Manifest
+from bitnet_onnx.runtime.embedder import Embedder, plan_batches
+from bitnet_onnx.runtime.memory import BatchMemory
+from bitnet_onnx.testing import make_model
+from bitnet_onnx.weights import open_source
+
+LONG = 32768
+# a real-width, real-vocabulary model with as few layers as hold each layer kind (Gemma3: one sliding, one full)
+FEW_LAYERS = {"qwen3": {"layers": 1}, "gemma3": {"layers": 2, "sliding_window_pattern": 2}}
+
+
+@pytest.fixture(scope="module")
+def long_exports(tmp_path_factory):
+    """arch -> {"model": the HF folder, "hf": its default export, "gguf": the default export of its f32 GGUF}."""
+    root = tmp_path_factory.mktemp("long")
+    out = {}
+    for arch in ARCHITECTURES:
+        model = make_model(root / f"{arch}-model", arch, bitnet=False, shape=REAL_SHAPES[arch].name, **FEW_LAYERS[arch])
+        gguf = convert(model, root / f"{arch}.gguf", outtype="f32", pre_tokenizer="qwen2" if arch == "qwen3" else None,
+                       progress=False)
+        out[arch] = {"model": model, "hf": export(model, root / f"{arch}-hf"), "gguf": export(gguf, root / f"{arch}-gguf")}
+    return out
+
+
+def _embed_longest(e: Embedder) -> np.ndarray:
+    """The embedding of a text of the export's max_length tokens (a longer one, truncated)."""
+    text = " ".join(f"word{i % 997} and more" for i in range(LONG))  # well over LONG tokens
+    assert len(e.tokenize([text])[0]) == e.manifest.max_length
+    vector = e.encode(text)
+    assert vector.shape == (e.dimension,) and np.all(np.isfinite(vector)) and np.linalg.norm(vector) > 0
+    return vector
+
+
+@pytest.mark.parametrize("arch", ARCHITECTURES)
+def test_default_exports_embed_a_32768_token_text(long_exports, arch):
+    vectors = []
+    for folder in (long_exports[arch]["hf"], long_exports[arch]["gguf"]):
+        m = Manifest.read(folder)
+        assert (m.weights, m.attention, m.max_length) == ("f32", "fused", LONG)  # stock would not fit
+        vectors.append(_embed_longest(Embedder(folder, threads=2)))
+    np.testing.assert_allclose(vectors[0], vectors[1], atol=1e-5)  # the GGUF holds the same f32 model
+
+
+@pytest.mark.parametrize("arch", ARCHITECTURES)
+def test_stock_attention_is_kept_to_a_length_it_serves(tmp_path, caplog, long_exports, arch):
+    """An explicit --attention onnx at max_length 32768 would need >50 GiB: the export lowers max_length to
+    the longest it serves in the budget and says so naming --attention fused; a text of that length embeds."""
+    model = long_exports[arch]["model"]
+    cfg = open_source(model).cfg
+    assert one_text_bytes(cfg, "onnx", LONG) > 50 * (1 << 30) > ACTIVATION_BUDGET_BYTES
+    with caplog.at_level(logging.INFO, logger="bitnet_onnx"):
+        out = export(model, tmp_path / "stock", attention_name="onnx")
+    m = Manifest.read(out)
+    served = longest_served(cfg, "onnx")
+    assert m.attention == "onnx" and m.max_length == served < LONG
+    assert one_text_bytes(cfg, "onnx", served) <= ACTIVATION_BUDGET_BYTES < one_text_bytes(cfg, "onnx", served + 1)
+    warning = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any(f"max_length lowered from {LONG} to {served}" in w and "--attention fused" in w for w in warning)
+    e = Embedder(out, threads=2)
+    assert e.memory.texts_that_fit(served, 32) == 1  # one text of max_length fits the default budget
+    _embed_longest(e)
+
+
+def _runs(e: Embedder) -> list[int]:
+    """Records the batch size of each session run of ``e``."""
+    sizes, run = [], e.session.run
+
+    def counting(outputs, feed, *args):
+        sizes.append(len(feed["input_ids"]))
+        return run(outputs, feed, *args)
+
+    e.session = type("Counting", (), {"run": staticmethod(counting), "get_inputs": e.session.get_inputs})()
+    return sizes
+
+
+def test_batches_are_cut_by_activation_bytes(tiny_model, tiny_export):
+    """Stock attention on a tiny model: a budget for three texts of the longest width makes runs of at
+    most three, the same vectors as one run each; a budget below one text is a one-line error."""
+    folder = tiny_export(tiny_model("qwen3", bitnet=False))
+    texts = [f"text number {i} " * 20 for i in range(8)]
+    whole = Embedder(folder).encode(texts, batch_size=1)
+    m = Manifest.read(folder)
+    assert m.attention == "onnx" and m.attention_bytes_per_token_pair > 0 and m.activation_bytes_per_token > 0
+    width = max(len(x) for x in Embedder(folder).tokenize(texts))
+    e = Embedder(folder, max_batch_bytes=3 * m.batch_bytes(1, width))
+    sizes = _runs(e)
+    np.testing.assert_allclose(e.encode(texts, batch_size=32), whole, atol=1e-5)
+    assert max(sizes) == 3 and sum(sizes) == len(texts)
+    tight = Embedder(folder, max_batch_bytes=m.batch_bytes(1, width) - 1)
+    with pytest.raises(BitnetOnnxError, match=rf"a text of {width} tokens needs .* over max_batch_bytes .*, or re-export with --attention fused$"):
+        tight.encode(texts)
+    with pytest.raises(BitnetOnnxError, match="max_batch_bytes must be a positive integer"):
+        Embedder(folder, max_batch_bytes=0)
+
+
+def test_plan_batches_without_a_cost_model_uses_counts_only(tiny_model, tiny_export):
+    """An export from before the cost model (no manifest fields): the token budget alone, as before."""
+    m = Manifest.read(tiny_export(tiny_model("qwen3", bitnet=False)))
+    m.activation_bytes_per_token = m.attention_bytes_per_token_pair = None
+    assert plan_batches([10] * 5, 4, 10 ** 6, BatchMemory(m, 1)) == [[0, 1, 2, 3], [4]]
+
+
+def test_serve_refuses_a_text_over_the_memory_budget(tiny_model, tiny_export):
+    """413 naming the input for a text that alone exceeds --max-batch-memory; shorter ones still embed."""
+    from fastapi.testclient import TestClient
+
+    from bitnet_onnx.runtime.server import ServerConfig, create_app
+
+    folder = tiny_export(tiny_model("qwen3", bitnet=False))
+    m = Manifest.read(folder)
+    short, long = "a cat", "a cat sat on the mat " * 10
+    e = Embedder(folder, max_batch_bytes=m.batch_bytes(1, len(Embedder(folder).tokenize([long])[0])) - 1)
+    with TestClient(create_app(e, ServerConfig(model_name="tiny"))) as client:
+        ok = client.post("/v1/embeddings", json={"model": "tiny", "input": [short]})
+        assert ok.status_code == 200
+        refused = client.post("/v1/embeddings", json={"model": "tiny", "input": [short, long]})
+        assert refused.status_code == 413
+        message = refused.json()["error"]["message"]
+        assert message.startswith("input[1]: a text of") and "--attention fused" in message
+
+
+def test_cli_max_batch_memory_is_checked(capsys, tiny_model, tiny_export):
+    folder = tiny_export(tiny_model("qwen3", bitnet=False))
+    assert main(["embed", str(folder), "a cat", "--max-batch-memory", "0"]) != 0
+    err = capsys.readouterr().err
+    assert "--max-batch-memory must be a positive number of GiB" in err and "Traceback" not in err
