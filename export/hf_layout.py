@@ -8,8 +8,9 @@ subfolder="onnx")`` and fastembed's local-model path load the folder with their 
 
 - ``onnx/model.onnx``: the same graph cut after the final norm, inputs ``input_ids`` /
   ``attention_mask`` (what optimum feeds), one output ``last_hidden_state`` (the token embeddings);
-  pooling, Dense and Normalize are the libraries' own modules below. Weights over the writer's
-  threshold go to ``onnx/model.onnx_data``, the one name optimum fetches with a model.
+  pooling, Dense and Normalize are the libraries' own modules below. Weights the export keeps in
+  external data keep their offsets: ``onnx/model.onnx_data`` (the one name optimum fetches with a
+  model) is a copy of ``model.onnx.data`` (save_token_model).
 - ``config.json`` (the source's, for transformers' AutoConfig), ``modules.json``, ``1_Pooling/``,
   ``N_Dense/`` (the source's Dense layers as safetensors), ``N_Normalize/``,
   ``config_sentence_transformers.json`` (prompts), ``sentence_bert_config.json`` (max length).
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -33,7 +35,7 @@ from bitnet_onnx.errors import BitnetOnnxError
 from bitnet_onnx.io import MAX_TOKENIZER_JSON_BYTES, check_input_file, read_json_object
 from bitnet_onnx.manifest import MODEL_NAME, Manifest
 from bitnet_onnx.st_modules import DENSE_ACTIVATIONS, POOLING_FLAGS, UNSUPPORTED_POOLING_FLAGS, StModules
-from bitnet_onnx.export.writer import EXTERNAL_DATA_THRESHOLD, check_model
+from bitnet_onnx.export.writer import EXTERNAL_DATA_NAME, EXTERNAL_DATA_THRESHOLD, check_model
 
 LAYOUTS = ("bitnet", "hf")  # export --layout: our files only, or these added
 HF_ONNX_DIR = "onnx"
@@ -133,16 +135,40 @@ def add_hf_layout(folder: Path, manifest: Manifest, model: onnx.ModelProto, conf
 
 
 def save_token_model(model: onnx.ModelProto, folder: Path, uses_custom_op: bool) -> Path:
+    """Writes ``model`` (token_model's) as ``onnx/model.onnx``. Weights that the export put in the
+    top folder's external data keep their offsets: the token model's tensors are a subset of the
+    export's, so ``onnx/model.onnx_data`` is a byte copy of that file (a relative location cannot
+    point up out of ``onnx/`` and onnx.checker refuses a hard-linked data file). Weights still in memory go to external data of their own
+    past the threshold."""
     path = folder / HF_MODEL_FILE
     path.parent.mkdir(exist_ok=True)
-    weight_bytes = sum(_tensor_bytes(t) for t in model.graph.initializer)
-    if weight_bytes > EXTERNAL_DATA_THRESHOLD:
+    if _share_external_data(model, folder, path.parent):
+        onnx.save_model(model, str(path))
+    elif sum(_tensor_bytes(t) for t in model.graph.initializer) > EXTERNAL_DATA_THRESHOLD:
         onnx.save_model(model, str(path), save_as_external_data=True, all_tensors_to_one_file=True,
                         location=HF_EXTERNAL_DATA_NAME, size_threshold=1024)
     else:
         onnx.save_model(model, str(path))
     check_model(path, uses_custom_op)
     return path
+
+
+def _share_external_data(model: onnx.ModelProto, folder: Path, onnx_dir: Path) -> bool:
+    """Points ``model``'s tensors stored in ``folder``'s external data file at its copy in ``onnx_dir``; False when no tensor is stored outside the graph."""
+    external = [t for t in model.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL]
+    if not external:
+        return False
+    for t in external:
+        entry = next(e for e in t.external_data if e.key == "location")
+        if entry.value != EXTERNAL_DATA_NAME:
+            raise BitnetOnnxError(f"{folder / MODEL_NAME}: tensor {t.name!r} is stored in {entry.value!r}, "
+                                  f"not the export's {EXTERNAL_DATA_NAME}")
+        entry.value = HF_EXTERNAL_DATA_NAME
+    source, target = folder / EXTERNAL_DATA_NAME, onnx_dir / HF_EXTERNAL_DATA_NAME
+    if os.path.lexists(target):
+        os.unlink(target)
+    shutil.copyfile(source, target)  # not a hard link: onnx.checker refuses those (a "hardlink attack")
+    return True
 
 
 def _tensor_bytes(t: onnx.TensorProto) -> int:
@@ -231,7 +257,7 @@ def write_hf_layout(export_dir: str | Path, source: str | Path) -> Path:
     manifest = Manifest.read(export_dir)
     folder = open_source(source, manifest.arch)
     st = folder.st_modules(manifest.pooling)
-    model = onnx.load(str(export_dir / manifest.model_file))
+    model = onnx.load(str(export_dir / manifest.model_file), load_external_data=False)  # shared, not read
     add_hf_layout(export_dir, manifest, model, folder.config, st)
     return export_dir
 

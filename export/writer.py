@@ -43,7 +43,10 @@ def check_model(path: Path, uses_custom_op: bool) -> None:
         from bitnet_onnx import customops
 
         customops.register_onnx_schema()
-    onnx.checker.check_model(str(path))
+    try:
+        onnx.checker.check_model(str(path))
+    except onnx.checker.ValidationError as e:  # a bug of ours, but a verb's error is one line
+        raise BitnetOnnxError(f"{path}: the written graph fails onnx.checker: {str(e).splitlines()[0]}") from e
 
 
 def copy_tokenizer(source: Path, folder: Path) -> None:
