@@ -44,6 +44,13 @@ def _short(value):
     return float(str(np.float32(value))) if isinstance(value, float) else value
 
 
+def _whole(value):
+    """A GGUF float that stands for an integer config value (transformers types query_pre_attn_scalar
+    as int and refuses 256.0) as that int; a value of no whole number stays the float it is."""
+    rounded = round(float(value))
+    return rounded if abs(float(value) - rounded) <= 1e-3 * max(1, abs(rounded)) else _short(value)
+
+
 class GgufModel:
     """A GGUF file: config, architecture, tensor-by-tensor float32 access and I2_S codes.
 
@@ -91,7 +98,9 @@ class GgufModel:
         vocab = self._key("vocab_size") or (int(embd.shape[1]) if embd is not None else None)
         config["vocab_size"] = vocab or len(self.meta.get("tokenizer.ggml.tokens") or [])
         if "query_pre_attn_scalar" not in config and self._key("attention.scale"):
-            config["query_pre_attn_scalar"] = _short(float(np.float32(float(self._key("attention.scale")) ** -2)))
+            config["query_pre_attn_scalar"] = float(np.float32(float(self._key("attention.scale")) ** -2))
+        if "query_pre_attn_scalar" in config:
+            config["query_pre_attn_scalar"] = _whole(config["query_pre_attn_scalar"])
         pattern = self._key("attention.sliding_window_pattern")
         if isinstance(pattern, list):  # per layer, True = sliding (our converter, llama.cpp's Gemma3n style)
             config["layer_types"] = ["sliding_attention" if s else "full_attention" for s in pattern]

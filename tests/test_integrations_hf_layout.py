@@ -183,3 +183,17 @@ def test_large_weights_go_to_onnx_data(layout_export, monkeypatch, tmp_path):
     (split,) = ort.InferenceSession(str(path), customops.session_options()).run(None, feed)
     (inline,) = ort.InferenceSession(str(folder / HF_MODEL_FILE), customops.session_options()).run(None, feed)
     np.testing.assert_array_equal(split, inline)
+
+
+def test_gguf_source_layout_loads_in_transformers(tiny_model, tmp_path):
+    """A GGUF source's layout like a folder's: config.json as transformers types it (query_pre_attn_scalar
+    an int, which transformers 5 refuses as 96.0) and the same vectors as Embedder."""
+    from bitnet_onnx.convert_gguf.writer import convert
+    from bitnet_onnx.export.exporter import export
+
+    gguf_file = convert(tiny_model("gemma3"), tmp_path / "m.gguf", "f16", progress=False)
+    folder = export(gguf_file, tmp_path / "out", weights="int8", layout="hf")
+    config = json.loads((folder / "config.json").read_text())
+    assert type(config["query_pre_attn_scalar"]) is int and config["query_pre_attn_scalar"] == 96
+    assert AutoConfig.from_pretrained(folder).query_pre_attn_scalar == 96
+    assert_same_vectors(embed_as_sentence_transformers_onnx(folder, TEXTS), Embedder(folder, threads=1).encode(TEXTS, prompt=""))
