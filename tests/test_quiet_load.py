@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 
@@ -111,3 +112,18 @@ def test_creating_sessions_writes_nothing_on_stderr(tiny_model, tiny_export, tmp
     written = _stderr_by_session(sessions)
     assert "appears in graph inputs" in written.pop("control")  # the capture sees ORT's warnings
     assert {label: text for label, text in written.items() if text} == {}
+
+
+def test_a_users_log_severity_is_kept(tiny_model, tiny_export):
+    """Quiet is ORT's default level, not an override: a user who turns ORT's logger to verbose
+    (set_default_logger_severity(0)) sees Embedder's sessions log, as any session of theirs would."""
+    folder = str(tiny_export(tiny_model("qwen3"), weights="i2s"))
+    script = ("import sys, onnxruntime as ort\nfrom bitnet_onnx.runtime.embedder import Embedder\n"
+              "ort.set_default_logger_severity(0)\nsys.stderr.write('@@loading\\n'); sys.stderr.flush()\n"
+              "Embedder(sys.argv[1], threads=1)\n")
+    res = subprocess.run([sys.executable, "-c", script, folder], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    logged = res.stderr.split("@@loading\n", 1)[1]
+    # "[I:onnxruntime:<logid>, ...": the session's own logger (its logid is the session's, not the
+    # environment's "Default"), silenced when create_session set log_severity_level itself
+    assert re.search(r"\[[VI]:onnxruntime:(?!Default,)", logged), logged[-2000:]
