@@ -80,6 +80,8 @@ def input_error(path: str | Path, e: OSError, what: str | None = None, missing: 
         return BitnetOnnxError(f"{label}: a symlink loop (too many levels of symbolic links)")
     if e.errno == errno.EISDIR:
         return BitnetOnnxError(f"{label}: is a directory, not a file")
+    if e.errno in (errno.EACCES, errno.EPERM):
+        return BitnetOnnxError(f"{label}: permission denied (this user may not read it)")
     return BitnetOnnxError(f"{label}: cannot be read ({e.strerror or e})")
 
 
@@ -96,6 +98,12 @@ def check_input_file(path: str | Path, what: str | None = None, missing: str = "
     if reason:
         raise BitnetOnnxError(f"{_label(path, what)}: {reason}")
     _check_size(path, what, st.st_size, limit)
+    # opened once here (regular, so the open cannot block or touch a device): the libraries it is
+    # handed to report a permission error as "file not found" (safetensors) or not at all
+    try:
+        os.close(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC))
+    except OSError as e:
+        raise input_error(path, e, what, missing) from None
     return path
 
 

@@ -171,3 +171,46 @@ def test_outputs_follow_umask(writer: Writer, user: str, shared_inputs):
             assert reader.returncode == 0, f"uid {READER_UID} cannot read {writer.id}'s output:\n{reader.stderr[-2000:]}"
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+# Run as the unprivileged user: each reader of bitnet_onnx.io on argv[1], one line per reader.
+READERS = r"""
+import sys
+from bitnet_onnx import io
+from bitnet_onnx.errors import BitnetOnnxError
+for reader in (io.check_input_file, io.open_input_file, io.read_input_file, io.read_json, io.read_json_object):
+    try:
+        reader(sys.argv[1])
+        print(f"{reader.__name__}: read it")
+    except BitnetOnnxError as e:
+        print(f"{reader.__name__}: {e}")
+"""
+
+
+def test_an_unreadable_input_is_reported_as_permission(tiny_model):
+    """A file that exists but this user may not read (0600 of another account; as a non-root test
+    user, mode 000 of its own): every io reader and the export verb say permission, naming the
+    file, not "file not found"."""
+    uid, gid = _account("nobody") if AS_ROOT else (os.geteuid(), os.getegid())
+    root = Path(tempfile.mkdtemp(prefix="bitnet-onnx-perm-"))
+    try:
+        model = Path(shutil.copytree(tiny_model("qwen3"), root / "model"))
+        _open_to_all(root)
+        locked = model / "model.safetensors"
+        os.chmod(locked, 0o600 if AS_ROOT else 0)
+        os.chmod(model / "config.json", 0o600 if AS_ROOT else 0)
+        res = subprocess.run([*_as(uid, gid), sys.executable, "-c", READERS, str(model / "config.json")], cwd=root,
+                             capture_output=True, text=True, timeout=CLI_TIMEOUT)
+        assert res.returncode == 0, res.stderr[-2000:]
+        lines = res.stdout.splitlines()
+        assert len(lines) == 5 and all(f"{model / 'config.json'}: permission denied" in line for line in lines), lines
+        os.chmod(model / "config.json", 0o644)
+        cli = subprocess.run([*_as(uid, gid), sys.executable, "-m", "bitnet_onnx", "export", str(model),
+                              "-o", str(root / "out"), "--weights", "int8"], cwd=root, capture_output=True, text=True,
+                             timeout=CLI_TIMEOUT)
+        assert cli.returncode != 0 and "Traceback" not in cli.stderr, cli.stderr[-2000:]
+        assert cli.stderr.strip().splitlines() == [f"bitnet-onnx export: error: {locked}: permission denied "
+                                                   "(this user may not read it)"], cli.stderr
+        assert not (root / "out").exists()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
