@@ -20,6 +20,10 @@ TARGETS = ("safetensors", "gguf", "manifest")
 SECONDS = 20  # per target in CI
 RSS_LIMIT_MB = 2048
 INPUT_TIMEOUT_S = 10
+# libFuzzer's -rss_limit_mb reads getrusage's peak RSS, which Linux carries across execve from the process
+# that forked: a fuzzer started straight from this pytest (GBs after the real-shape tests) would start
+# "out of memory". A small shell forks it instead (not exec: "; exit"), so the peak it sees is its own.
+FRESH_PEAK = ["/bin/sh", "-c", '"$@"; exit $?', "sh"]
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -29,7 +33,7 @@ def test_fuzz_target(target, tmp_path):
     subprocess.run([sys.executable, str(script), "--seeds", str(seeds)], check=True, capture_output=True)
     corpus.mkdir()
     artifacts.mkdir()
-    run = subprocess.run([sys.executable, str(script), f"-max_total_time={SECONDS}", f"-rss_limit_mb={RSS_LIMIT_MB}",
+    run = subprocess.run([*FRESH_PEAK, sys.executable, str(script), f"-max_total_time={SECONDS}", f"-rss_limit_mb={RSS_LIMIT_MB}",
                           f"-timeout={INPUT_TIMEOUT_S}", f"-artifact_prefix={artifacts}/", str(corpus), str(seeds)],
                          capture_output=True, text=True, timeout=SECONDS + 300)
     found = sorted(p.name for p in artifacts.iterdir())
