@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+import child_signals
 from cases import CASES, CLASSES, Case, Workspace
 
 HOLD = Path(__file__).with_name("hold.py")
@@ -49,6 +50,7 @@ def tree(root: Path) -> dict[str, tuple]:
 
 def _limits(case: Case):
     def apply() -> None:
+        child_signals.reset_to_default()  # the signal cases stop runs that a launcher's ignore would shield
         if case.fsize is not None:
             signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # writes past the limit fail with EFBIG instead
             resource.setrlimit(resource.RLIMIT_FSIZE, (case.fsize, case.fsize))
