@@ -130,9 +130,6 @@ class GgufModel:
                                   "per-projection norms (*_norm_in.weight)")
         return bitnet
 
-    def has(self, role: str, layer: int | None = None) -> bool:
-        return self._find(self.cfg.tensor_spec(role, layer), layer) is not None
-
     def hf_name(self, role: str, layer: int | None = None) -> str:
         """The tensor's name in the file (for messages; the GGUF name)."""
         return self.cfg.tensor_spec(role, layer).gguf.format(i=layer)

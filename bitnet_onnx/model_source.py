@@ -27,9 +27,6 @@ class ModelSource(Protocol):
     cfg: ModelConfig
     is_bitnet: bool  # every per-projection norm is present
 
-    def has(self, role: str, layer: int | None = None) -> bool:
-        """Whether the source stores the tensor of ``role`` (of ``layer``)."""
-
     def hf_name(self, role: str, layer: int | None = None) -> str:
         """The tensor's name as the source stores it, for messages."""
 

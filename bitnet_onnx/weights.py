@@ -80,9 +80,6 @@ class ModelFolder:
                 return candidate
         return None
 
-    def has(self, role: str, layer: int | None = None) -> bool:
-        return self._find(self.cfg.tensor_spec(role, layer), layer) is not None
-
     def hf_name(self, role: str, layer: int | None = None) -> str:
         """The tensor's name as stored in the file (with or without the "model." prefix)."""
         spec = self.cfg.tensor_spec(role, layer)

@@ -292,6 +292,5 @@ def schema(domain: str, version: int):
             attr("max_length", helper.make_attribute("max_length", 0), "at most this many ids per row (0: no cap)"),
         ],
     )
-    if hasattr(schema, "set_type_and_shape_inference_function"):  # onnx >= 1.16
-        schema.set_type_and_shape_inference_function(_infer)
+    schema.set_type_and_shape_inference_function(_infer)
     return schema

@@ -67,8 +67,7 @@ def schema(domain: str, version: int):
             ),
         ],
     )
-    if hasattr(schema, "set_type_and_shape_inference_function"):  # onnx >= 1.16
-        schema.set_type_and_shape_inference_function(_infer)
+    schema.set_type_and_shape_inference_function(_infer)
     return schema
 
 

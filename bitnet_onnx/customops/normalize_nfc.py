@@ -105,6 +105,5 @@ def schema(domain: str, version: int):
                  required=False),
         ],
     )
-    if hasattr(schema, "set_type_and_shape_inference_function"):  # onnx >= 1.16
-        schema.set_type_and_shape_inference_function(_infer)
+    schema.set_type_and_shape_inference_function(_infer)
     return schema

@@ -1,0 +1,206 @@
+/* Register-only loops, one per kernel path (PATH selects), timed on the thread's CPU clock: the
+   peak GOP/s each path is judged against in benchmarks/bench_op.py, which compiles and runs this file
+   (PATH 4 streams -DBYTES of packed weights instead: the M=1 memory bound). */
+#if defined(__x86_64__)
+#include <immintrin.h>
+#else
+#include <arm_neon.h>
+#endif
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#if PATH == 3
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+static double now(void) { struct timespec t; clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t); return t.tv_sec + 1e-9 * t.tv_nsec; }
+#define R(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
+#if defined(__x86_64__)
+#define VREG "+v"
+#else
+#define VREG "+w" /* an Advanced SIMD register */
+#endif
+#define KEEP __asm__ volatile("" : VREG(a0), VREG(a1), VREG(a2), VREG(a3), VREG(a4), VREG(a5), VREG(a6), VREG(a7), VREG(a8), VREG(a9), VREG(a10), VREG(a11))
+int main(void) {
+  const long iters = 4000000;
+  double best = 0;
+  long sink = 0;
+#if PATH == 3
+  if (syscall(SYS_arch_prctl, 0x1023, 18) != 0) return 1;  /* ARCH_REQ_XCOMP_PERM, XTILEDATA */
+  struct { uint8_t palette, start_row, reserved[14]; uint16_t colsb[16]; uint8_t rows[16]; } __attribute__((aligned(64))) cfg;
+  memset(&cfg, 0, sizeof cfg);
+  cfg.palette = 1;
+  for (int t = 0; t < 8; ++t) { cfg.colsb[t] = 64; cfg.rows[t] = 16; }
+  _tile_loadconfig(&cfg);
+  static int8_t buf[1024] __attribute__((aligned(64)));
+  memset(buf, 1, sizeof buf);
+#endif
+  for (int r = 0; r < 5; ++r) {
+    double ops = 0, t0 = 0;  /* ops per unit; 12 units per iteration */
+#if PATH == 0
+    __m256i b = _mm256_set1_epi8(1), c = _mm256_set1_epi8(2);
+#define D(i) __m256i a##i = _mm256_set1_epi16(i);
+    R(D)
+    t0 = now();
+    for (long it = 0; it < iters; ++it) {
+      /* the barrier on b keeps the compiler from hoisting the loop-invariant multiply */
+#define U(i) __asm__ volatile("" : "+v"(b)); a##i = _mm256_add_epi16(a##i, _mm256_maddubs_epi16(b, c));
+      R(U) KEEP;
+    }
+    ops = 64.0;
+#define S(i) sink += _mm256_extract_epi16(a##i, 0);
+    R(S)
+#elif PATH == 1 || PATH == 2
+#if PATH == 1
+    typedef __m256i V;
+    V b = _mm256_set1_epi8(1), c = _mm256_set1_epi8(2);
+#if defined(__AVXVNNI__)
+#define DP(a, b, c) _mm256_dpbusd_avx_epi32(a, b, c)
+#else
+#define DP(a, b, c) _mm256_dpbusd_epi32(a, b, c)
+#endif
+#define ZERO _mm256_setzero_si256()
+#define LANE0(v) _mm256_extract_epi32(v, 0)
+    ops = 64.0;
+#else
+    typedef __m512i V;
+    V b = _mm512_set1_epi8(1), c = _mm512_set1_epi8(2);
+#define DP(a, b, c) _mm512_dpbusd_epi32(a, b, c)
+#define ZERO _mm512_setzero_si512()
+#define LANE0(v) _mm_cvtsi128_si32(_mm512_castsi512_si128(v))
+    ops = 128.0;
+#endif
+#define D(i) V a##i = ZERO;
+    R(D)
+    t0 = now();
+    for (long it = 0; it < iters; ++it) {
+#define U(i) a##i = DP(a##i, b, c);
+      R(U) KEEP;
+    }
+#define S(i) sink += LANE0(a##i);
+    R(S)
+#elif PATH == 4
+    /* read BYTES bytes (the layer's packed weights; L3-resident after the first pass) per unit;
+       32-byte vectors of the compiler's own (ymm on x86-64 with -mavx2, q pairs on aarch64) */
+    typedef long long V32 __attribute__((vector_size(32)));
+    static V32 buf[BYTES / 32] __attribute__((aligned(64)));
+    if (r == 0) memset(buf, 1, sizeof buf);
+    V32 s0 = {0}, s1 = s0, s2 = s0, s3 = s0;
+    t0 = now();
+    for (long it = 0; it < 50; ++it)
+      for (long i = 0; i < BYTES / 32; i += 4) {
+        s0 ^= buf[i]; s1 ^= buf[i + 1]; s2 ^= buf[i + 2]; s3 ^= buf[i + 3];
+      }
+    sink += ((s0 ^ s1) ^ (s2 ^ s3))[0];
+    ops = 50.0 * BYTES / iters / 12;  /* reported "GOP/s" = GB/s */
+#elif PATH == 5 || PATH == 6
+    /* the lookup step: a pattern byte indexes a table entry (tokens x int16) added with vpaddw;
+       tables as the kernels size them (41 KB: L1), 12 independent accumulators */
+#if PATH == 5
+    typedef __m256i V;
+#define LD(p) _mm256_load_si256((const V*)(p))
+#define ADDW _mm256_add_epi16
+#define ZERO _mm256_setzero_si256()
+#define LANE0(v) _mm256_extract_epi32(v, 0)
+#define ENTRY 32
+#define GROUPS 16
+    ops = 128.0;  /* 16 tokens x 4 weights x 2 */
+#else
+    typedef __m512i V;
+#define LD(p) _mm512_load_si512(p)
+#define ADDW _mm512_add_epi16
+#define ZERO _mm512_setzero_si512()
+#define LANE0(v) _mm_cvtsi128_si32(_mm512_castsi512_si128(v))
+#define ENTRY 64
+#define GROUPS 8
+    ops = 256.0;  /* 32 tokens x 4 weights x 2 */
+#endif
+    static int16_t table[GROUPS * 81 * ENTRY / 2] __attribute__((aligned(64)));
+    static uint8_t idx[4096 + 16];
+    if (r == 0) {
+      unsigned lcg = 12345;
+      memset(table, 1, sizeof table);
+      for (int i = 0; i < 4096 + 16; ++i) { lcg = lcg * 1103515245u + 12345u; idx[i] = (lcg >> 16) % 81; }
+    }
+#define D(i) V a##i = ZERO;
+    R(D)
+    const char* tb = (const char*)table;
+    t0 = now();
+    for (long it = 0; it < iters; ++it) {
+      const uint8_t* ix = idx + ((it * 12) & 4095);
+#define U(i) a##i = ADDW(a##i, LD(tb + ((i) % GROUPS) * 81 * ENTRY + (size_t)ix[i] * ENTRY));
+      R(U) KEEP;
+    }
+#define S(i) sink += LANE0(a##i);
+    R(S)
+#elif PATH == 7 || PATH == 8 || PATH == 9
+    /* aarch64: smlal (neon: int8 x int8 -> int16), sdot (dotprod), smmla (i8mm), 12 accumulators */
+#if PATH == 7
+    typedef int16x8_t V;
+#define DP(a, b, c) vmlal_s8(a, vget_low_s8(b), vget_low_s8(c))
+#define ZERO vdupq_n_s16(0)
+#define LANE0(v) vgetq_lane_s16(v, 0)
+    ops = 16.0;  /* 8 MACs */
+#elif PATH == 8
+    typedef int32x4_t V;
+#define DP(a, b, c) vdotq_s32(a, b, c)
+#define ZERO vdupq_n_s32(0)
+#define LANE0(v) vgetq_lane_s32(v, 0)
+    ops = 32.0;  /* 16 MACs */
+#else
+    typedef int32x4_t V;
+#define DP(a, b, c) vmmlaq_s32(a, b, c)
+#define ZERO vdupq_n_s32(0)
+#define LANE0(v) vgetq_lane_s32(v, 0)
+    ops = 64.0;  /* 32 MACs */
+#endif
+    int8x16_t b = vdupq_n_s8(1), c = vdupq_n_s8(2);
+#define D(i) V a##i = ZERO;
+    R(D)
+    t0 = now();
+    for (long it = 0; it < iters; ++it) {
+#define U(i) a##i = DP(a##i, b, c);
+      R(U) KEEP;
+    }
+#define S(i) sink += LANE0(a##i);
+    R(S)
+#elif PATH == 10
+    /* lut-neon's step: a pattern byte indexes a 16-token entry (two q registers) added with
+       add .8h; 12 groups of tables (31 KB: L1), 12 independent accumulators */
+    static int16_t table[12 * 81 * 16] __attribute__((aligned(64)));
+    static uint8_t idx[4096 + 16];
+    if (r == 0) {
+      unsigned lcg = 12345;
+      memset(table, 1, sizeof table);
+      for (int i = 0; i < 4096 + 16; ++i) { lcg = lcg * 1103515245u + 12345u; idx[i] = (lcg >> 16) % 81; }
+    }
+#define D(i) int16x8_t a##i = vdupq_n_s16(0);
+    R(D)
+    t0 = now();
+    for (long it = 0; it < iters; ++it) {
+      const uint8_t* ix = idx + ((it * 12) & 4095);
+      /* units of 8 tokens: each entry's two halves go to alternate accumulators */
+#define U(i) a##i = vaddq_s16(a##i, vld1q_s16(table + ((i) / 2) * 81 * 16 + (size_t)ix[(i) / 2] * 16 + ((i) % 2) * 8));
+      R(U) KEEP;
+    }
+#define S(i) sink += vgetq_lane_s16(a##i, 0);
+    R(S)
+    ops = 64.0;  /* 8 tokens x 4 weights x 2 */
+#elif PATH == 3
+    _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
+    _tile_loadd(4, buf, 64); _tile_loadd(5, buf, 64); _tile_loadd(6, buf, 64); _tile_loadd(7, buf, 64);
+    t0 = now();
+    for (long it = 0; it < iters / 16; ++it) {
+      _tile_dpbusd(0, 4, 6); _tile_dpbusd(1, 4, 7); _tile_dpbusd(2, 5, 6); _tile_dpbusd(3, 5, 7);
+    }
+    _tile_stored(0, buf, 64);
+    sink += buf[0];
+    ops = 16.0 * 16 * 64 * 2 * 4 / 16 / 12;  /* iters/16 rounds of 4 tiles x 16x16x64 MACs */
+#endif
+    double dt = now() - t0, gops = iters * 12.0 * ops / dt / 1e9;
+    if (gops > best) best = gops;
+  }
+  printf("%.1f %ld\n", best, sink & 1);
+  return 0;
+}
