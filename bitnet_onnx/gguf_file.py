@@ -1,4 +1,5 @@
-"""Reading GGUF files: the reader with I2_S (type 36) known, metadata values, tensor data.
+"""Reading GGUF files: the reader with I2_S (type 36) known, metadata values, tensor data; and the
+I2_S record both ways (``encode_i2s`` / ``decode_i2s``, paired as gguf-py pairs each quant's two).
 
 Shared by the GGUF converter (its ``inspect`` verb) and the GGUF model source the exporter reads.
 Upstream gguf-py has no I2_S, so ``register_i2s()`` adds it to gguf's in-memory tables (the enum
@@ -19,7 +20,7 @@ import numpy as np
 
 from bitnet_onnx.errors import BitnetOnnxError
 from bitnet_onnx.io import check_input_file, open_input_file
-from bitnet_onnx.ternary import BLOCK, unpack_i2s
+from bitnet_onnx.ternary import BLOCK, pack_i2s, ternarize, unpack_i2s
 
 GGUF_MAGIC = b"GGUF"
 I2S_TYPE = 36  # GGMLQuantizationType id in bitnet.cpp
@@ -255,6 +256,20 @@ def tensor_nbytes(tensor) -> int:
 def tensor_shape(tensor) -> tuple[int, ...]:
     """numpy shape of a tensor: GGUF's ne order reversed ([N, K] for a projection)."""
     return tuple(int(d) for d in reversed(tensor.shape))
+
+
+def encode_i2s(w: np.ndarray) -> np.ndarray:
+    """Absmean-ternarize W [N, K] and return the GGUF record: int8 [N*K/4 + 32], the inverse of
+    ``decode_i2s`` up to the ternarization.
+
+    int8, not uint8: GGUFWriter would otherwise reinterpret the byte shape as a quant shape.
+    """
+    t, scale = ternarize(w)
+    n, k = t.shape
+    record = np.zeros(i2s_nbytes(n, k), dtype=np.uint8)
+    record[: n * k // 4] = pack_i2s(t).reshape(-1)
+    record[n * k // 4: n * k // 4 + 4] = np.array([scale], dtype="<f4").view(np.uint8)
+    return record.view(np.int8)
 
 
 def decode_i2s(record: np.ndarray, n: int, k: int) -> tuple[np.ndarray, float]:

@@ -20,14 +20,13 @@ from bitnet_onnx.errors import BitnetOnnxError
 from bitnet_onnx.io import atomic_file, open_input_file
 from bitnet_onnx.ternary import BLOCK
 from bitnet_onnx.gguf_file import (
-    DEFAULT_PROMPT_KEY, INCLUDE_PROMPT_KEY, MAX_SEQ_LENGTH_KEY, NORMALIZE_KEY, POOLING_NAMES, PROMPT_NAMES_KEY,
-    PROMPTS_KEY,
+    DEFAULT_PROMPT_KEY, I2S_FILE_TYPE, INCLUDE_PROMPT_KEY, MAX_SEQ_LENGTH_KEY, NORMALIZE_KEY, POOLING_NAMES,
+    PROMPT_NAMES_KEY, PROMPTS_KEY, encode_i2s, i2s_nbytes, register_i2s,
 )
 from bitnet_onnx.formats import to_float16
 from bitnet_onnx.st_modules import StModules
 from bitnet_onnx.weights import ModelFolder, open_model
 
-from bitnet_onnx.convert_gguf.i2s import I2S_FILE_TYPE, encode_i2s, i2s_nbytes, register_i2s
 from bitnet_onnx.convert_gguf.tokenizer import add_vocab
 
 log = logging.getLogger(__name__)

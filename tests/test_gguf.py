@@ -15,7 +15,7 @@ import safetensors.numpy
 from bitnet_onnx import cli
 from bitnet_onnx.arch import ARCHITECTURES
 from bitnet_onnx.convert_gguf import tokenizer as gguf_tokenizer
-from bitnet_onnx.convert_gguf.i2s import I2S_TYPE, decode_i2s, encode_i2s, read_i2s, register_i2s
+from bitnet_onnx.gguf_file import I2S_TYPE, decode_i2s, encode_i2s, read_i2s, register_i2s
 from bitnet_onnx.convert_gguf.inspect import describe, open_gguf
 from bitnet_onnx.convert_gguf.writer import convert
 from bitnet_onnx.ternary import ternarize
