@@ -204,6 +204,18 @@ def test_real_gemma3_270m_tokenizer_equals_transformers(gemma3_270m, gemma3_270m
         assert ours.encode(t).ids == theirs(t).input_ids, t
 
 
+def test_importer_merges_equal_transformers_rule_on_the_real_gemma3_vocabulary(gemma3_270m):
+    """The importer's SentencePiece merges (ties: token id, then left and right ids) are the list the
+    independent oracle builds after transformers' converter, entry for entry, on all 262,144 pieces."""
+    from bitnet_onnx.gguf_tokenizer import spm_merges
+    from bitnet_onnx.testing.gemma3 import sentencepiece_merges
+
+    meta = metadata(open_gguf(gemma3_270m))
+    vocab = [meta[f"tokenizer.ggml.{key}"] for key in ("tokens", "token_type", "scores")]
+    ours = spm_merges(*vocab)
+    assert len(ours) > 100_000 and ours == sentencepiece_merges(*vocab)
+
+
 # -- bad files ----------------------------------------------------------------------------------
 def _copy_gguf(src, dst, drop=(), arch=None, retype=None, values=None):
     """Rewrite a GGUF with gguf-py: tensors in ``drop`` left out, general.architecture replaced,

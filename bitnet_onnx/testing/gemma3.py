@@ -71,6 +71,20 @@ def _gguf_value(reader, key: str):
     return None if field is None else field.contents()
 
 
+def sentencepiece_merges(tokens: list[str], types: list[int], scores: list[float]) -> list[list[str]]:
+    """The BPE merges of a SentencePiece vocabulary as transformers' converter derives them (its
+    SentencePieceExtractor): each normal piece's splits into two normal pieces, by (left id, right id),
+    in id order, then a stable sort by the piece's score, highest first. Written after that rule, apart
+    from the importer's ``gguf_tokenizer.spm_merges``, as the oracle a test holds it to."""
+    normal = {tok: i for i, tok in enumerate(tokens) if types[i] == _NORMAL}
+    merges = []
+    for tok, i in normal.items():
+        splits = [(tok[:cut], tok[cut:]) for cut in range(1, len(tok)) if tok[:cut] in normal and tok[cut:] in normal]
+        merges += [(left, right, scores[i]) for left, right in sorted(splits, key=lambda lr: (normal[lr[0]], normal[lr[1]]))]
+    merges.sort(key=lambda merge: merge[2], reverse=True)
+    return [[left, right] for left, right, _ in merges]
+
+
 def real_tokenizer() -> tuple[dict, dict]:
     """tokenizer.json and tokenizer_config.json of Gemma3's tokenizer, from the GGUF's vocabulary."""
     import gguf
@@ -93,16 +107,7 @@ def real_tokenizer() -> tuple[dict, dict]:
     added = [added_entry(i, tok, types[i] == _CONTROL) for i, tok in enumerate(tokens)
              if types[i] in (_CONTROL, _USER_DEFINED)]
 
-    # Every split of a normal piece into two pieces is a merge; a higher score merges first.
-    normal = {tok: i for i, tok in enumerate(tokens) if types[i] == _NORMAL}
-    ranked = []
-    for tok, i in normal.items():
-        for cut in range(1, len(tok)):
-            left, right = tok[:cut], tok[cut:]
-            if left in normal and right in normal:
-                ranked.append((-scores[i], normal[left], normal[right], left, right))
-    ranked.sort()
-    merges = [[left, right] for *_, left, right in ranked]
+    merges = sentencepiece_merges(tokens, types, scores)
 
     bos, eos = tokens[ids["bos"]], tokens[ids["eos"]]
 
