@@ -70,7 +70,8 @@ def token_model(model: onnx.ModelProto) -> onnx.ModelProto:
             needed.update(_subgraph_inputs(node))
     missing = [name for name in HF_INPUTS if name not in needed or name not in {i.name for i in graph.input}]
     if missing:
-        raise BitnetOnnxError(f"{MODEL_NAME}: {LAST_HIDDEN_STATE} does not depend on graph input(s) {', '.join(missing)}")
+        raise BitnetOnnxError(f"{MODEL_NAME}: {LAST_HIDDEN_STATE} does not depend on graph input(s) "
+                              f"{', '.join(missing)}")
     out = _without_graph(model)
     out.graph.name, out.graph.doc_string = graph.name, graph.doc_string
     out.graph.node.extend(reversed(kept))
