@@ -101,6 +101,29 @@ CHILD = textwrap.dedent("""\
 RESULTS = ("st", "st_query", "optimum", "optimum_query", "optimum_subfolder", "optimum_subfolder_query")
 
 
+# include_prompt: false exports: the top-level graph takes prompt_length, which optimum does not feed,
+# so the plain call fails by name and file_name="onnx/model.onnx" is the documented way in
+CHILD_PROMPT_LEFT_OUT = textwrap.dedent("""\
+    import json, os, sys
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    import numpy as np, torch
+    from sentence_transformers import SentenceTransformer
+
+    torch.set_num_threads(1)
+    job = json.load(open(sys.argv[1]))
+    folder, out = job["folder"], job["out"]
+    try:
+        SentenceTransformer(folder, backend="onnx").encode(job["texts"])
+        error = ""
+    except Exception as e:
+        error = f"{type(e).__name__}: {e}"
+    json.dump({"plain_call_error": error}, open(f"{out}/plain.json", "w"))
+    model = SentenceTransformer(folder, backend="onnx", model_kwargs={"file_name": "onnx/model.onnx"})
+    np.save(f"{out}/st.npy", model.encode(job["texts"]))
+    np.save(f"{out}/st_query.npy", model.encode(job["texts"], prompt_name="query"))
+    """)
+
+
 @pytest.fixture(scope="module")
 def optimum_venv():
     """The pinned venv (built once per machine, reused while the pins stay); a failed pip fails here."""
@@ -180,6 +203,30 @@ def test_optimum_and_sentence_transformers_onnx_give_the_embedders_vectors(loade
     folder, got, files = loaded[arch, weights]
     assert Manifest.read(folder).needs_custom_ops == WEIGHTS[weights]
     check_loaders(folder, got, files)
+
+
+def test_include_prompt_false_needs_the_file_name(optimum_venv, tiny_model, tmp_path):
+    """The one case the plain call does not serve (docs/integrations.md says so): the top-level graph of
+    an include_prompt: false export takes prompt_length; file_name="onnx/model.onnx" loads the layout's
+    graph, and sentence-transformers' Pooling leaves the prompt out as our graph does."""
+    import shutil
+
+    model = shutil.copytree(tiny_model("gemma3"), tmp_path / "model")
+    pooling_file = model / "1_Pooling" / "config.json"
+    pooling_file.write_text(json.dumps({**json.loads(pooling_file.read_text()), "include_prompt": False}))
+    folder = tmp_path / "out"
+    assert main(["export", str(model), "-o", str(folder), "--weights", "int8", "--layout", "hf"]) == 0
+    (tmp_path / "job.json").write_text(json.dumps({"folder": str(folder), "out": str(tmp_path), "texts": TEXTS}))
+    (tmp_path / "child.py").write_text(CHILD_PROMPT_LEFT_OUT)
+    run_ok([optimum_venv / "bin" / "python", tmp_path / "child.py", tmp_path / "job.json"], timeout=900,
+           env=isolated_env(optimum_venv), cwd=tmp_path)
+    assert "prompt_length" in json.loads((tmp_path / "plain.json").read_text())["plain_call_error"]
+    embedder = Embedder(folder, threads=1)
+    assert embedder.prompt_length(embedder.prompts["query"]) > 0  # the query's tokens are left out
+    query = embedder.encode(TEXTS, prompt_name="query")
+    assert not np.allclose(query, embedder.encode(TEXTS, prompt=""), atol=1e-3)
+    assert_same_vectors(np.load(tmp_path / "st.npy"), embedder.encode(TEXTS))
+    assert_same_vectors(np.load(tmp_path / "st_query.npy"), query)
 
 
 @pytest.mark.parametrize("weights", WEIGHTS)
