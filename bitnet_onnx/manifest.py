@@ -28,6 +28,11 @@ TEXT_MODEL_NAME = "model_text.onnx"  # export --text-input: strings in
 TEXT_INPUT, PROMPT_INPUT = "text", "prompt"  # its inputs: string [N], string [1] (optional)
 # model.onnx input of include_prompt=false models: int64 [batch], leading tokens left out of the pooling
 PROMPT_LENGTH_INPUT = "prompt_length"
+# model.onnx's third output: the token embeddings again (after the final norm, float32 [batch, sequence,
+# hidden]) under the name optimum's ORTModelForFeatureExtraction reads, so sentence-transformers'
+# ONNX backend and optimum load the top-level graph of an ``export --layout hf`` folder as they
+# load the layout's onnx/model.onnx (which is this graph cut to this output)
+LAST_HIDDEN_STATE = "last_hidden_state"
 FORMAT_VERSION = 1
 # Activation memory one session run may take (texts x their padded length, by the manifest's cost
 # model): the exporter picks an attention strategy that serves max_length for one text within it, and

@@ -1,7 +1,9 @@
 """The whole embedding graph: embeddings -> decoder layers -> final norm -> pooling -> Dense -> normalize.
 
 Inputs ``input_ids`` / ``attention_mask`` int64 [batch, sequence]; outputs ``sentence_embedding``
-float32 [batch, dim] (or its ``--output-precision`` encoding) and ``token_embeddings`` float32 [batch, sequence, hidden].
+float32 [batch, dim] (or its ``--output-precision`` encoding), ``token_embeddings`` float32 [batch, sequence, hidden]
+and the same tensor as ``last_hidden_state`` (manifest.LAST_HIDDEN_STATE: what optimum and sentence-transformers'
+ONNX backend read when they pick this file, the layout's onnx/model.onnx being this graph cut to it).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from bitnet_onnx.export.output_precision import add_output_precision
 from bitnet_onnx.export import attention
 from bitnet_onnx.export.layers import LayerSource, decoder_layer, layer_inputs
 from bitnet_onnx.export.ops import rms_norm
-from bitnet_onnx.manifest import PROMPT_LENGTH_INPUT
+from bitnet_onnx.manifest import LAST_HIDDEN_STATE, PROMPT_LENGTH_INPUT
 from bitnet_onnx.export.pooling import PROMPT_POOLINGS, dense, l2_normalize, pool
 from bitnet_onnx.export.projections import LinearWeights, projector
 
@@ -81,6 +83,7 @@ def build_model(folder: ModelSource, st: StModules, variant: str, bits: int = 4,
     sentence, elem_type, shape = add_output_precision(b, sentence, precision, ranges, st.dimension or cfg.hidden)
     b.add_output(sentence, "sentence_embedding", elem_type, shape)
     b.add_output(tokens, "token_embeddings", TensorProto.FLOAT, ["batch", "sequence", cfg.hidden])
+    b.add_output(tokens, LAST_HIDDEN_STATE, TensorProto.FLOAT, ["batch", "sequence", cfg.hidden])
     doc = (f"{cfg.arch.name} embedding model, weights {variant}, attention {attention_name}, "
            f"exported by bitnet-onnx {__version__}")
     return b.model(f"bitnet_onnx_{cfg.arch.name}", doc=doc, producer_version=__version__), b.weight_bytes

@@ -1,16 +1,18 @@
 """The sentence-transformers / optimum folder layout inside an export folder (``export --layout hf``).
 
 Next to our own files (model.onnx, bitnet_onnx.json, the tokenizer) the layout adds what those
-libraries read, so ``SentenceTransformer(OUT, backend="onnx", model_kwargs={"file_name":
-"onnx/model.onnx", ...})``, optimum's ``ORTModelForFeatureExtraction.from_pretrained(OUT,
-subfolder="onnx")`` and fastembed's local-model path load the folder with their own code
-(docs/integrations.md; ``file_name`` / ``subfolder`` because the top-level model.onnx is ours):
+libraries read, so ``SentenceTransformer(OUT, backend="onnx", model_kwargs={"session_options": ...})``,
+optimum's ``ORTModelForFeatureExtraction.from_pretrained(OUT, session_options=...)`` and fastembed's
+local-model path load the folder with their own code (docs/integrations.md):
 
-- ``onnx/model.onnx``: the same graph cut after the final norm, inputs ``input_ids`` /
-  ``attention_mask`` (what optimum feeds), one output ``last_hidden_state`` (the token embeddings);
-  pooling, Dense and Normalize are the libraries' own modules below. Weights the export keeps in
-  external data keep their offsets: ``onnx/model.onnx_data`` (the one name optimum fetches with a
-  model) is a copy of ``model.onnx.data`` (save_token_model).
+- ``onnx/model.onnx``: the same graph cut to its ``last_hidden_state`` output (the token embeddings
+  after the final norm), inputs ``input_ids`` / ``attention_mask`` (what optimum feeds); pooling,
+  Dense and Normalize are the libraries' own modules below. The top-level model.onnx has the same
+  ``last_hidden_state`` output (export/graph.py): optimum finds two files named model.onnx, warns and
+  takes one of them (the top-level one, as glob lists them), and either gives the same tensor, so
+  neither ``file_name`` nor ``subfolder`` is needed. Weights the export keeps in external data keep
+  their offsets: ``onnx/model.onnx_data`` (the one name optimum fetches with a model) is a copy of
+  ``model.onnx.data`` (save_token_model).
 - ``config.json`` (the source's, for transformers' AutoConfig), ``modules.json``, ``1_Pooling/``,
   ``N_Dense/`` (the source's Dense layers as safetensors), ``N_Normalize/``,
   ``config_sentence_transformers.json`` (prompts), ``sentence_bert_config.json`` (max length).
@@ -33,7 +35,7 @@ import onnx
 from bitnet_onnx.arch import ARCHITECTURES
 from bitnet_onnx.errors import BitnetOnnxError
 from bitnet_onnx.io import MAX_TOKENIZER_JSON_BYTES, check_input_file, read_json_object
-from bitnet_onnx.manifest import MODEL_NAME, Manifest
+from bitnet_onnx.manifest import LAST_HIDDEN_STATE, MODEL_NAME, Manifest
 from bitnet_onnx.st_modules import DENSE_ACTIVATIONS, POOLING_FLAGS, UNSUPPORTED_POOLING_FLAGS, StModules
 from bitnet_onnx.export.writer import EXTERNAL_DATA_NAME, EXTERNAL_DATA_THRESHOLD, check_model
 
@@ -41,8 +43,6 @@ LAYOUTS = ("bitnet", "hf")  # export --layout: our files only, or these added
 HF_ONNX_DIR = "onnx"
 HF_MODEL_FILE = f"{HF_ONNX_DIR}/{MODEL_NAME}"
 HF_EXTERNAL_DATA_NAME = "model.onnx_data"  # optimum downloads <file>_data next to a hub model's file
-LAST_HIDDEN_STATE = "last_hidden_state"  # optimum's ORTModelForFeatureExtraction output name
-TOKEN_OUTPUT = "token_embeddings"  # the exported graph's token output (export/graph.py)
 HF_INPUTS = ("input_ids", "attention_mask")
 ST_TRANSFORMER = "sentence_transformers.models.Transformer"
 # short activation name -> the torch class path sentence-transformers' Dense config names
@@ -50,15 +50,18 @@ DENSE_ACTIVATION_PATHS = {short: path for path, short in reversed(list(DENSE_ACT
 
 
 def token_model(model: onnx.ModelProto) -> onnx.ModelProto:
-    """``model`` cut to what ``token_embeddings`` needs, that output renamed ``last_hidden_state``.
+    """``model`` cut to what its ``last_hidden_state`` output needs (the same tensor as the top-level
+    graph's, by construction: the same nodes and weights).
 
     The pooling, Dense and normalize nodes (and a ``prompt_length`` input) fall away. The kept
     weights are copied once (``model`` is left as it is).
     """
     graph = model.graph
-    if TOKEN_OUTPUT not in {o.name for o in graph.output}:
-        raise BitnetOnnxError(f"{MODEL_NAME}: graph has no {TOKEN_OUTPUT!r} output to expose as {LAST_HIDDEN_STATE}")
-    needed = {TOKEN_OUTPUT}
+    if LAST_HIDDEN_STATE not in {o.name for o in graph.output}:
+        # an export from before the top-level graph had it: the layout cannot be added after the fact
+        raise BitnetOnnxError(f"{MODEL_NAME}: graph has no {LAST_HIDDEN_STATE!r} output; export the model again "
+                              f"with this bitnet-onnx")
+    needed = {LAST_HIDDEN_STATE}
     kept = []
     for node in reversed(graph.node):
         if any(name in needed for name in node.output):
@@ -67,21 +70,15 @@ def token_model(model: onnx.ModelProto) -> onnx.ModelProto:
             needed.update(_subgraph_inputs(node))
     missing = [name for name in HF_INPUTS if name not in needed or name not in {i.name for i in graph.input}]
     if missing:
-        raise BitnetOnnxError(f"{MODEL_NAME}: token embeddings do not depend on graph input(s) {', '.join(missing)}")
-    rename = {TOKEN_OUTPUT: LAST_HIDDEN_STATE}
+        raise BitnetOnnxError(f"{MODEL_NAME}: {LAST_HIDDEN_STATE} does not depend on graph input(s) "
+                              f"{', '.join(missing)}")
     out = _without_graph(model)
     out.graph.name, out.graph.doc_string = graph.name, graph.doc_string
-    for node in reversed(kept):
-        new = out.graph.node.add()
-        new.CopyFrom(node)
-        new.output[:] = [rename.get(n, n) for n in node.output]
+    out.graph.node.extend(reversed(kept))
     out.graph.input.extend(i for i in graph.input if i.name in needed)
     out.graph.initializer.extend(t for t in graph.initializer if t.name in needed)
-    out.graph.value_info.extend(v for v in graph.value_info if v.name in needed and v.name != TOKEN_OUTPUT)
-    (token_out,) = [o for o in graph.output if o.name == TOKEN_OUTPUT]
-    last = out.graph.output.add()
-    last.CopyFrom(token_out)
-    last.name = LAST_HIDDEN_STATE
+    out.graph.value_info.extend(v for v in graph.value_info if v.name in needed and v.name != LAST_HIDDEN_STATE)
+    out.graph.output.extend(o for o in graph.output if o.name == LAST_HIDDEN_STATE)
     return out
 
 

@@ -2,7 +2,9 @@
 
 ``tiny_model(arch, ...)`` and ``tiny_export(model, ...)`` return folders that many modules share:
 they are read-only (checked when the session ends). A test that edits a model or an export works
-on ``private_copy(folder)``. ``host_programs`` builds the C and C++ examples (examples/).
+on ``private_copy(folder)``. ``real_width_model(arch)`` / ``real_width_layout_export(arch, weights)``: the
+released widths and vocabularies with few layers (weights in external data), for the features that
+read or write model files. ``host_programs`` builds the C and C++ examples (examples/).
 
 Tests over every architecture parametrize with ``bitnet_onnx.arch.ARCHITECTURES`` itself
 (``@pytest.mark.parametrize("arch", ARCHITECTURES)``), never a list of names: a new architecture
@@ -126,6 +128,50 @@ def tiny_export(tmp_path_factory):
         return done[key]
 
     states: dict[Path, dict] = {}
+    yield get
+    _check_unchanged(states)
+
+
+@pytest.fixture(scope="session")
+def real_width_model(tmp_path_factory):
+    """real_width_model(arch) -> a random-weight model folder of ``arch``'s released widths and vocabulary
+    (arch.REAL_SHAPES) with the demo's few layers, where the weights go to external data (read-only)."""
+    from bitnet_onnx.arch import REAL_SHAPES
+    from bitnet_onnx.testing import make_model
+
+    made: dict[str, Path] = {}
+    states: dict[Path, dict] = {}
+
+    def get(arch: str) -> Path:
+        if arch not in made:
+            real = REAL_SHAPES[arch]
+            made[arch] = make_model(tmp_path_factory.mktemp(f"real-{arch}") / "model", arch, shape=real.name,
+                                    layers=real.demo_layers)
+            states[made[arch]] = _state(made[arch])
+        return made[arch]
+
+    yield get
+    _check_unchanged(states)
+
+
+@pytest.fixture(scope="session")
+def real_width_layout_export(real_width_model, tmp_path_factory):
+    """real_width_layout_export(arch, weights) -> ``bitnet-onnx export --layout hf`` of real_width_model(arch)
+    (read-only), made once per (arch, weights): the HF layout at the sizes users export."""
+    from bitnet_onnx.cli import main
+
+    done: dict[tuple[str, str], Path] = {}
+    states: dict[Path, dict] = {}
+
+    def get(arch: str, weights: str) -> Path:
+        if (arch, weights) not in done:
+            out = tmp_path_factory.mktemp(f"hf-{arch}-{weights}") / "out"
+            assert main(["export", str(real_width_model(arch)), "-o", str(out), "--weights", weights,
+                         "--layout", "hf"]) == 0
+            done[arch, weights] = out
+            states[out] = _state(out)
+        return done[arch, weights]
+
     yield get
     _check_unchanged(states)
 

@@ -1,7 +1,8 @@
 """``export --layout hf`` at the real widths and vocabularies (Qwen3-0.6B: 151,936 tokens; Gemma3-270M:
 262,144), where the weights go to external data: the verb succeeds, ``onnx/model.onnx_data`` is a byte copy
 of the top folder's weight file (same offsets), and its ``last_hidden_state`` equals the exported graph's
-``token_embeddings``. One export per (arch, weights), the real widths with the demo's few layers."""
+``token_embeddings`` and ``last_hidden_state``. One export per (arch, weights), the real widths with the
+demo's few layers (tests/conftest.py's real_width_layout_export)."""
 
 from __future__ import annotations
 
@@ -13,44 +14,12 @@ import onnxruntime as ort
 import pytest
 
 from bitnet_onnx import customops
-from bitnet_onnx.arch import ARCHITECTURES, REAL_SHAPES
-from bitnet_onnx.cli import main
+from bitnet_onnx.arch import ARCHITECTURES
 from bitnet_onnx.export.hf_layout import HF_EXTERNAL_DATA_NAME, HF_MODEL_FILE, LAST_HIDDEN_STATE
 from bitnet_onnx.export.writer import EXTERNAL_DATA_NAME
 from bitnet_onnx.manifest import MODEL_NAME, Manifest
 
 WEIGHTS = ("int8", "i2s")
-
-
-@pytest.fixture(scope="module")
-def real_width_model(tmp_path_factory):
-    from bitnet_onnx.testing import make_model
-
-    made = {}
-
-    def get(arch: str):
-        if arch not in made:
-            real = REAL_SHAPES[arch]
-            made[arch] = make_model(tmp_path_factory.mktemp(f"real-{arch}") / "model", arch, shape=real.name,
-                                    layers=real.demo_layers)
-        return made[arch]
-
-    return get
-
-
-@pytest.fixture(scope="module")
-def hf_layout_export(real_width_model, tmp_path_factory):
-    done = {}
-
-    def get(arch: str, weights: str):
-        if (arch, weights) not in done:
-            out = tmp_path_factory.mktemp(f"hf-{arch}-{weights}") / "out"
-            assert main(["export", str(real_width_model(arch)), "-o", str(out), "--weights", weights,
-                         "--layout", "hf"]) == 0
-            done[arch, weights] = out
-        return done[arch, weights]
-
-    return get
 
 
 def _session(path, needs_custom_ops):
@@ -60,8 +29,8 @@ def _session(path, needs_custom_ops):
 
 @pytest.mark.parametrize("weights", WEIGHTS)
 @pytest.mark.parametrize("arch", sorted(ARCHITECTURES))
-def test_layout_copies_the_exports_external_weights(hf_layout_export, arch, weights):
-    out = hf_layout_export(arch, weights)
+def test_layout_copies_the_exports_external_weights(real_width_layout_export, arch, weights):
+    out = real_width_layout_export(arch, weights)
     top, shared = out / EXTERNAL_DATA_NAME, out / "onnx" / HF_EXTERNAL_DATA_NAME
     assert top.stat().st_size > 64 << 20  # the case at hand: weights in external data
     assert not os.path.samefile(top, shared) and filecmp.cmp(top, shared, shallow=False)
@@ -71,6 +40,7 @@ def test_layout_copies_the_exports_external_weights(hf_layout_export, arch, weig
     mask = (np.arange(5) < np.array([[5], [3]])).astype(np.int64)
     feeds = {"input_ids": ids, "attention_mask": mask}
     full_feed = {i.name: feeds.get(i.name, np.zeros((2,), dtype=np.int64)) for i in full.get_inputs()}
-    want = dict(zip([o.name for o in full.get_outputs()], full.run(None, full_feed)))["token_embeddings"]
+    want, last = full.run(["token_embeddings", LAST_HIDDEN_STATE], full_feed)
     (got,) = token.run([LAST_HIDDEN_STATE], feeds)
+    np.testing.assert_array_equal(last, want)  # the top-level graph's own last_hidden_state, what optimum may pick
     np.testing.assert_array_equal(got, want)

@@ -144,14 +144,33 @@ def test_include_prompt_false_drops_prompt_length(tiny_model, tmp_path):
     assert json.loads((folder / "1_Pooling" / "config.json").read_text())["include_prompt"] is False
 
 
-def test_token_model_refuses_a_graph_without_token_embeddings():
+def test_token_model_refuses_a_graph_without_last_hidden_state():
     from onnx import TensorProto, helper
 
-    graph = helper.make_graph([helper.make_node("Identity", ["input_ids"], ["sentence_embedding"])], "g",
+    graph = helper.make_graph([helper.make_node("Identity", ["input_ids"], ["token_embeddings"])], "g",
                               [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["b", "s"])],
-                              [helper.make_tensor_value_info("sentence_embedding", TensorProto.INT64, ["b", "s"])])
-    with pytest.raises(BitnetOnnxError, match="token_embeddings"):
+                              [helper.make_tensor_value_info("token_embeddings", TensorProto.INT64, ["b", "s"])])
+    with pytest.raises(BitnetOnnxError, match="no 'last_hidden_state' output; export the model again"):
         token_model(helper.make_model(graph))
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_both_model_onnx_files_give_one_last_hidden_state(layout_export, arch):
+    """optimum takes either model.onnx of the folder (it warns that there are two): the top-level graph
+    outputs last_hidden_state beside its own outputs, the same tensor as token_embeddings and as
+    onnx/model.onnx's only output."""
+    folder = layout_export(arch, "i2s")
+    top = ort.InferenceSession(str(folder / "model.onnx"), customops.session_options())
+    token = ort.InferenceSession(str(folder / HF_MODEL_FILE), customops.session_options())
+    assert [o.name for o in top.get_outputs()] == ["sentence_embedding", "token_embeddings", LAST_HIDDEN_STATE]
+    assert [o.name for o in token.get_outputs()] == [LAST_HIDDEN_STATE]
+    ids = np.array([[2, 300, 301, 1], [2, 17, 0, 0]], dtype=np.int64)
+    feed = {"input_ids": ids, "attention_mask": (ids != 0).astype(np.int64)}
+    want, last = top.run(["token_embeddings", LAST_HIDDEN_STATE], feed)
+    (got,) = token.run([LAST_HIDDEN_STATE], feed)
+    assert want.shape == (2, 4, Manifest.read(folder).hidden_size)
+    np.testing.assert_array_equal(last, want)
+    np.testing.assert_array_equal(got, want)
 
 
 def test_write_hf_layout_names_a_folder_that_is_not_an_export(tmp_path, tiny_model):

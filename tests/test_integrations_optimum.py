@@ -1,7 +1,10 @@
 """optimum's ORTModelForFeatureExtraction and sentence-transformers' ONNX backend (optimum underneath)
-load an ``export --layout hf`` folder of each architecture and give ``Embedder.encode``'s vectors, the
-query prompt honoured: the i2s export with our op library registered in the session options they
-take, the int8 export with ORT's plain ones.
+load an ``export --layout hf`` folder of each architecture with their plain calls
+(``SentenceTransformer(OUT, backend="onnx")``, ``ORTModelForFeatureExtraction.from_pretrained(OUT)``: no
+``file_name``, no ``subfolder``) and give ``Embedder.encode``'s vectors, the query prompt honoured, for
+the tiny models and at the released widths (weights in external data): the exports with our ops (i2s;
+int8 at the real widths, whose attention is ours) with our op library registered in the session
+options they take, the tiny int8 export with no argument at all.
 
 optimum's ONNX Runtime part (PyPI optimum-onnx) pins transformers < 4.58, which the project's venv
 (transformers 5, sentence-transformers 6) cannot hold, so the loaders run in a separate venv of the
@@ -23,7 +26,9 @@ from venvs import cached_venv, isolated_env, run_ok
 
 from bitnet_onnx import Embedder, customops
 from bitnet_onnx.cli import main
-from bitnet_onnx.manifest import Manifest
+from bitnet_onnx.export.hf_layout import HF_MODEL_FILE
+from bitnet_onnx.export.writer import EXTERNAL_DATA_NAME
+from bitnet_onnx.manifest import MODEL_NAME, Manifest
 
 # The newest optimum-onnx and what it allows: transformers < 4.58 (so sentence-transformers 5,
 # whose ONNX backend is optimum's); onnxruntime as in the project's venv; torch's CPU wheel.
@@ -34,7 +39,9 @@ OPTIMUM_VENV_REQUIREMENTS = [
     "onnxruntime==1.32.0",
     "torch==2.13.0",
 ]
-WEIGHTS = {"i2s": True, "int8": False}  # weights -> its graph needs our op library
+# weights -> its tiny export's graph needs our op library (at the real widths int8 needs it too: its
+# attention is our EncoderAttention, the stock one not serving max_length within the activation budget)
+WEIGHTS = {"i2s": True, "int8": False}
 
 CHILD = textwrap.dedent("""\
     import json, os, sys
@@ -48,35 +55,72 @@ CHILD = textwrap.dedent("""\
     job = json.load(open(sys.argv[1]))
     texts = job["texts"]
 
-    def session_options(custom_ops):
+    def options(custom_ops):
+        # what a user must add: our op library for a graph with our ops; nothing else (no file_name, no subfolder)
+        if not custom_ops:
+            return {}
         so = ort.SessionOptions()
         so.intra_op_num_threads = 1
-        if custom_ops:
-            so.register_custom_ops_library(job["library"])
-        return so
+        so.register_custom_ops_library(job["library"])
+        return {"session_options": so}
+
+    def loaded_file(ort_model):
+        return os.path.relpath(ort_model.session._model_path, folder)
 
     for export in job["exports"]:
         folder, out = export["folder"], export["out"]
         os.makedirs(out, exist_ok=True)
-        model = SentenceTransformer(folder, backend="onnx", device="cpu", model_kwargs={
-            "file_name": "onnx/model.onnx", "session_options": session_options(export["custom_ops"])})
+        kwargs = options(export["custom_ops"])
+        # the plain call, as for any sentence-transformers ONNX model
+        model = SentenceTransformer(folder, backend="onnx", **({"model_kwargs": kwargs} if kwargs else {}))
         np.save(f"{out}/st.npy", model.encode(texts))
         np.save(f"{out}/st_query.npy", model.encode(texts, prompt_name="query"))
+        files = {"st": loaded_file(model[0].auto_model)}
 
-        # optimum alone: its last_hidden_state, pooled by the layout's own modules after the Transformer
-        optimum = ORTModelForFeatureExtraction.from_pretrained(
-            folder, subfolder="onnx", session_options=session_options(export["custom_ops"]))
+        # optimum alone: its last_hidden_state, pooled by the layout's own modules after the Transformer;
+        # the plain call, and subfolder="onnx" (the other model.onnx: both must give the same vectors)
         tokenizer = AutoTokenizer.from_pretrained(folder)
-        for name, prompt in (("optimum", ""), ("optimum_query", model.prompts["query"])):
-            enc = tokenizer([prompt + t for t in texts], padding=True, truncation=True,
-                            max_length=model.max_seq_length, return_tensors="pt")
-            with torch.inference_mode():
-                features = {"token_embeddings": optimum(**enc).last_hidden_state,
-                            "attention_mask": enc["attention_mask"]}
-                for module in list(model)[1:]:
-                    features = module(features)
-            np.save(f"{out}/{name}.npy", features["sentence_embedding"].numpy())
-        print(folder, type(model[0].auto_model).__name__, type(optimum).__name__)
+        for name, subfolder in (("optimum", None), ("optimum_subfolder", "onnx")):
+            optimum = ORTModelForFeatureExtraction.from_pretrained(
+                folder, **kwargs, **({"subfolder": subfolder} if subfolder else {}))
+            files[name] = loaded_file(optimum)
+            for suffix, prompt in (("", ""), ("_query", model.prompts["query"])):
+                enc = tokenizer([prompt + t for t in texts], padding=True, truncation=True,
+                                max_length=model.max_seq_length, return_tensors="pt")
+                with torch.inference_mode():
+                    features = {"token_embeddings": optimum(**enc).last_hidden_state,
+                                "attention_mask": enc["attention_mask"]}
+                    for module in list(model)[1:]:
+                        features = module(features)
+                np.save(f"{out}/{name}{suffix}.npy", features["sentence_embedding"].numpy())
+            del optimum
+        json.dump(files, open(f"{out}/files.json", "w"))
+        print(folder, type(model[0].auto_model).__name__)
+        del model
+    """)
+RESULTS = ("st", "st_query", "optimum", "optimum_query", "optimum_subfolder", "optimum_subfolder_query")
+
+
+# include_prompt: false exports: the top-level graph takes prompt_length, which optimum does not feed,
+# so the plain call fails by name and file_name="onnx/model.onnx" is the documented way in
+CHILD_PROMPT_LEFT_OUT = textwrap.dedent("""\
+    import json, os, sys
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    import numpy as np, torch
+    from sentence_transformers import SentenceTransformer
+
+    torch.set_num_threads(1)
+    job = json.load(open(sys.argv[1]))
+    folder, out = job["folder"], job["out"]
+    try:
+        SentenceTransformer(folder, backend="onnx").encode(job["texts"])
+        error = ""
+    except Exception as e:
+        error = f"{type(e).__name__}: {e}"
+    json.dump({"plain_call_error": error}, open(f"{out}/plain.json", "w"))
+    model = SentenceTransformer(folder, backend="onnx", model_kwargs={"file_name": "onnx/model.onnx"})
+    np.save(f"{out}/st.npy", model.encode(job["texts"]))
+    np.save(f"{out}/st_query.npy", model.encode(job["texts"], prompt_name="query"))
     """)
 
 
@@ -86,9 +130,29 @@ def optimum_venv():
     return cached_venv("optimum-venv", OPTIMUM_VENV_REQUIREMENTS)
 
 
+def run_loaders(venv, root, exports: dict) -> dict:
+    """CHILD over ``exports`` ((arch, weights) -> folder) in one run: (arch, weights) -> (folder,
+    {result name: vectors}, {loader: the model file it loaded, relative to the folder})."""
+    job = {"library": customops.library_path(), "texts": TEXTS,
+           "exports": [{"folder": str(folder), "custom_ops": Manifest.read(folder).needs_custom_ops,
+                        "out": str(root / f"out-{arch}-{weights}")} for (arch, weights), folder in exports.items()]}
+    (root / "job.json").write_text(json.dumps(job))
+    (root / "child.py").write_text(CHILD)
+    res = run_ok([venv / "bin" / "python", root / "child.py", root / "job.json"], timeout=1800,
+                 env=isolated_env(venv), cwd=root)
+    # the loaders really were optimum's: sentence-transformers' Transformer module holds an ORTModel
+    assert res.stdout.count("ORTModelForFeatureExtraction") == len(exports), res.stdout
+    results = {}
+    for (arch, weights), folder in exports.items():
+        out = root / f"out-{arch}-{weights}"
+        results[arch, weights] = (folder, {name: np.load(out / f"{name}.npy") for name in RESULTS},
+                                  json.loads((out / "files.json").read_text()))
+    return results
+
+
 @pytest.fixture(scope="module")
 def loaded(optimum_venv, tiny_model, tmp_path_factory):
-    """(arch, weights) -> (export folder, {result name: vectors}) from one run of CHILD over all exports."""
+    """The tiny models' exports, every loader of CHILD."""
     root = tmp_path_factory.mktemp("optimum")
     exports = {}
     for arch in ARCHS:
@@ -97,18 +161,31 @@ def loaded(optimum_venv, tiny_model, tmp_path_factory):
             assert main(["export", str(tiny_model(arch)), "-o", str(folder), "--weights", weights,
                          "--layout", "hf"]) == 0
             exports[arch, weights] = folder
-    job = {"library": customops.library_path(), "texts": TEXTS,
-           "exports": [{"folder": str(folder), "custom_ops": WEIGHTS[weights], "out": str(root / f"out-{arch}-{weights}")}
-                       for (arch, weights), folder in exports.items()]}
-    (root / "job.json").write_text(json.dumps(job))
-    (root / "child.py").write_text(CHILD)
-    res = run_ok([optimum_venv / "bin" / "python", root / "child.py", root / "job.json"], timeout=900,
-                 env=isolated_env(optimum_venv), cwd=root)
-    # the loaders really were optimum's: sentence-transformers' Transformer module holds an ORTModel
-    assert res.stdout.count("ORTModelForFeatureExtraction ORTModelForFeatureExtraction") == len(exports), res.stdout
-    return {key: (folder, {name: np.load(root / f"out-{key[0]}-{key[1]}" / f"{name}.npy")
-                           for name in ("st", "st_query", "optimum", "optimum_query")})
-            for key, folder in exports.items()}
+    return run_loaders(optimum_venv, root, exports)
+
+
+@pytest.fixture(scope="module")
+def loaded_real_width(optimum_venv, real_width_layout_export, tmp_path_factory):
+    """The same at the released widths and vocabularies (weights in external data, both model.onnx
+    files with their own weight file)."""
+    exports = {(arch, weights): real_width_layout_export(arch, weights) for arch in ARCHS for weights in WEIGHTS}
+    return run_loaders(optimum_venv, tmp_path_factory.mktemp("optimum-real"), exports)
+
+
+def check_loaders(folder, got, files):
+    """Every loader of CHILD gave Embedder.encode's vectors; the plain calls loaded the top-level
+    model.onnx (optimum lists the folder's own files before onnx/'s and takes the first of the two
+    model.onnx), subfolder="onnx" the layout's."""
+    assert files == {"st": MODEL_NAME, "optimum": MODEL_NAME, "optimum_subfolder": HF_MODEL_FILE}, files
+    embedder = Embedder(folder, threads=1)
+    assert embedder.prompts.get("query"), "the test models' query prompt is what the query checks exercise"
+    plain, query = embedder.encode(TEXTS, prompt=""), embedder.encode(TEXTS, prompt_name="query")
+    assert not np.allclose(plain, query, atol=1e-3)  # the prompt changes the vectors: its checks mean something
+    assert_same_vectors(got["st"], embedder.encode(TEXTS))  # both take the export's default prompt, if any
+    assert_same_vectors(got["st_query"], query)
+    for name in ("optimum", "optimum_subfolder"):
+        assert_same_vectors(got[name], plain)
+        assert_same_vectors(got[f"{name}_query"], query)
 
 
 def test_venv_holds_the_pinned_versions(optimum_venv):
@@ -123,13 +200,38 @@ def test_venv_holds_the_pinned_versions(optimum_venv):
 @pytest.mark.parametrize("weights", WEIGHTS)
 @pytest.mark.parametrize("arch", ARCHS)
 def test_optimum_and_sentence_transformers_onnx_give_the_embedders_vectors(loaded, arch, weights):
-    folder, got = loaded[arch, weights]
+    folder, got, files = loaded[arch, weights]
     assert Manifest.read(folder).needs_custom_ops == WEIGHTS[weights]
+    check_loaders(folder, got, files)
+
+
+def test_include_prompt_false_needs_the_file_name(optimum_venv, tiny_model, tmp_path):
+    """The one case the plain call does not serve (docs/integrations.md says so): the top-level graph of
+    an include_prompt: false export takes prompt_length; file_name="onnx/model.onnx" loads the layout's
+    graph, and sentence-transformers' Pooling leaves the prompt out as our graph does."""
+    import shutil
+
+    model = shutil.copytree(tiny_model("gemma3"), tmp_path / "model")
+    pooling_file = model / "1_Pooling" / "config.json"
+    pooling_file.write_text(json.dumps({**json.loads(pooling_file.read_text()), "include_prompt": False}))
+    folder = tmp_path / "out"
+    assert main(["export", str(model), "-o", str(folder), "--weights", "int8", "--layout", "hf"]) == 0
+    (tmp_path / "job.json").write_text(json.dumps({"folder": str(folder), "out": str(tmp_path), "texts": TEXTS}))
+    (tmp_path / "child.py").write_text(CHILD_PROMPT_LEFT_OUT)
+    run_ok([optimum_venv / "bin" / "python", tmp_path / "child.py", tmp_path / "job.json"], timeout=900,
+           env=isolated_env(optimum_venv), cwd=tmp_path)
+    assert "prompt_length" in json.loads((tmp_path / "plain.json").read_text())["plain_call_error"]
     embedder = Embedder(folder, threads=1)
-    assert embedder.prompts.get("query"), "the tiny model's query prompt is what the query checks exercise"
-    plain, query = embedder.encode(TEXTS, prompt=""), embedder.encode(TEXTS, prompt_name="query")
-    assert not np.allclose(plain, query, atol=1e-3)  # the prompt changes the vectors: its checks mean something
-    assert_same_vectors(got["st"], embedder.encode(TEXTS))  # both take the export's default prompt, if any
-    assert_same_vectors(got["st_query"], query)
-    assert_same_vectors(got["optimum"], plain)
-    assert_same_vectors(got["optimum_query"], query)
+    assert embedder.prompt_length(embedder.prompts["query"]) > 0  # the query's tokens are left out
+    query = embedder.encode(TEXTS, prompt_name="query")
+    assert not np.allclose(query, embedder.encode(TEXTS, prompt=""), atol=1e-3)
+    assert_same_vectors(np.load(tmp_path / "st.npy"), embedder.encode(TEXTS))
+    assert_same_vectors(np.load(tmp_path / "st_query.npy"), query)
+
+
+@pytest.mark.parametrize("weights", WEIGHTS)
+@pytest.mark.parametrize("arch", ARCHS)
+def test_the_plain_calls_at_the_real_widths(loaded_real_width, arch, weights):
+    folder, got, files = loaded_real_width[arch, weights]
+    assert (folder / EXTERNAL_DATA_NAME).stat().st_size > 64 << 20  # the weights are in external data
+    check_loaders(folder, got, files)
