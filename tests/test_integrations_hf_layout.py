@@ -25,7 +25,9 @@ from transformers import AutoConfig, AutoTokenizer  # noqa: E402
 
 from bitnet_onnx import Embedder, customops  # noqa: E402
 from bitnet_onnx.errors import BitnetOnnxError  # noqa: E402
-from bitnet_onnx.export.hf_layout import HF_MODEL_FILE, LAST_HIDDEN_STATE, token_model, write_hf_layout  # noqa: E402
+from bitnet_onnx.export.hf_layout import (  # noqa: E402
+    HF_EXTERNAL_DATA_NAME, HF_MODEL_FILE, LAST_HIDDEN_STATE, token_model, write_hf_layout,
+)
 from bitnet_onnx.manifest import Manifest  # noqa: E402
 
 WEIGHTS = ("i2s", "int8", "nbits")
@@ -215,4 +217,18 @@ def test_gguf_source_layout_loads_in_transformers(tiny_model, tmp_path):
     config = json.loads((folder / "config.json").read_text())
     assert type(config["query_pre_attn_scalar"]) is int and config["query_pre_attn_scalar"] == 96
     assert AutoConfig.from_pretrained(folder).query_pre_attn_scalar == 96
+    assert_same_vectors(embed_as_sentence_transformers_onnx(folder, TEXTS), Embedder(folder, threads=1).encode(TEXTS, prompt=""))
+
+
+def test_real_gemma3_270m_gguf_layout_loads_in_transformers(tmp_path):
+    """The same at the real size: the Q4_K_M Gemma3-270M GGUF (262,144-token vocabulary, external data)
+    ternarized to i2s with --layout hf; transformers reads its config and tokenizer, and the layout's
+    token model with the modules after it gives Embedder's vectors."""
+    from bitnet_onnx.export.exporter import export
+    from bitnet_onnx.testing.real_tokenizers import gemma3_gguf
+
+    folder = export(gemma3_gguf(), tmp_path / "out", ternarize=True, pooling="mean", layout="hf")
+    config = AutoConfig.from_pretrained(folder)
+    assert (config.query_pre_attn_scalar, config.vocab_size, config.hidden_size) == (256, 262144, 640)
+    assert (folder / "onnx" / HF_EXTERNAL_DATA_NAME).stat().st_size > 100 << 20
     assert_same_vectors(embed_as_sentence_transformers_onnx(folder, TEXTS), Embedder(folder, threads=1).encode(TEXTS, prompt=""))
