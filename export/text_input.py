@@ -12,7 +12,7 @@ same model (same weights, same external data file) behind a pre-processing graph
          else onnxruntime-extensions' HfJsonTokenizer built by the extensions' own
          ``gen_processing_models`` (byte-level BPE: Qwen3)
       -> the special tokens of tokenizer.json's post-processor, the EOS rule, truncation to
-         max_length, the mask from the true lengths, padding on the manifest's side
+         max_length (the text cut, the special tokens kept: bitnet_onnx.special_tokens), the mask from the true lengths, padding on the manifest's side
       -> the model: sentence_embedding, token_embeddings, plus input_ids and attention_mask
          (and prompt_length, the prompt's tokens less one, for include_prompt: false poolings).
 
