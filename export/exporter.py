@@ -162,7 +162,7 @@ def export(model_dir: str | Path, out_dir: str | Path, arch: str | None = None, 
                              max_length)
     manifest.output_precision = output_precision
     text_pre = text_input_for(parsed, manifest, model) if text_input else None
-    parsed = None
+    parsed = None  # the graph holds what it needs of it
     add_files = (lambda tmp: add_hf_layout(tmp, manifest, model, folder.config, st)) if layout == "hf" else None
     write_folder(out_dir, model, manifest, folder.tokenizer_dir, weight_bytes, overwrite=overwrite, text_pre=text_pre,
                  add_files=add_files)

@@ -1,8 +1,10 @@
 """The export's check of the in-graph tokenizer against the ``tokenizers`` library.
 
 Two facts come from running the tokenizer front (``front.front_session``) next to the library: the
-special tokens each puts around a text (their frames, which the ids rules swap), and that both give
-the same ids on PROBE_TEXTS; the export refuses a tokenizer that fails either.
+special tokens each puts around a text (the op's frame, found by running it; tokenizer.json's, read
+from its post-processor and checked against the library's ids; the ids rules swap them), and that
+both give the same ids on PROBE_TEXTS; the export refuses a tokenizer that fails either. Both read
+the exporter's one parse of tokenizer.json (``bitnet_onnx.tokenizer_json``).
 """
 
 from __future__ import annotations
