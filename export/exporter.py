@@ -12,11 +12,12 @@ import onnx
 from bitnet_onnx import customops
 from bitnet_onnx.errors import BitnetOnnxError
 from bitnet_onnx.formats import DEFAULT_FLOAT, DEFAULT_TERNARY, FORMATS, weight_format
-from bitnet_onnx.io import MAX_TOKENIZER_JSON_BYTES, check_input_file, read_json_object
+from bitnet_onnx.io import read_json_object
 from bitnet_onnx.manifest import Manifest
 from bitnet_onnx.model_source import ModelSource
 from bitnet_onnx.precision import FLOAT32, get_precision, ranges_for
 from bitnet_onnx.st_modules import StModules
+from bitnet_onnx.tokenizer_json import TOKENIZER_JSON, TokenizerJson, read_tokenizer_json
 from bitnet_onnx.weights import open_source
 from bitnet_onnx.export.memory import choose_attention, cost_fields
 from bitnet_onnx.export.graph import build_model
@@ -47,18 +48,19 @@ def _token_id(tok, value) -> int | None:
     return tok.token_to_id(value)
 
 
-def tokenizer_facts(folder: ModelSource) -> dict:
-    """pad id, padding side and the EOS id of the arch's append rule, from the tokenizer files."""
-    from tokenizers import Tokenizer
-
-    tok_file = folder.tokenizer_dir / "tokenizer.json"
+def read_source_tokenizer(folder: ModelSource) -> TokenizerJson:
+    """The source's tokenizer.json, parsed once for the whole export (tokenizer_facts, --text-input)."""
+    tok_file = folder.tokenizer_dir / TOKENIZER_JSON
     if not os.path.lexists(tok_file):
         raise BitnetOnnxError(f"{folder.path}: tokenizer.json is missing (the exported folder needs it)")
-    check_input_file(tok_file, limit=MAX_TOKENIZER_JSON_BYTES)  # the Rust reader would block on a FIFO
-    try:
-        tok = Tokenizer.from_file(str(tok_file))
-    except Exception as e:
-        raise BitnetOnnxError(f"{tok_file}: not a valid tokenizer.json ({str(e).splitlines()[0]})") from None
+    return read_tokenizer_json(tok_file)
+
+
+def tokenizer_facts(folder: ModelSource, parsed: TokenizerJson | None = None) -> dict:
+    """pad id, padding side and the EOS id of the arch's append rule, from the tokenizer files;
+    ``parsed``: ``read_source_tokenizer(folder)`` when the caller has it."""
+    parsed = parsed or read_source_tokenizer(folder)
+    tok, tok_file = parsed.library, parsed.path
     top = max(tok.get_vocab(with_added_tokens=True).values(), default=-1)
     if top >= folder.cfg.vocab:  # the graph's Gather would fail on it at run time
         raise BitnetOnnxError(f"{tok_file}: token id {top} is not below the model's vocab_size {folder.cfg.vocab} "
@@ -149,14 +151,18 @@ def export(model_dir: str | Path, out_dir: str | Path, arch: str | None = None, 
     folder = open_source(model_dir, arch, check_pooling=True, pooling=pooling)  # --pooling before any weights
     variant = choose_variant(folder, weights, ternarize)
     st = folder.st_modules(pooling)
-    tf = tokenizer_facts(folder)  # before the slow part: a bad tokenizer fails fast
+    parsed = read_source_tokenizer(folder)  # once: the facts, then --text-input's graph
+    tf = tokenizer_facts(folder, parsed)  # before the slow part: a bad tokenizer fails fast
+    if not text_input:
+        parsed = None  # a large vocabulary's parse is hundreds of MB: not held through the model's build
     attention_name, max_length = choose_attention(attention_name, variant, folder.cfg, source_max_length(folder, st, tf))
     ranges = output_ranges_for(output_precision, output_ranges, st.dimension or folder.cfg.hidden, layout)
     model, weight_bytes = build_model(folder, st, variant, bits, ternarize, attention_name, output_precision, ranges)
     manifest = make_manifest(folder, st, tf, variant, bits, ternarize, attention_name, custom_ops_used(model),
                              max_length)
     manifest.output_precision = output_precision
-    text_pre = text_input_for(folder.tokenizer_dir, manifest, model) if text_input else None
+    text_pre = text_input_for(parsed, manifest, model) if text_input else None
+    parsed = None  # the graph holds what it needs of it
     add_files = (lambda tmp: add_hf_layout(tmp, manifest, model, folder.config, st)) if layout == "hf" else None
     write_folder(out_dir, model, manifest, folder.tokenizer_dir, weight_bytes, overwrite=overwrite, text_pre=text_pre,
                  add_files=add_files)

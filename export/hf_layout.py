@@ -215,20 +215,25 @@ def write_dense(path: Path, layer) -> None:
 
 
 def add_eos_rule(tokenizer_file: Path, manifest: Manifest):
-    """Makes tokenizer.json append the manifest's EOS (when it has one and the file does not already);
-    returns the file's ``tokenizers.Tokenizer``, as written."""
+    """Makes tokenizer.json append the manifest's EOS (when it has one and the file does not already)
+    and truncate to the manifest's max_length, so a reader of the file alone (the ``tokenizers``
+    library, fastembed) cuts an over-long text as our runtime does: the text's ids to max_length less
+    the special tokens, which stay (bitnet_onnx.special_tokens). Returns the file's
+    ``tokenizers.Tokenizer``, as written."""
     from tokenizers import Tokenizer, processors
 
     tok = Tokenizer.from_file(str(check_input_file(tokenizer_file, limit=MAX_TOKENIZER_JSON_BYTES)))
     eos_id = manifest.append_eos_token_id
-    if eos_id is None or tok.encode("a", add_special_tokens=True).ids[-1:] == [eos_id]:
-        return tok
-    eos = tok.id_to_token(eos_id)
-    if eos is None:
-        raise BitnetOnnxError(f"{tokenizer_file}: has no token with the manifest's append_eos_token_id {eos_id}")
-    template = processors.TemplateProcessing(single=f"$A:0 {eos}:0", pair=f"$A:0 {eos}:0 $B:1 {eos}:1",
-                                             special_tokens=[(eos, eos_id)])
-    tok.post_processor = template if tok.post_processor is None else processors.Sequence([tok.post_processor, template])
+    if eos_id is not None and tok.encode("a", add_special_tokens=True).ids[-1:] != [eos_id]:
+        eos = tok.id_to_token(eos_id)
+        if eos is None:
+            raise BitnetOnnxError(f"{tokenizer_file}: has no token with the manifest's append_eos_token_id {eos_id}")
+        template = processors.TemplateProcessing(single=f"$A:0 {eos}:0", pair=f"$A:0 {eos}:0 $B:1 {eos}:1",
+                                                 special_tokens=[(eos, eos_id)])
+        tok.post_processor = template if tok.post_processor is None else processors.Sequence([tok.post_processor,
+                                                                                              template])
+    # the library's own truncation is transformers' rule: the post-processor's tokens are kept
+    tok.enable_truncation(max_length=int(manifest.max_length))
     tok.save(str(tokenizer_file))
     return tok
 

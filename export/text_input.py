@@ -12,7 +12,7 @@ same model (same weights, same external data file) behind a pre-processing graph
          else onnxruntime-extensions' HfJsonTokenizer built by the extensions' own
          ``gen_processing_models`` (byte-level BPE: Qwen3)
       -> the special tokens of tokenizer.json's post-processor, the EOS rule, truncation to
-         max_length, the mask from the true lengths, padding on the manifest's side
+         max_length (the text cut, the special tokens kept: bitnet_onnx.special_tokens), the mask from the true lengths, padding on the manifest's side
       -> the model: sentence_embedding, token_embeddings, plus input_ids and attention_mask
          (and prompt_length, the prompt's tokens less one, for include_prompt: false poolings).
 
@@ -35,6 +35,7 @@ from bitnet_onnx.errors import BitnetOnnxError
 from bitnet_onnx.export.builder import EXTENSIONS_DOMAIN
 from bitnet_onnx.export.text.graph import IDS, MASK, preprocess_model
 from bitnet_onnx.manifest import PROMPT_LENGTH_INPUT, TEXT_MODEL_NAME, Manifest
+from bitnet_onnx.tokenizer_json import TokenizerJson
 
 MODEL_OUTPUTS = ("sentence_embedding", "token_embeddings")
 
@@ -75,10 +76,12 @@ def save_text_model(folder: Path, pre: onnx.ModelProto, model: onnx.ModelProto) 
     return path
 
 
-def text_input_for(tokenizer_dir: Path, manifest: Manifest, model: onnx.ModelProto) -> onnx.ModelProto:
-    """The exporter's step: the pre-processing graph for ``model``, and the manifest's text fields set."""
+def text_input_for(tokenizer: TokenizerJson | Path, manifest: Manifest, model: onnx.ModelProto) -> onnx.ModelProto:
+    """The exporter's step: the pre-processing graph for ``model``, and the manifest's text fields set.
+    ``tokenizer``: the source's tokenizer.json as the exporter parsed it (``read_tokenizer_json``), or
+    the folder holding it."""
     pools_without_prompt = any(i.name == PROMPT_LENGTH_INPUT for i in model.graph.input)
-    pre = preprocess_model(Path(tokenizer_dir), manifest, opset_of(model), model.ir_version, pools_without_prompt)
+    pre = preprocess_model(tokenizer, manifest, opset_of(model), model.ir_version, pools_without_prompt)
     manifest.text_model_file = TEXT_MODEL_NAME
     manifest.text_custom_ops = sorted({n.op_type for n in pre.graph.node if n.domain == customops.DOMAIN})
     manifest.text_needs_extensions = any(n.domain == EXTENSIONS_DOMAIN for n in pre.graph.node)

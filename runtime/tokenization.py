@@ -1,9 +1,11 @@
 """Texts -> (input_ids, attention_mask) by the rules an exported folder's manifest states.
 
 The ``tokenizers`` library does the tokenization (tokenizer.json, special tokens included); this
-module applies the manifest's rules on top: the EOS appended for last-token pooling (unless the
-tokenizer already put it last), truncation to ``max_length`` keeping room for that EOS (one
-warning per tokenizer, not per text), and padding on the manifest's side with its pad id.
+module applies the manifest's rules on top (``bitnet_onnx.special_tokens.IdsRule``, the strings-in
+graph's too): the EOS appended for last-token pooling (unless the tokenizer already put it last),
+truncation to ``max_length`` as transformers truncates (the text's own ids cut to max_length less
+the special tokens, which stay: Gemma3's trailing ``<eos>`` included; one warning per tokenizer, not
+per text), and padding on the manifest's side with its pad id.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Sequence
 
 import numpy as np
 
+from bitnet_onnx import special_tokens
 from bitnet_onnx.errors import BitnetOnnxError
 from bitnet_onnx.io import MAX_TOKENIZER_JSON_BYTES, check_input_file
 from bitnet_onnx.manifest import MANIFEST_NAME, Manifest
@@ -52,8 +55,9 @@ class TextTokenizer:
         self.left_padding = manifest.padding_side == "left"
         self.vocab_size = int(self._tok.get_vocab_size(with_added_tokens=True))
         self._check_ids_in_vocabulary(path)
-        if self.max_length < (2 if self.eos_id is not None else 1):
-            raise BitnetOnnxError(f"manifest max_length {self.max_length} is too small")
+        self.rule = special_tokens.IdsRule(special_tokens.of_library(self._tok, str(path)), self.eos_id,
+                                           self.max_length)
+        self.rule.check(str(path.with_name(MANIFEST_NAME)))
         self._warned = False
 
     def _check_ids_in_vocabulary(self, path: Path) -> None:
@@ -105,7 +109,8 @@ class TextTokenizer:
 
     def prepare_ids(self, ids: Sequence[Sequence[int]], truncate: bool = True) -> list[list[int]]:
         """Token ids a caller tokenized itself, checked against the vocabulary, with the same EOS and
-        truncation rules as ``tokenize`` (so ``prepare_ids(tokenize(texts))`` changes nothing)."""
+        truncation rules as ``tokenize``: the special tokens they carry at their ends are kept, the ids
+        between them cut (``IdsRule.split``; so ``prepare_ids(tokenize(texts))`` changes nothing)."""
         out = []
         for i, seq in enumerate(ids):
             seq = [int(v) for v in seq]
@@ -134,20 +139,14 @@ class TextTokenizer:
         return self.pad(self.tokenize(texts))
 
     def _apply_rules(self, ids: list[int], truncate: bool = True, name: str = "text") -> list[int]:
-        eos = self.eos_id
-        if eos is not None and ids and ids[-1] == eos:
-            ids = ids[:-1]  # re-appended below, after truncation
-        room = self.max_length - (1 if eos is not None else 0)
-        if len(ids) > room:
+        ids, cut = self.rule.apply(ids)
+        if cut:
             if not truncate:
                 raise TooLongError(f"{name} has more than max_length {self.max_length} tokens")
             if not self._warned:
                 log.warning("bitnet-onnx: texts longer than %d tokens are truncated (max_length in %s)",
                             self.max_length, "bitnet_onnx.json")
                 self._warned = True
-            ids = ids[:room]
-        if eos is not None:
-            ids = ids + [eos]
         if not ids:  # an empty text with no special tokens: one pad token keeps pooling defined
             ids = [self.pad_id]
         return ids

@@ -18,10 +18,11 @@ TEXTS = [
     "a",
     "What is the capital of France? Paris is the capital and largest city of France.",
     "Ternary weights",
-    # within the tiny models' 256 tokens: past it, the runtime cuts Gemma3's trailing <eos> where the
-    # transformers / fastembed tokenizers keep it (runtime/tokenization.py; reported, not ours to change)
     "The quick brown fox jumps over the lazy dog. " * 5,
     "Le renard brun rapide saute par-dessus le chien paresseux. Où est la bibliothèque ?",
+    # past the tiny models' 256 tokens: every library cuts the text and keeps the special tokens
+    # (Gemma3's trailing <eos>, Qwen3's EOS), as transformers does (bitnet_onnx/special_tokens.py)
+    "Ternary weights make matrix products cheap: additions and subtractions, no multiplications. " * 40,
 ]
 
 

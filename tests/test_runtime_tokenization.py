@@ -82,13 +82,20 @@ def test_truncation_keeps_eos_and_warns_once(models, tmp_path, caplog):
 
 
 def test_gemma3_keeps_tokenizer_specials_and_truncates_to_max_length(models, tmp_path):
+    """Truncation keeps <bos> and <eos> and cuts the text between them (transformers' rule)."""
     t = _tokenizer(models["gemma3"], tmp_path, max_length=6)
     hf = _hf(models["gemma3"])
-    ids, mask = t.encode(["hello", "", "The quick brown fox jumps over the lazy dog"])
+    long_text = "The quick brown fox jumps over the lazy dog"
+    ids, mask = t.encode(["hello", "", long_text])
     assert ids[0, :mask[0].sum()].tolist() == hf.encode("hello").ids  # <bos> ... <eos> from the tokenizer
     assert ids[1, :mask[1].sum()].tolist() == hf.encode("").ids
-    assert mask[2].sum() == 6 and ids[2].tolist() == hf.encode("The quick brown fox jumps over the lazy dog").ids[:6]
+    full = hf.encode(long_text).ids
+    assert mask[2].sum() == 6 and ids[2].tolist() == full[:5] + full[-1:]
+    assert full[-1] == hf.token_to_id("<eos>") and full[0] == hf.token_to_id("<bos>")
     assert (ids[1, mask[1] == 0] == t.pad_id).all()
+    assert t.prepare_ids([full]) == [ids[2].tolist()]  # a caller's ids keep their specials the same way
+    with pytest.raises(BitnetOnnxError, match="max_length 1 leaves no room for the 2 special tokens"):
+        _tokenizer(models["gemma3"], tmp_path, name="one", max_length=1)
 
 
 def test_bad_inputs(models, tmp_path):

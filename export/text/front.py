@@ -17,7 +17,8 @@ from bitnet_onnx import customops
 from bitnet_onnx.customops import byte_fallback_bpe, normalize_nfc
 from bitnet_onnx.errors import BitnetOnnxError
 from bitnet_onnx.export.builder import EXTENSIONS_DOMAIN, GraphBuilder
-from bitnet_onnx.io import MAX_JSON_BYTES, MAX_TOKENIZER_JSON_BYTES, read_input_file
+from bitnet_onnx.io import MAX_JSON_BYTES, read_input_file
+from bitnet_onnx.tokenizer_json import TokenizerJson
 
 EXTENSIONS_TOKENIZER = "HfJsonTokenizer"
 # tokenizer.json normalizers the graph applies: NFC by our op, Replace inside the extensions' tokenizer
@@ -32,19 +33,20 @@ PROTOBUF_ENV = "PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION"
 FRONT_INPUT, FRONT_OUTPUTS = "text", ("ids", "mask")  # of the probe's front model
 
 
-def tokenizer_node(folder: Path, tok_json: dict, max_length: int) -> onnx.NodeProto:
-    """The node that turns texts into (ids, mask), right-padded: our ByteFallbackBpe when the folder's
-    tokenizer.json (parsed: ``tok_json``) is of its family (its ids capped at ``max_length``: later
-    ones are cut anyway), else onnxruntime-extensions' HfJsonTokenizer built by the extensions' own API."""
-    tok_file = folder / "tokenizer.json"
+def tokenizer_node(tokenizer: TokenizerJson, max_length: int) -> onnx.NodeProto:
+    """The node that turns texts into (ids, mask), right-padded: our ByteFallbackBpe when ``tokenizer``
+    (tokenizer.json, parsed once) is of its family (its ids capped at ``max_length``: later ones are cut
+    anyway), else onnxruntime-extensions' HfJsonTokenizer built by the extensions' own API from the
+    file's text and the tokenizer_config.json next to it."""
+    tok_json, tok_file = tokenizer.data, tokenizer.path
     if byte_fallback_bpe.supports(tok_json):
         return byte_fallback_bpe.bpe_node(tok_json, tok_file, "text", ["ids", "mask"], max_length=max_length)
     check_extensions_normalizer(tok_json, tok_file)
     gen_processing_models = _extensions_api()
-    cfg_file = folder / "tokenizer_config.json"
+    cfg_file = tok_file.with_name("tokenizer_config.json")
     config = read_input_file(cfg_file, limit=MAX_JSON_BYTES).decode("utf-8") if os.path.lexists(cfg_file) else "{}"
-    vocab = read_input_file(tok_file, limit=MAX_TOKENIZER_JSON_BYTES).decode("utf-8")
-    pre, _ = gen_processing_models(EXTENSIONS_TOKENIZER, pre_kwargs={"tokenizer_vocab": vocab, "tokenizer_config": config})
+    pre, _ = gen_processing_models(EXTENSIONS_TOKENIZER,
+                                   pre_kwargs={"tokenizer_vocab": tokenizer.text, "tokenizer_config": config})
     (node,) = [n for n in pre.graph.node if n.op_type == EXTENSIONS_TOKENIZER]
     return node
 

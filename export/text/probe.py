@@ -1,20 +1,21 @@
 """The export's check of the in-graph tokenizer against the ``tokenizers`` library.
 
 Two facts come from running the tokenizer front (``front.front_session``) next to the library: the
-special tokens each puts around a text (their frames, which the ids rules swap), and that both give
-the same ids on PROBE_TEXTS; the export refuses a tokenizer that fails either.
+special tokens each puts around a text (the op's frame, found by running it; tokenizer.json's, read
+from its post-processor and checked against the library's ids; the ids rules swap them), and that
+both give the same ids on PROBE_TEXTS; the export refuses a tokenizer that fails either. Both read
+the exporter's one parse of tokenizer.json (``bitnet_onnx.tokenizer_json``).
 """
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import numpy as np
 
 from bitnet_onnx.errors import BitnetOnnxError
 from bitnet_onnx.export.text.front import FRONT_INPUT
 from bitnet_onnx.export.text.rules import Frame
-from bitnet_onnx.io import MAX_TOKENIZER_JSON_BYTES, check_input_file
+from bitnet_onnx.special_tokens import SpecialTokens
+from bitnet_onnx.tokenizer_json import TokenizerJson
 
 FRAME_PROBE = "a"  # a text whose ids show the special tokens around it
 
@@ -29,16 +30,6 @@ PROBE_TEXTS = [
 ]
 
 
-def library_tokenizer(tok_file: Path):
-    """tokenizer.json in the ``tokenizers`` library, with no truncation or padding of its own."""
-    from tokenizers import Tokenizer
-
-    tok = Tokenizer.from_file(str(check_input_file(tok_file, limit=MAX_TOKENIZER_JSON_BYTES)))
-    tok.no_truncation()
-    tok.no_padding()
-    return tok
-
-
 def _run_front(front_session, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
     return front_session.run(None, {FRONT_INPUT: np.array(texts, dtype=object)})
 
@@ -51,24 +42,30 @@ def _frame(with_specials: list[int], plain: list[int]) -> Frame | None:
     return None
 
 
-def special_frames(tok_file: Path, tok, front_session) -> tuple[Frame, Frame]:
-    """(the tokenizer op's frame, tokenizer.json's post-processor's frame) around FRAME_PROBE's ids;
-    ``tok``: ``library_tokenizer(tok_file)``. Refuses a tokenizer whose ids hold no such frame."""
+def special_frames(tokenizer: TokenizerJson, front_session) -> tuple[Frame, SpecialTokens]:
+    """(the tokenizer op's frame around FRAME_PROBE's ids, the special tokens of tokenizer.json's
+    post-processor). Refuses a tokenizer whose ids hold no such frame, or whose library ids are not
+    the post-processor's tokens around the text's."""
+    tok, tok_file = tokenizer.library, tokenizer.path
+    specials = tokenizer.specials
     plain = tok.encode(FRAME_PROBE, add_special_tokens=False).ids
-    frame = _frame(tok.encode(FRAME_PROBE, add_special_tokens=True).ids, plain)
+    library = tok.encode(FRAME_PROBE, add_special_tokens=True).ids
     op_ids = _run_front(front_session, [FRAME_PROBE])[0][0].tolist()
     op_frame = _frame(op_ids, plain)
-    if frame is None or op_frame is None:
+    if library != [*specials.prefix, *plain, *specials.suffix] or op_frame is None:
         raise BitnetOnnxError(f"{tok_file}: --text-input: the in-graph tokenizer gives {op_ids} for {FRAME_PROBE!r}, "
-                              f"tokenizer.json {tok.encode(FRAME_PROBE).ids}; it cannot run in the graph")
-    return op_frame, frame
+                              f"tokenizer.json {library} (its post-processor's tokens {list(specials.prefix)} "
+                              f"... {list(specials.suffix)}); it cannot run in the graph")
+    return op_frame, specials
 
 
-def check_tokenizer(tok_file: Path, tok, front_session, frames: tuple[Frame, Frame], cap: int) -> None:
-    """Refuses the export when the in-graph tokenizer and tokenizer.json (``tok``, the library's) disagree
-    on a PROBE_TEXTS text (the op's ids, its special tokens swapped for tokenizer.json's; a row the op
-    cut at ``cap`` ids (0: no cap) against as many of the library's)."""
-    (op_prefix, op_suffix), (prefix, suffix) = frames
+def check_tokenizer(tokenizer: TokenizerJson, front_session, frames: tuple[Frame, SpecialTokens], cap: int) -> None:
+    """Refuses the export when the in-graph tokenizer and tokenizer.json (its ``tokenizers`` library
+    object) disagree on a PROBE_TEXTS text (the op's ids, its special tokens swapped for tokenizer.json's;
+    a row the op cut at ``cap`` ids (0: no cap) against as many of the library's)."""
+    tok, tok_file = tokenizer.library, tokenizer.path
+    (op_prefix, op_suffix), specials = frames
+    prefix, suffix = list(specials.prefix), list(specials.suffix)
     raw, mask = _run_front(front_session, PROBE_TEXTS)
     for text, row, row_mask in zip(PROBE_TEXTS, raw, mask):
         ids = row[row_mask == 1].tolist()
