@@ -18,7 +18,8 @@ local-model path load the folder with their own code (docs/integrations.md):
   ``config_sentence_transformers.json`` (prompts), ``sentence_bert_config.json`` (max length).
 - ``tokenizer.json`` gains the architecture's EOS rule (Qwen3 appends ``<|endoftext|>``) as a
   post-processor, so every tokenizer.json reader (transformers, fastembed) appends it as our
-  runtime does; ``tokenizer_config.json`` gets the manifest's pad token, side and max length.
+  runtime does, and the manifest's max length as its ``truncation`` (a reader of that file alone
+  cuts the text and keeps the special tokens, as transformers and our runtime do); ``tokenizer_config.json`` gets the manifest's pad token, side and max length.
   The runtime's own ids do not change (it re-appends the EOS it finds last).
 """
 
