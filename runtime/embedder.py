@@ -384,10 +384,10 @@ class Embedder:
         return _l2_normalize(a) @ _l2_normalize(b).T
 
     def _run(self, ids: list, batches: list[list[int]], output: str, show_progress_bar: bool | None,
-             prompt: str = "", skip: int = 0, run_options=None) -> list:
+             prompt: str | None = None, skip: int = 0, run_options=None) -> list:
         """Runs the batches (lists of text indices) of token id lists (their first ``skip`` tokens left
-        out of the pooling), or of texts on the strings-in session with ``prompt`` in front of each;
-        returns one array per text, in input order."""
+        out of the pooling), or, given a ``prompt``, of texts on the strings-in session with ``prompt``
+        in front of each; returns one array per text, in input order."""
         from tqdm.auto import tqdm
 
         results: list = [None] * len(ids)
@@ -395,7 +395,7 @@ class Embedder:
                    disable=not show_progress_bar, leave=False, delay=1.0)
         with bar:
             for chunk in batches:
-                if self._text_session is not None:
+                if prompt is not None:
                     feed = {TEXT_INPUT: np.array([ids[i] for i in chunk], dtype=object),
                             PROMPT_INPUT: np.array([prompt], dtype=object)}
                     values, mask = self._text_session.run([output, MASK_OUTPUT], feed, run_options)
