@@ -221,13 +221,13 @@ class _EmbedderActor:
         self.embedder = Embedder(export_dir, threads=opts.threads_per_worker)
 
     def embed(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
-        """(float32 [n, dim], int32 token counts [n]), as Embedder.encode gives them."""
-        o, emb = self.opts, self.embedder
-        ids = emb.tokenize(texts, prompt_name=o.prompt_name)  # once: the counts and the model's input
-        skip = emb.prompt_length(emb.resolve_prompt(o.prompt_name))
-        vectors = emb.encode_ids(ids, batch_size=o.batch_size, prompt_length=skip, dimensions=o.dimensions)
+        """(the precision's vectors [n, values], int32 token counts [n]), as Embedder.encode gives them:
+        prepared once (the counts and the model's input), run to finished rows."""
+        o = self.opts
         ranges = None if o.ranges is None else np.array(o.ranges, np.float32)
-        return emb.quantize(vectors, o.precision, ranges), np.array([len(x) for x in ids], np.int32)
+        prepared = self.embedder.prepare(texts, prompt_name=o.prompt_name, dimensions=o.dimensions,
+                                         precision=o.precision, ranges=ranges)
+        return self.embedder.embed(prepared, batch_size=o.batch_size), np.array(prepared.token_counts, np.int32)
 
 
 class EmbedColumn(_EmbedderActor):

@@ -4,13 +4,20 @@ Texts are tokenized once, sorted by length and run in batches padded only to the
 text (dynamic padding), then put back in input order. Pooling, the Dense head and normalization
 are in the graph; this class adds prompts, Matryoshka truncation (``dimensions``), the output
 precision (``precision``: int8 / uint8 / binary / ubinary, bitnet_onnx.precision) and batching.
+
+One call embeds: ``encode(texts)``, or, for a caller that needs the token ids too (token counts,
+a module that tokenizes before it runs), ``prepare(...)`` once (prompt resolved, texts tokenized
+and truncated, options checked) and ``embed(prepared)`` to finished rows. The session, the
+tokenizer and the finishing steps are private; the server batching many requests together
+(runtime/server) is the one caller of ``run_batch`` and ``finish`` besides this module.
 """
 
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -30,37 +37,68 @@ OUTPUT_VALUES = (SENTENCE_OUTPUT, TOKEN_OUTPUT)
 MAX_BATCH_TOKENS = 16384
 
 
+@dataclass(frozen=True, eq=False)
+class Prepared:
+    """A request made ready once by ``Embedder.prepare``: what ``Embedder.embed`` (or a server's batcher,
+    then ``Embedder.finish``) runs, and how its rows are finished."""
+
+    ids: list[list[int]]  # token ids per text: prompt in front, specials and EOS as the export's rules say
+    prompt_length: int  # leading tokens of every row the pooling leaves out (0: none, or it includes them)
+    dimensions: int  # the width kept (Matryoshka)
+    normalize: bool | None  # None: the manifest's choice
+    precision: str  # bitnet_onnx.precision's name
+    ranges: np.ndarray | None  # int8 / uint8: the calibration ranges of ``dimensions``
+    pad: Callable = field(repr=False)  # the export's padding (TextTokenizer.pad)
+
+    def padded(self) -> tuple[np.ndarray, np.ndarray]:
+        """(input_ids, attention_mask) int64 [texts, longest]: the ids as one session run takes them."""
+        return self.pad(self.ids)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @property
+    def token_counts(self) -> list[int]:
+        return [len(x) for x in self.ids]
+
+    @property
+    def tokens(self) -> int:
+        return sum(len(x) for x in self.ids)
+
+
 class Embedder:
     """Embeds texts with the exported folder ``out_dir`` on ONNX Runtime's CPU provider.
 
     ``threads``: intra-op threads of the session (None: ONNX Runtime's default, all cores).
     ``max_batch_bytes``: activation memory one session run may take, by the export's cost model
     (runtime/memory.py): batches of long texts are cut to it; a text that alone needs more is an error.
+    Stopping a run early is a per-call option (``run_options``: an ``onnxruntime.RunOptions`` whose
+    ``terminate`` another thread may set), never a swap of the session.
     """
 
     def __init__(self, out_dir: str | Path, threads: int | None = None, max_batch_bytes: int = ACTIVATION_BUDGET_BYTES):
         self.folder = Path(out_dir)
         self.manifest = Manifest.read(self.folder)
         self.memory = BatchMemory(self.manifest, max_batch_bytes)
-        self.tokenizer = TextTokenizer(self.folder / TOKENIZER_FILE, self.manifest)
+        self._tokenizer = TextTokenizer(self.folder / TOKENIZER_FILE, self.manifest)
         self.threads = threads
         self._ranges_table = None  # the folder's calibration file, read on first use
         # A strings-in export (--text-input): encode feeds texts to the graph's own tokenizer; the
-        # token-ids session (run_batch, for a server) is then created on first use.
-        self.text_session = (create_session(self.folder, self.manifest, threads=threads, text=True)
-                             if self.manifest.text_model_file else None)
-        self._session = None if self.text_session else create_session(self.folder, self.manifest, threads=threads)
+        # token-ids session (prepare / embed, a server) is then created on first use.
+        self._text_session = (create_session(self.folder, self.manifest, threads=threads, text=True)
+                              if self.manifest.text_model_file else None)
+        self._session = None if self._text_session else create_session(self.folder, self.manifest, threads=threads)
 
-    @property
-    def session(self):
+    def _ids_session(self):
         """The token-ids session (input_ids, attention_mask in)."""
         if self._session is None:
             self._session = create_session(self.folder, self.manifest, threads=self.threads)
         return self._session
 
-    @session.setter
-    def session(self, session) -> None:  # e.g. a wrapper that records or times runs
-        self._session = session
+    @property
+    def text_input(self) -> bool:
+        """True when ``encode`` feeds texts to the export's strings-in graph (export --text-input)."""
+        return self._text_session is not None
 
     @property
     def dimension(self) -> int:
@@ -104,18 +142,24 @@ class Embedder:
         max_batch_tokens = _positive_int(max_batch_tokens, "max_batch_tokens")
         if output_value not in OUTPUT_VALUES:
             raise BitnetOnnxError(f"output_value must be one of {', '.join(OUTPUT_VALUES)}, got {output_value!r}")
+        if self._text_session is None:  # the token ids path: prepared once, run to finished rows
+            if output_value == TOKEN_OUTPUT:
+                prepared = self._prepare_texts(items, prompt_name, prompt, True)
+                if precision not in (None, FLOAT32):
+                    raise BitnetOnnxError(f"precision {precision!r} applies to sentence embeddings, not {TOKEN_OUTPUT}")
+                batches = plan_batches(prepared.token_counts, batch_size, max_batch_tokens, self.memory)
+                tokens = self._run(prepared.ids, batches, TOKEN_OUTPUT, show_progress_bar, skip=prepared.prompt_length)
+                return tokens[0] if single else tokens
+            prepared = self.prepare(items, prompt_name=prompt_name, prompt=prompt, dimensions=dimensions,
+                                    normalize=normalize, precision=precision, ranges=ranges)
+            out = self.embed(prepared, batch_size, max_batch_tokens, show_progress_bar)
+            return out[0] if single else out
+        # the strings-in session: the graph tokenizes; the prompt is its own input
         prefix = self._prompt(prompt_name, prompt)
-        # inputs: the texts for the strings-in session (the graph tokenizes; the prompt is its own
-        # input), else their token id lists
-        if self.text_session is not None:
-            inputs = check_texts(items)
-            prefix_bytes = len(prefix.encode("utf-8"))
-            bound = [min(len(t.encode("utf-8")) + prefix_bytes + 2, int(self.manifest.max_length)) for t in inputs]
-            batches = plan_batches(bound, batch_size, max_batch_tokens, self.memory)  # bound >= tokens
-        else:
-            inputs = self.tokenize(items, prompt=prefix)
-            batches = plan_batches([len(x) for x in inputs], batch_size, max_batch_tokens, self.memory)
-
+        inputs = check_texts(items)
+        prefix_bytes = len(prefix.encode("utf-8"))
+        bound = [min(len(t.encode("utf-8")) + prefix_bytes + 2, int(self.manifest.max_length)) for t in inputs]
+        batches = plan_batches(bound, batch_size, max_batch_tokens, self.memory)  # bound >= tokens
         if output_value == TOKEN_OUTPUT:
             if precision not in (None, FLOAT32):
                 raise BitnetOnnxError(f"precision {precision!r} applies to sentence embeddings, not {TOKEN_OUTPUT}")
@@ -123,52 +167,92 @@ class Embedder:
             return tokens[0] if single else tokens
         width = self._check_dimensions(dimensions)
         precision, ranges = self.check_precision(precision, ranges, width)  # before the run: errors at once
+        self._check_finish(width, normalize)
         rows = self._run(inputs, batches, SENTENCE_OUTPUT, show_progress_bar, prefix)
-        out = np.stack(rows) if rows else np.zeros((0, self._graph_values()), dtype=self._graph_dtype())
-        out = self.quantize(self.finish(out, dimensions=width, normalize=normalize), precision, ranges)
+        out = self._stack(rows)
+        out = self._finish_rows(out, width, normalize, precision, ranges)
         return out[0] if single else out
 
-    # The steps of ``encode``, public so that a server can batch texts of many requests together:
-    # tokenize each request, run batches of token id lists, finish each request's rows.
+    def prepare(self, texts: Sequence[str] | None = None, *, ids: Sequence[Sequence[int]] | None = None,
+                prompt_name: str | None = None, prompt: str | None = None, truncate: bool = True,
+                dimensions: int | None = None, normalize: bool | None = None, precision: str | None = None,
+                ranges=None) -> Prepared:
+        """A request made ready once for ``embed``: ``texts`` tokenized with the prompt in front (rules as
+        in ``encode``; the prompt resolved once, and its length for the pooling), or ``ids`` (token id
+        lists, as the tokenizer gives them for a text: no prompt; EOS appended for last-token pooling
+        unless already last, each id checked against the vocabulary). ``truncate=False`` raises
+        ``TooLongError`` for an item over the manifest's max_length. ``dimensions``, ``normalize``,
+        ``precision`` and ``ranges`` as in ``encode``, checked here, before anything runs."""
+        if (texts is None) == (ids is None):
+            raise BitnetOnnxError("prepare takes texts or ids (one of them)")
+        if texts is not None:
+            prepared = self._prepare_texts(texts, prompt_name, prompt, truncate)
+        else:
+            if prompt_name is not None or prompt is not None:
+                raise BitnetOnnxError("token ids take no prompt: put the prompt's ids in front of them")
+            prepared = Prepared(self._tokenizer.prepare_ids(ids, truncate=truncate), 0, self.dimension, None,
+                                FLOAT32, None, self._tokenizer.pad)
+        width = self._check_dimensions(dimensions)
+        name, resolved = self.check_precision(precision, ranges, width)  # errors before anything runs
+        self._check_finish(width, normalize)
+        return replace(prepared, dimensions=width, normalize=normalize, precision=name, ranges=resolved)
+
+    def embed(self, prepared: Prepared, batch_size: int = 32, max_batch_tokens: int = MAX_BATCH_TOKENS,
+              show_progress_bar: bool | None = None, run_options=None) -> np.ndarray:
+        """The finished rows of ``prepared`` (``encode``'s output for it): its texts run in length-sorted
+        batches of at most ``batch_size`` texts and ``max_batch_tokens`` padded tokens, then the first
+        ``dimensions`` values, normalization and the precision. ``run_options``: an
+        ``onnxruntime.RunOptions`` for every session run (setting its ``terminate`` stops the call)."""
+        batches = plan_batches(prepared.token_counts, _positive_int(batch_size, "batch_size"),
+                               _positive_int(max_batch_tokens, "max_batch_tokens"), self.memory)
+        rows = self._run(prepared.ids, batches, SENTENCE_OUTPUT, show_progress_bar, skip=prepared.prompt_length,
+                         run_options=run_options)
+        return self.finish(prepared, self._stack(rows))
 
     def tokenize(self, texts: Sequence[str], prompt_name: str | None = None, prompt: str | None = None,
                  truncate: bool = True) -> list[list[int]]:
         """Token ids of ``texts`` with the prompt put before each (rules as in ``encode``), unpadded.
         ``truncate=False`` raises ``TooLongError`` for a text over the manifest's max_length."""
         prefix = self._prompt(prompt_name, prompt)
-        return self.tokenizer.tokenize([prefix + t for t in check_texts(texts)], truncate=truncate)
+        return self._tokenizer.tokenize([prefix + t for t in check_texts(texts)], truncate=truncate)
+
+    def _prepare_texts(self, texts: Sequence[str], prompt_name: str | None, prompt: str | None,
+                       truncate: bool) -> Prepared:
+        """Texts' ids (the prompt resolved once, in front of each) and the prompt's length for the pooling;
+        the finishing options at their defaults."""
+        prefix = self._prompt(prompt_name, prompt)
+        ids = self._tokenizer.tokenize([prefix + t for t in check_texts(texts)], truncate=truncate)
+        return Prepared(ids, self.prompt_length(prefix), self.dimension, None, FLOAT32, None, self._tokenizer.pad)
 
     def resolve_prompt(self, prompt_name: str | None = None, prompt: str | None = None) -> str:
         """The prefix ``encode`` / ``tokenize`` put before each text for these arguments (neither given:
         the manifest's default prompt, if any)."""
         return self._prompt(prompt_name, prompt)
 
-    def run_batch(self, ids: Sequence[Sequence[int]], prompt_lengths: Sequence[int] | None = None) -> np.ndarray:
+    # The server's two steps (runtime/server batches the texts of many requests together): one session
+    # run on a batch of ids from many prepared requests, then each request's rows finished.
+
+    def run_batch(self, ids: Sequence[Sequence[int]], prompt_lengths: Sequence[int] | None = None,
+                  run_options=None) -> np.ndarray:
         """One session run on token id lists padded to the longest: float32 [len(ids), dimension],
         the graph's sentence embeddings (before ``finish``). ``prompt_lengths``: per row, the
-        ``prompt_length`` of its prompt, for models whose pooling leaves the prompt out (None: 0)."""
-        input_ids, mask = self.tokenizer.pad(ids)
-        (values,) = self.session.run([SENTENCE_OUTPUT], self._feed(input_ids, mask, prompt_lengths))
+        ``prompt_length`` of its request, for models whose pooling leaves the prompt out (None: 0).
+        ``run_options``: the run's ``onnxruntime.RunOptions`` (another thread may stop it)."""
+        input_ids, mask = self._tokenizer.pad(ids)
+        (values,) = self._ids_session().run([SENTENCE_OUTPUT], self._feed(input_ids, mask, prompt_lengths),
+                                            run_options)
         return values
 
-    def encode_ids(self, ids: Sequence[Sequence[int]], batch_size: int = 32, prompt_length: int = 0,
-                   dimensions: int | None = None, normalize: bool | None = None,
-                   max_batch_tokens: int = MAX_BATCH_TOKENS) -> np.ndarray:
-        """``encode``'s sentence embeddings [len(ids), dim] for token id lists from ``tokenize``, for a
-        caller that needs the ids too (token counts) and so tokenizes once. ``prompt_length``:
-        ``prompt_length(resolve_prompt(...))`` of the prompt the ids start with."""
-        width = self._check_dimensions(dimensions)
-        lengths = [len(x) for x in ids]
-        rows = np.zeros((len(ids), self.dimension), dtype=np.float32)
-        for chunk in plan_batches(lengths, _positive_int(batch_size, "batch_size"),
-                                  _positive_int(max_batch_tokens, "max_batch_tokens"), self.memory):
-            rows[chunk] = self.run_batch([ids[i] for i in chunk], [prompt_length] * len(chunk))
-        return self.finish(rows, dimensions=width, normalize=normalize)
+    def finish(self, prepared: Prepared, rows: np.ndarray) -> np.ndarray:
+        """``run_batch``'s rows of ``prepared``'s texts [len(prepared), dimension], in its order -> its
+        finished rows: the first ``dimensions`` values, normalization, then the precision."""
+        return self._finish_rows(rows, prepared.dimensions, prepared.normalize, prepared.precision,
+                                 prepared.ranges)
 
     @property
     def pools_without_prompt(self) -> bool:
         """True when the model's pooling leaves the prompt's tokens out (include_prompt: false)."""
-        return any(i.name == PROMPT_LENGTH_INPUT for i in self.session.get_inputs())
+        return any(i.name == PROMPT_LENGTH_INPUT for i in self._ids_session().get_inputs())
 
     def prompt_length(self, prompt: str) -> int:
         """Leading tokens the pooling leaves out for texts with ``prompt`` in front, counted as
@@ -176,7 +260,7 @@ class Embedder:
         minus one. 0 without a prompt or for models whose pooling includes the prompt."""
         if not prompt or not self.pools_without_prompt:
             return 0
-        return max(len(self.tokenizer.encode_plain(prompt)) - 1, 0)
+        return max(len(self._tokenizer.encode_plain(prompt)) - 1, 0)
 
     def _feed(self, input_ids: np.ndarray, mask: np.ndarray, prompt_lengths: Sequence[int] | None) -> dict:
         feed = {"input_ids": input_ids, "attention_mask": mask}
@@ -185,14 +269,15 @@ class Embedder:
             feed[PROMPT_LENGTH_INPUT] = np.asarray(lengths, dtype=np.int64).reshape(len(input_ids))
         return feed
 
-    def finish(self, rows: np.ndarray, dimensions: int | None = None, normalize: bool | None = None) -> np.ndarray:
-        """Sentence embeddings from ``run_batch`` -> ``encode``'s output: the first ``dimensions`` values,
-        L2-normalized when ``normalize`` (None: the manifest's choice) asks for it."""
-        width = self._check_dimensions(dimensions)
+    def _finish_rows(self, rows: np.ndarray, width: int, normalize: bool | None, precision: str,
+                     ranges) -> np.ndarray:
+        return self.quantize(self._truncate(rows, width, normalize), precision, ranges)
+
+    def _truncate(self, rows: np.ndarray, width: int, normalize: bool | None = None) -> np.ndarray:
+        """The graph's sentence embeddings -> the first ``width`` values, L2-normalized when ``normalize``
+        (None: the manifest's choice) asks for it."""
         if self.graph_precision != FLOAT32:  # the graph's own quantized output, as it is
-            if width != self.dimension or normalize is not None:
-                raise BitnetOnnxError(f"{self.folder} outputs {self.graph_precision} embeddings from its graph "
-                                      "(export --output-precision): dimensions and normalize cannot apply")
+            self._check_finish(width, normalize)
             return np.asarray(rows)
         out = np.ascontiguousarray(np.asarray(rows)[:, :width], dtype=np.float32)
         # None on a graph that normalizes: its full-width vectors are kept as they are (bit for bit what
@@ -201,13 +286,21 @@ class Embedder:
             out = _l2_normalize(out)
         return out
 
+    def _check_finish(self, width: int, normalize: bool | None) -> None:
+        if self.graph_precision != FLOAT32 and (width != self.dimension or normalize is not None):
+            raise BitnetOnnxError(f"{self.folder} outputs {self.graph_precision} embeddings from its graph "
+                                  "(export --output-precision): dimensions and normalize cannot apply")
+
+    def _stack(self, rows: list) -> np.ndarray:
+        return np.stack(rows) if rows else np.zeros((0, self._graph_values()), dtype=self._graph_dtype())
+
     @property
     def graph_precision(self) -> str:
         """The precision of the graph's sentence_embedding (the manifest's output_precision)."""
         return self.manifest.output_precision
 
     def quantize(self, rows: np.ndarray, precision: str | None = None, ranges=None) -> np.ndarray:
-        """``finish``'s float32 rows [n, width] -> ``precision``'s values (bitnet_onnx.precision), with
+        """float32 embeddings [n, width] (``encode``'s) -> ``precision``'s values (bitnet_onnx.precision), with
         ``ranges`` or, for int8 / uint8 without them, the folder's calibration file's ranges of ``width``."""
         name, resolved = self.check_precision(precision, ranges, np.shape(rows)[1])
         if name == self.graph_precision:
@@ -257,7 +350,7 @@ class Embedder:
                                   "calibrate a float32 export")
         normalize = encode_kwargs.pop("normalize", None)
         full = self.encode(list(texts), normalize=False, **encode_kwargs)  # one run: every width from it
-        table = {w: calibration_ranges(self.finish(full, dimensions=w, normalize=normalize)) for w in widths}
+        table = {w: calibration_ranges(self._truncate(full, w, normalize)) for w in widths}
         write_ranges(path or self.folder / CALIBRATION_FILE, table, {"texts": len(texts)})
         self._ranges_table = None
         return table
@@ -291,26 +384,27 @@ class Embedder:
         return _l2_normalize(a) @ _l2_normalize(b).T
 
     def _run(self, ids: list, batches: list[list[int]], output: str, show_progress_bar: bool | None,
-             prompt: str = "") -> list:
-        """Runs the batches (lists of text indices) of token id lists, or of texts on the strings-in
-        session, with ``prompt`` in front of each; returns one array per text, in input order."""
+             prompt: str | None = None, skip: int = 0, run_options=None) -> list:
+        """Runs the batches (lists of text indices) of token id lists (their first ``skip`` tokens left
+        out of the pooling), or, given a ``prompt``, of texts on the strings-in session with ``prompt``
+        in front of each; returns one array per text, in input order."""
         from tqdm.auto import tqdm
 
-        skip = 0 if self.text_session is not None else self.prompt_length(prompt)
         results: list = [None] * len(ids)
         bar = tqdm(total=len(ids), unit="text", desc="embed", file=sys.stderr,
                    disable=not show_progress_bar, leave=False, delay=1.0)
         with bar:
             for chunk in batches:
-                if self.text_session is not None:
+                if prompt is not None:
                     feed = {TEXT_INPUT: np.array([ids[i] for i in chunk], dtype=object),
                             PROMPT_INPUT: np.array([prompt], dtype=object)}
-                    values, mask = self.text_session.run([output, MASK_OUTPUT], feed)
+                    values, mask = self._text_session.run([output, MASK_OUTPUT], feed, run_options)
                 elif output == SENTENCE_OUTPUT:
-                    values, mask = self.run_batch([ids[i] for i in chunk], [skip] * len(chunk)), None
+                    values, mask = self.run_batch([ids[i] for i in chunk], [skip] * len(chunk), run_options), None
                 else:
-                    input_ids, mask = self.tokenizer.pad([ids[i] for i in chunk])
-                    (values,) = self.session.run([output], self._feed(input_ids, mask, [skip] * len(chunk)))
+                    input_ids, mask = self._tokenizer.pad([ids[i] for i in chunk])
+                    (values,) = self._ids_session().run([output], self._feed(input_ids, mask, [skip] * len(chunk)),
+                                                        run_options)
                 for row, i in enumerate(chunk):
                     results[i] = values[row] if output == SENTENCE_OUTPUT else values[row][mask[row] == 1]
                 bar.update(len(chunk))

@@ -12,6 +12,7 @@ import pytest
 from bitnet_onnx import cli
 from bitnet_onnx.manifest import PROMPT_LENGTH_INPUT, Manifest
 from bitnet_onnx.runtime.embedder import Embedder
+from bitnet_onnx.runtime.tokenization import TextTokenizer
 
 PROMPT = "task: search result | query: "
 TEXTS = ["a short one", "The quick brown fox jumps over the lazy dog.", "x", "Où est la bibliothèque ?"]
@@ -77,7 +78,7 @@ def test_prompt_left_out_of_the_mean_as_sentence_transformers(gemma_models, tiny
     embedder = Embedder(tiny_export(without_prompt))
     assert embedder.pools_without_prompt and Manifest.read(embedder.folder).padding_side == side
     got = embedder.encode(TEXTS, prompt=PROMPT, batch_size=4)  # one padded batch
-    want = _st_mean_without_prompt(without_prompt, embedder.tokenizer, TEXTS, PROMPT)
+    want = _st_mean_without_prompt(without_prompt, TextTokenizer.from_folder(embedder.folder), TEXTS, PROMPT)
     for text, g, w in zip(TEXTS, got, want):
         assert _cos(g, w) > 0.999, (side, text)
     # The prompt's tokens are really left out: with them in the mean the embedding moves.
@@ -92,7 +93,7 @@ def test_prompt_length_counts_like_sentence_transformers(gemma_models, tiny_expo
     embedder = Embedder(tiny_export(gemma_models["right"][1]))
     assert embedder.prompt_length("") == 0
     # Gemma: <bos> + the prompt's tokens; minus one = the prompt's own tokens
-    assert embedder.prompt_length(PROMPT) == len(embedder.tokenizer.encode_plain(PROMPT)) - 1
+    assert embedder.prompt_length(PROMPT) == len(TextTokenizer.from_folder(embedder.folder).encode_plain(PROMPT)) - 1
     assert Embedder(tiny_export(gemma_models["right"][0])).prompt_length(PROMPT) == 0  # include_prompt: true
 
 

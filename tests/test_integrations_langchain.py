@@ -9,6 +9,7 @@ import asyncio
 import numpy as np
 import pytest
 
+from embedder_calls import record_calls
 from integrations_support import ARCHS, TEXTS, assert_same_vectors
 
 pytest.importorskip("langchain_core")
@@ -45,3 +46,13 @@ def test_prompt_names_dimensions_and_a_shared_embedder(tiny_model, tiny_export):
     assert np.asarray(embeddings.embed_documents(TEXTS)).shape == (len(TEXTS), 32)
     with pytest.raises(BitnetOnnxError, match="prompt_name 'nope'"):
         BitnetOnnxEmbeddings(embedder, query_prompt_name="nope").embed_query("a")
+
+
+def test_documents_and_queries_each_embed_in_one_call(tiny_model, tiny_export, monkeypatch):
+    folder = tiny_export(tiny_model("qwen3"), weights="int8")
+    adapter = BitnetOnnxEmbeddings(folder, threads=1)
+    calls = record_calls(monkeypatch)
+    adapter.embed_documents(TEXTS)
+    adapter.embed_query(TEXTS[0])
+    assert calls == [("bitnet_onnx.integrations.langchain", "encode_document"),
+                     ("bitnet_onnx.integrations.langchain", "encode_query")]

@@ -8,6 +8,7 @@ import asyncio
 
 import pytest
 
+from embedder_calls import record_calls
 from integrations_support import ARCHS, TEXTS, assert_same_vectors
 
 pytest.importorskip("llama_index.core")
@@ -42,3 +43,13 @@ def test_prompt_names_dimensions_and_a_shared_embedder(tiny_model, tiny_export):
     assert_same_vectors([model.get_query_embedding(TEXTS[0])],
                         embedder.encode([TEXTS[0]], prompt_name="document", dimensions=16))
     assert_same_vectors(model.get_text_embedding_batch(TEXTS), embedder.encode(TEXTS, prompt="", dimensions=16))
+
+
+def test_documents_and_queries_each_embed_in_one_call(tiny_model, tiny_export, monkeypatch):
+    folder = tiny_export(tiny_model("qwen3"), weights="int8")
+    adapter = BitnetOnnxEmbedding(folder=str(folder), threads=1)
+    calls = record_calls(monkeypatch)
+    adapter.get_text_embedding_batch(TEXTS)
+    adapter.get_query_embedding(TEXTS[0])
+    assert calls == [("bitnet_onnx.integrations.llama_index", "encode_document"),
+                     ("bitnet_onnx.integrations.llama_index", "encode_query")]

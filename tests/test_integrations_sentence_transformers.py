@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from embedder_calls import record_calls
 from integrations_support import ARCHS, TEXTS, assert_same_vectors
 
 pytest.importorskip("sentence_transformers")
@@ -84,3 +85,19 @@ def test_encode_precision_gives_the_embedders_bytes(tiny_model, tiny_export, arc
         got = model.encode(TEXTS, precision=name)
         want = embedder.encode(TEXTS, precision=name, ranges=batch_ranges)
         assert got.dtype == want.dtype and got.tobytes() == want.tobytes(), name
+
+
+def test_each_batch_is_one_prepare_and_one_embed(tiny_model, tiny_export, monkeypatch):
+    """The module reaches nothing inside the Embedder: preprocess prepares a batch, forward embeds it."""
+    folder = tiny_export(tiny_model("gemma3"), weights="int8")
+    model = sentence_transformer(folder, threads=1)
+    calls = record_calls(monkeypatch)
+    got = model.encode(TEXTS, batch_size=2, prompt_name="query")
+    module = "bitnet_onnx.integrations.sentence_transformers"
+    batches = -(-len(TEXTS) // 2)
+    assert calls == [(module, "prepare"), (module, "embed")] * batches
+    monkeypatch.undo()
+    embedder = Embedder(folder, threads=1)
+    assert_same_vectors(got, embedder.encode(TEXTS, prompt_name="query"))
+    with pytest.raises(TypeError, match="its own preprocess"):
+        model[0].forward({"input_ids": None, "attention_mask": None})

@@ -19,6 +19,7 @@ import pytest
 from bitnet_onnx.arch import ARCHITECTURES
 from bitnet_onnx.convert_gguf.writer import convert
 from bitnet_onnx.runtime.embedder import Embedder
+from bitnet_onnx.runtime.tokenization import TextTokenizer
 from bitnet_onnx.testing.archs import TESTING_ARCHS
 from bitnet_onnx.testing.real_tokenizers import VARIED_CORPUS, real_tokenizer_dir
 
@@ -68,7 +69,7 @@ def test_llama_cpp_embeddings_match_the_f32_export(models, gguf_files, tiny_expo
 def test_llama_cpp_token_ids_equal_ours(models, gguf_files, tiny_export, arch):
     """llama.cpp's tokenizer on our GGUF (its pre-tokenizer from tokenizer.ggml.pre, or SentencePiece
     with the GGUF's scores) gives the ids our runtime gives from tokenizer.json."""
-    tokenizer = Embedder(tiny_export(models[arch], "f32")).tokenizer
+    tokenizer = TextTokenizer.from_folder(tiny_export(models[arch], "f32"))
     llm = llama_cpp.Llama(model_path=str(gguf_files[(arch, "f32")]), vocab_only=True, verbose=False)
     for text in VARIED_CORPUS:  # tokenizer.json's ids plus the runtime's rule (Qwen3: <|endoftext|> appended)
         ours = tokenizer.encode_plain(text) + ([tokenizer.eos_id] if tokenizer.eos_id is not None else [])

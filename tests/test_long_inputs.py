@@ -84,19 +84,30 @@ def test_stock_attention_is_kept_to_a_length_it_serves(tmp_path, caplog, long_ex
     _embed_longest(e)
 
 
-def _runs(e: Embedder) -> list[int]:
-    """Records the batch size of each session run of ``e``."""
-    sizes, run = [], e.session.run
+def _runs(monkeypatch, folder, **kwargs) -> tuple[Embedder, list[int]]:
+    """An Embedder of ``folder`` whose session records the batch size of each run (watched where the
+    session is made: the Embedder's session is private)."""
+    import bitnet_onnx.runtime.embedder as module
 
-    def counting(outputs, feed, *args):
-        sizes.append(len(feed["input_ids"]))
-        return run(outputs, feed, *args)
+    sizes, create = [], module.create_session
 
-    e.session = type("Counting", (), {"run": staticmethod(counting), "get_inputs": e.session.get_inputs})()
-    return sizes
+    class Counting:
+        def __init__(self, session):
+            self._wrapped = session
+
+        def run(self, outputs, feed, *args):
+            sizes.append(len(feed["input_ids"]))
+            return self._wrapped.run(outputs, feed, *args)
+
+        def get_inputs(self):
+            return self._wrapped.get_inputs()
+
+    with monkeypatch.context() as m:
+        m.setattr(module, "create_session", lambda *a, **k: Counting(create(*a, **k)))
+        return Embedder(folder, **kwargs), sizes
 
 
-def test_batches_are_cut_by_activation_bytes(tiny_model, tiny_export):
+def test_batches_are_cut_by_activation_bytes(tiny_model, tiny_export, monkeypatch):
     """Stock attention on a tiny model: a budget for three texts of the longest width makes runs of at
     most three, the same vectors as one run each; a budget below one text is a one-line error."""
     folder = tiny_export(tiny_model("qwen3", bitnet=False))
@@ -105,8 +116,7 @@ def test_batches_are_cut_by_activation_bytes(tiny_model, tiny_export):
     m = Manifest.read(folder)
     assert m.attention == "onnx" and m.attention_bytes_per_token_pair > 0 and m.activation_bytes_per_token > 0
     width = max(len(x) for x in Embedder(folder).tokenize(texts))
-    e = Embedder(folder, max_batch_bytes=3 * m.batch_bytes(1, width))
-    sizes = _runs(e)
+    e, sizes = _runs(monkeypatch, folder, max_batch_bytes=3 * m.batch_bytes(1, width))
     np.testing.assert_allclose(e.encode(texts, batch_size=32), whole, atol=1e-5)
     assert max(sizes) == 3 and sum(sizes) == len(texts)
     tight = Embedder(folder, max_batch_bytes=m.batch_bytes(1, width) - 1)

@@ -180,7 +180,7 @@ def _graph_output(folder: Path, embedder: Embedder, texts) -> np.ndarray:
     options = session_options()
     options.intra_op_num_threads = 1
     session = ort.InferenceSession(str(folder / "model.onnx"), options)
-    ids, mask = embedder.tokenizer.pad(embedder.tokenize(texts))
+    ids, mask = embedder.prepare(texts).padded()
     return session.run(["sentence_embedding"], {"input_ids": ids, "attention_mask": mask})[0]
 
 
@@ -214,7 +214,7 @@ def test_in_graph_precision_with_strings_in(tiny_model, tiny_export, tmp_path):
     out = tmp_path / "text-bits"
     assert main(["export", str(model), "-o", str(out), "--text-input", "--output-precision", "binary"]) == 0
     strings_in = Embedder(out, threads=1)
-    assert strings_in.text_session is not None
+    assert strings_in.text_input
     floats = Embedder(tiny_export(model), threads=1).encode(TEXTS)
     _same_bytes(strings_in.encode(TEXTS), _st(floats, "binary", None))
 

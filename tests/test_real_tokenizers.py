@@ -256,7 +256,7 @@ def test_export_and_embed_with_real_tokenizer(real_models, tiny_export, arch):
     got = embedder.encode(texts, batch_size=4)
     ref = Reference(real_models[arch])
     for text, g in zip(texts, got):
-        ids, mask = embedder.tokenizer.encode([text])
+        ids, mask = embedder.prepare([text], prompt="").padded()
         assert ids[0].tolist() == _expected_ids(arch, text, embedder)
         want = ref.encode(ids, mask)[0][0]
         cos = float(g @ want / (np.linalg.norm(g) * np.linalg.norm(want)))

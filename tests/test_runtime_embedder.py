@@ -8,6 +8,7 @@ import pytest
 from bitnet_onnx import Embedder
 from bitnet_onnx.arch import ARCHITECTURES
 from bitnet_onnx.errors import BitnetOnnxError
+from bitnet_onnx.runtime.tokenization import TextTokenizer
 
 TEXTS = [
     "The quick brown fox jumps over the lazy dog. " * 3,
@@ -66,7 +67,7 @@ def test_matches_pytorch_reference(exports, embedders):
     for name in ARCHITECTURES:
         ref = Reference(exports[name + "/hf"])
         got = embedders[name].encode(TEXTS, batch_size=3)
-        tok = embedders[name].tokenizer
+        tok = TextTokenizer.from_folder(embedders[name].folder)
         for text, g in zip(TEXTS, got):
             ids, mask = tok.encode([text])
             want = ref.encode(ids, mask)[0][0]
@@ -148,7 +149,7 @@ def test_similarity_is_cosine(embedders):
 def test_token_embeddings(embedders):
     e = embedders["gemma3"]
     tokens = e.encode(TEXTS, batch_size=3, output_value="token_embeddings")
-    lengths = [len(x) for x in e.tokenizer.tokenize(TEXTS)]
+    lengths = [len(x) for x in TextTokenizer.from_folder(e.folder).tokenize(TEXTS)]
     assert [t.shape for t in tokens] == [(n, e.manifest.hidden_size) for n in lengths]
     alone = e.encode(TEXTS[3], output_value="token_embeddings")
     np.testing.assert_allclose(tokens[3], alone, rtol=0, atol=2e-5)
@@ -156,11 +157,12 @@ def test_token_embeddings(embedders):
         e.encode(TEXTS, output_value="logits")
 
 
-def test_threads(exports, embedders):
+def test_threads(exports, embedders, monkeypatch):
+    made = _recorded_sessions(monkeypatch)
     one = embedders["qwen3"]
-    assert one.session.get_session_options().intra_op_num_threads == 1
+    Embedder(exports["qwen3"], threads=1)
     two = Embedder(exports["qwen3"], threads=2)
-    assert two.session.get_session_options().intra_op_num_threads == 2
+    assert [s.get_session_options().intra_op_num_threads for s in made] == [1, 2]
     np.testing.assert_allclose(two.encode(TEXTS), one.encode(TEXTS), rtol=0, atol=2e-5)
     with pytest.raises(BitnetOnnxError, match="threads"):
         Embedder(exports["qwen3"], threads=0)
@@ -172,18 +174,34 @@ class _RecordingSession:
     def __init__(self, session):
         self.session, self.shapes = session, []
 
-    def run(self, outputs, feeds):
+    def run(self, outputs, feeds, run_options=None):
         self.shapes.append(feeds["input_ids"].shape)
-        return self.session.run(outputs, feeds)
+        return self.session.run(outputs, feeds, run_options)
 
     def __getattr__(self, name):  # everything else as the wrapped session
         return getattr(self.session, name)
 
 
-def test_length_sorted_batches_within_token_budget(exports, embedders):
+def _recorded_sessions(monkeypatch) -> list[_RecordingSession]:
+    """The sessions Embedders made from now on, each wrapped in a recorder (the session is private:
+    it is watched where it is made, not swapped)."""
+    import bitnet_onnx.runtime.embedder as module
+
+    made, create = [], module.create_session
+
+    def recording(*args, **kwargs):
+        made.append(_RecordingSession(create(*args, **kwargs)))
+        return made[-1]
+
+    monkeypatch.setattr(module, "create_session", recording)
+    return made
+
+
+def test_length_sorted_batches_within_token_budget(exports, embedders, monkeypatch):
+    made = _recorded_sessions(monkeypatch)
     e = Embedder(exports["qwen3"], threads=1)
-    e.session = recorder = _RecordingSession(e.session)
-    lengths = [len(x) for x in e.tokenizer.tokenize(TEXTS)]
+    (recorder,) = made
+    lengths = [len(x) for x in TextTokenizer.from_folder(e.folder).tokenize(TEXTS)]
     got = e.encode(TEXTS, batch_size=4, max_batch_tokens=2 * max(lengths))
     widths = [w for _, w in recorder.shapes]
     assert widths == sorted(widths, reverse=True) and widths[0] == max(lengths)  # longest first, dynamic padding
@@ -250,9 +268,51 @@ def test_custom_op_graph_without_library_says_so(exports, private_copy):
         Embedder(folder)
 
 
-def test_encode_ids_equals_encode(embedders):
+def test_prepare_then_embed_equals_encode(embedders):
+    """prepare (the ids and token counts a caller needs, the prompt resolved once) + embed = encode."""
+    for e in embedders.values():
+        name = next(iter(e.prompts))
+        prepared = e.prepare(TEXTS, prompt_name=name, dimensions=32, precision="binary")
+        assert prepared.ids == e.tokenize(TEXTS, prompt_name=name)
+        assert prepared.token_counts == [len(x) for x in prepared.ids] and prepared.tokens == sum(prepared.token_counts)
+        assert prepared.prompt_length == e.prompt_length(e.resolve_prompt(name))
+        got = e.embed(prepared, batch_size=3)
+        np.testing.assert_array_equal(got, e.encode(TEXTS, prompt_name=name, dimensions=32, precision="binary"))
+        floats = e.embed(e.prepare(TEXTS, normalize=True, dimensions=16), batch_size=3)
+        np.testing.assert_allclose(floats, e.encode(TEXTS, normalize=True, dimensions=16), rtol=0, atol=1e-6)
+        ids = e.prepare(ids=prepared.ids)  # token ids as they are: no prompt added
+        assert ids.ids == prepared.ids and ids.prompt_length == 0
+        input_ids, mask = prepared.padded()
+        assert mask.sum(1).tolist() == prepared.token_counts and input_ids.shape == mask.shape
+
+
+def test_prepare_refuses_bad_requests_before_running(embedders):
+    e = embedders["gemma3"]
+    with pytest.raises(BitnetOnnxError, match="texts or ids"):
+        e.prepare()
+    with pytest.raises(BitnetOnnxError, match="texts or ids"):
+        e.prepare(TEXTS, ids=[[1, 2]])
+    with pytest.raises(BitnetOnnxError, match="token ids take no prompt"):
+        e.prepare(ids=[[1, 2]], prompt_name="query")
+    with pytest.raises(BitnetOnnxError, match="dimensions must be an integer"):
+        e.prepare(TEXTS, dimensions=0)
+    with pytest.raises(BitnetOnnxError, match="precision"):
+        e.prepare(TEXTS, precision="float8")
+    with pytest.raises(BitnetOnnxError, match=r"texts\[1\] is int"):
+        e.prepare(["fine", 3])
+
+
+def test_a_run_is_stopped_by_its_run_options(embedders):
+    """Stopping is an option of the call (RunOptions.terminate), not a session swapped in: a stopped call
+    fails, the next one with fresh options runs."""
+    import onnxruntime as ort
+
     e = embedders["qwen3"]
-    name = next(iter(e.prompts))
-    ids = e.tokenize(TEXTS, prompt_name=name)
-    got = e.encode_ids(ids, batch_size=3, prompt_length=e.prompt_length(e.resolve_prompt(name)), dimensions=32)
-    np.testing.assert_allclose(got, e.encode(TEXTS, prompt_name=name, dimensions=32), rtol=0, atol=1e-6)
+    prepared = e.prepare(TEXTS)
+    stop = ort.RunOptions()
+    stop.terminate = True
+    with pytest.raises(Exception, match="terminate"):
+        e.embed(prepared, run_options=stop)
+    with pytest.raises(Exception, match="terminate"):
+        e.run_batch(prepared.ids, run_options=stop)
+    np.testing.assert_array_equal(e.embed(prepared, run_options=ort.RunOptions()), e.embed(prepared))

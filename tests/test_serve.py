@@ -385,7 +385,7 @@ def test_auto_truncate_and_tei_override(keyed, embedder):
     client = openai.OpenAI(base_url=keyed.url + "/v1", api_key=API_KEY, max_retries=0)
     got = client.embeddings.create(model="m", input=["fine", LONG], encoding_format="float")
     np.testing.assert_allclose([d.embedding for d in got.data], embedder.encode(["fine", LONG]), rtol=0, atol=ATOL)
-    assert got.usage.prompt_tokens == len(embedder.tokenize(["fine"])[0]) + embedder.tokenizer.max_length
+    assert got.usage.prompt_tokens == len(embedder.tokenize(["fine"])[0]) + embedder.manifest.max_length
     headers = {"Authorization": f"Bearer {API_KEY}"}
     r = httpx.post(keyed.url + "/embed", json={"inputs": [LONG]}, headers=headers)
     np.testing.assert_allclose(r.json(), embedder.encode([LONG]), rtol=0, atol=ATOL)

@@ -18,7 +18,7 @@ pytest.importorskip("fastapi")
 from bitnet_onnx.runtime.server.batcher import Batcher, QueueFull  # noqa: E402
 from bitnet_onnx.runtime.server.config import ServerConfig  # noqa: E402
 from bitnet_onnx.runtime.server.metrics import Metrics  # noqa: E402
-from bitnet_onnx.runtime.server.stoppable import StoppableSession  # noqa: E402
+from bitnet_onnx.runtime.server.stoppable import StoppableRuns  # noqa: E402
 
 HANG_GUARD_S = 30  # every wait below ends long before this unless something hangs
 
@@ -247,10 +247,10 @@ def test_ort_terminate_stops_a_real_session_run_and_only_that_one(tiny_model, ti
     embedder = Embedder(tiny_export(tiny_model("qwen3"), weights="i2s"), threads=1)
     ids = embedder.tokenize(["spiders have eight legs", "a"])
     want = embedder.run_batch(ids)
-    session = embedder.session = StoppableSession(embedder.session)
-    session.begin()
-    session.stop()
+    runs = StoppableRuns()  # the options of each run: the embedder's session is never swapped
+    runs.begin()
+    runs.stop()
     with pytest.raises(Exception, match="terminate"):
-        embedder.run_batch(ids)
-    session.begin()  # the next run is not stopped
-    np.testing.assert_array_equal(embedder.run_batch(ids), want)
+        embedder.run_batch(ids, run_options=runs.options)
+    runs.begin()  # the next run is not stopped
+    np.testing.assert_array_equal(embedder.run_batch(ids, run_options=runs.options), want)

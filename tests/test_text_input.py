@@ -172,10 +172,10 @@ def _text_session(folder: Path):
 
 
 def _reference(folder: Path, texts, **kwargs) -> np.ndarray:
-    """Embedder.encode on the folder's token-ids model (the Python tokenizer path)."""
+    """Embedder.encode on the folder's token-ids model (the Python tokenizer path: prepare and embed
+    always take it, as for an export without --text-input)."""
     embedder = Embedder(folder, threads=1)
-    embedder.text_session = None  # the ids path, as for an export without --text-input
-    return embedder.encode(list(texts), normalize=False, **kwargs)
+    return embedder.embed(embedder.prepare(list(texts), normalize=False, **kwargs))
 
 
 MIXED = ["What is BitNet?", "Ternary weights make matrix products cheap: additions, no multiplications. " * 4,
@@ -231,18 +231,24 @@ def test_default_prompt_is_the_graph_default(tiny_model):
         assert fed == tokenizer.tokenize(["Doc: x"])[0]
 
 
-def test_embedder_feeds_texts_to_the_graph(tiny_model, tiny_export):
+def test_embedder_feeds_texts_to_the_graph(tiny_model, tiny_export, monkeypatch):
     """Same API: encode through the in-graph tokenizer, token embeddings, run_batch."""
+    import bitnet_onnx.runtime.embedder as module
+
     folder = tiny_export(tiny_model("qwen3"), text_input=True)
-    embedder = Embedder(folder, threads=1)
-    assert embedder.text_session is not None and embedder._session is None
+    made = []  # the text flag of each session the Embedder makes
+    with monkeypatch.context() as m:
+        m.setattr(module, "create_session", lambda *a, **k: made.append(k.get("text", False)) or create_session(*a, **k))
+        embedder = Embedder(folder, threads=1)
+    assert embedder.text_input and made == [True]  # the token-ids session only when first needed
     texts = MIXED + [unicodedata.normalize("NFD", "résumé naïve")]
     np.testing.assert_allclose(embedder.encode(texts), _reference(folder, texts), rtol=0, atol=ATOL)
     got = embedder.encode(texts, output_value="token_embeddings")
-    ref = Embedder(folder, threads=1)
-    ref.text_session = None
-    for a, b in zip(got, ref.encode(texts, output_value="token_embeddings")):
-        np.testing.assert_allclose(a, b, rtol=0, atol=ATOL)
+    input_ids, mask = embedder.prepare(texts).padded()  # the ids path's token embeddings, on a plain session
+    (want,) = create_session(folder, Manifest.read(folder), threads=1).run(
+        ["token_embeddings"], {"input_ids": input_ids, "attention_mask": mask})
+    for a, b, keep in zip(got, want, mask):
+        np.testing.assert_allclose(a, b[keep == 1], rtol=0, atol=ATOL)
     assert embedder.run_batch(embedder.tokenize(["abc", "a longer text"])).shape == (2, embedder.dimension)
 
 
@@ -335,14 +341,12 @@ def test_include_prompt_false(tiny_model, private_copy, tmp_path, arch):
     config_file.write_text(json.dumps(config), encoding="utf-8")
     folder = export(model, tmp_path / "out", text_input=True)
     session = _text_session(folder)
-    reference = Embedder(folder, threads=1)
-    reference.text_session = None
-    assert reference.pools_without_prompt
+    assert Embedder(folder, threads=1).pools_without_prompt
     for prompt in ("", "query: ", "Instruct: find the passage\nQuery: "):
         got = session.run(["sentence_embedding"], {"text": _strings(MIXED), "prompt": _strings([prompt])})[0]
-        np.testing.assert_allclose(got, reference.encode(MIXED, prompt=prompt, normalize=False), rtol=0, atol=ATOL)
+        np.testing.assert_allclose(got, _reference(folder, MIXED, prompt=prompt), rtol=0, atol=ATOL)
     with_prompt = Embedder(folder, threads=1).encode(MIXED, prompt="query: ", normalize=False)
-    np.testing.assert_allclose(with_prompt, reference.encode(MIXED, prompt="query: ", normalize=False), atol=ATOL)
+    np.testing.assert_allclose(with_prompt, _reference(folder, MIXED, prompt="query: "), atol=ATOL)
 
 
 @pytest.mark.parametrize("arch", ARCHITECTURES)

@@ -8,7 +8,8 @@
 The SentenceTransformer holds one module, ``BitnetOnnxModule``: our tokenizer rules (Qwen3's EOS,
 truncation, padding) and the exported model.onnx, whose pooling, Dense head and normalization are
 in the graph, on the session ``Embedder`` makes (the op library registered when the graph needs
-it, so i2s runs). Prompts, batching, ``normalize_embeddings``, ``truncate_dim`` and ``similarity``
+it, so i2s runs). ``preprocess`` is ``Embedder.prepare`` (its request rides in the features beside
+the padded ids sentence-transformers shows), ``forward`` is ``Embedder.embed`` of that request. Prompts, batching, ``normalize_embeddings``, ``truncate_dim`` and ``similarity``
 are sentence-transformers' own; the prompts come from the export's manifest. No optimum needed:
 this is the way to run an export in sentence-transformers where optimum cannot be installed next
 to the transformers in use (docs/integrations.md).
@@ -28,6 +29,7 @@ except ImportError as e:  # the adapter is an optional extra
     raise missing("sentence-transformers (6.x)", "sentence-transformers", e) from None
 
 SENTENCE_EMBEDDING = "sentence_embedding"
+PREPARED = "bitnet_onnx_prepared"  # the features' key of preprocess's Embedder.prepare request
 
 
 class BitnetOnnxModule(InputModule):
@@ -43,18 +45,21 @@ class BitnetOnnxModule(InputModule):
         """``task`` (encode_query / encode_document's route for a Router) has one route here: the graph."""
         if kwargs:
             raise TypeError(f"BitnetOnnxModule.preprocess takes no options beyond prompt and task, got {sorted(kwargs)}")
-        prefix = prompt or ""
-        ids = self.embedder.tokenize(list(inputs), prompt=prefix)
-        input_ids, mask = self.embedder.tokenizer.pad(ids)
-        prompt_length = self.embedder.prompt_length(prefix)
+        # The graph's own rows (no dimensions, no normalize): truncate_dim and normalize_embeddings are
+        # sentence-transformers' steps after the module.
+        prepared = self.embedder.prepare(list(inputs), prompt=prompt or "")
+        input_ids, mask = prepared.padded()
         return {"input_ids": torch.from_numpy(input_ids), "attention_mask": torch.from_numpy(mask),
-                "prompt_length": torch.full((len(ids),), prompt_length, dtype=torch.int64)}
+                "prompt_length": torch.full((len(prepared),), prepared.prompt_length, dtype=torch.int64),
+                PREPARED: prepared}
 
     def forward(self, features: dict[str, Any], **kwargs) -> dict[str, Any]:
-        mask = features["attention_mask"].cpu().numpy()
-        ids = [row[keep == 1].tolist() for row, keep in zip(features["input_ids"].cpu().numpy(), mask)]
-        rows = self.embedder.run_batch(ids, features["prompt_length"].cpu().tolist())
-        features[SENTENCE_EMBEDDING] = torch.from_numpy(rows[:, : self.embedder.dimension].copy())
+        if PREPARED not in features:
+            raise TypeError("BitnetOnnxModule.forward takes the features of its own preprocess")
+        prepared = features[PREPARED]
+        # sentence-transformers' batch, cut as Embedder.encode cuts (token and memory budgets)
+        rows = self.embedder.embed(prepared, batch_size=max(len(prepared), 1))
+        features[SENTENCE_EMBEDDING] = torch.from_numpy(rows)
         return features
 
     def get_embedding_dimension(self) -> int:

@@ -61,7 +61,7 @@ class BatchFailed(Exception):
 
 
 class RunControl(Protocol):
-    """What lets the batcher stop a session run from another thread (``StoppableSession``)."""
+    """What lets the batcher stop a session run from another thread (``StoppableRuns``: the run's options)."""
 
     def begin(self) -> None: ...  # a new run starts (it is not stopped yet)
 
@@ -99,7 +99,7 @@ class _Waiting:
 
 
 class Batcher:
-    """Batches ``run_batch(ids, prompt_lengths)`` calls (``Embedder.run_batch``: token id lists -> float32
+    """Batches ``run_batch(ids, prompt_lengths)`` calls (``Embedder.run_batch`` with the ``runs``' options: token id lists -> float32
     [n, dimension]) across concurrent requests. ``runs``: stops a run whose requests all went away;
     ``memory``: the export's activation bytes per batch (runtime/memory.py), a cap besides the token counts."""
 

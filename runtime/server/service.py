@@ -1,5 +1,5 @@
-"""What the routes share (``Service``: the embedder, the batcher, the metrics, the config) and the
-dependencies that hand it to them (``get_service``, ``require_key``)."""
+"""What the routes share (``Service``: the embedder, the batcher, the metrics, the config; ``Service.embed``,
+the one call a route embeds with) and the dependencies that hand it to them (``get_service``, ``require_key``)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import json
 import re
 import time
 from functools import partial
+from typing import NamedTuple
 
 import numpy as np
 from fastapi import Depends, Request
@@ -18,17 +19,22 @@ from starlette.concurrency import run_in_threadpool
 
 from bitnet_onnx.errors import BitnetOnnxError
 from bitnet_onnx.precision import CALIBRATION_FILE, FLOAT32, PRECISIONS, ranges_for, read_ranges
-from bitnet_onnx.runtime.embedder import Embedder
+from bitnet_onnx.runtime.embedder import Embedder, Prepared
 from bitnet_onnx.runtime.server.batcher import Batcher, BatchFailed, Draining, QueueFull
 from bitnet_onnx.runtime.server.config import ServerConfig
 from bitnet_onnx.runtime.server.errors import CLIENT_GONE, OPENAI, ApiError
 from bitnet_onnx.runtime.server.metrics import Metrics
-from bitnet_onnx.runtime.server.stoppable import StoppableSession
+from bitnet_onnx.runtime.server.stoppable import StoppableRuns
 
 # output_dtype (Voyage AI's name and values) -> bitnet_onnx.precision's name
 OUTPUT_DTYPES = {"float": FLOAT32, "int8": "int8", "uint8": "uint8", "binary": "binary", "ubinary": "ubinary"}
 INLINE_TOKENIZE_CHARS = 8192  # bigger requests are tokenized on a worker thread, off the event loop
 _ITEM_NAME = re.compile(r"^(texts|ids)\[")  # the tokenizer's names for a request's items
+
+
+class Embedded(NamedTuple):
+    vectors: np.ndarray  # the finished rows, in input order
+    tokens: int  # token ids the request's items came to (prompt and specials included)
 
 
 class Service:
@@ -48,12 +54,10 @@ class Service:
             if config.ranges or self.ranges_file.is_file() else None
         self.error_shapes, self.open_paths = error_shapes, open_paths
         self.metrics = Metrics()
-        # Installed on the caller's embedder (once): the batcher stops a run whose clients all went away.
-        if not isinstance(embedder.session, StoppableSession):
-            embedder.session = StoppableSession(embedder.session)
-        session = embedder.session
-        self.batcher = Batcher(embedder.run_batch, embedder.dimension, config, self.metrics, runs=session,
-                               memory=embedder.memory)
+        # The batcher stops a run whose clients all went away: an option of each run, the embedder untouched.
+        runs = StoppableRuns()
+        self.batcher = Batcher(lambda ids, lengths: embedder.run_batch(ids, lengths, run_options=runs.options),
+                               embedder.dimension, config, self.metrics, runs=runs, memory=embedder.memory)
         self.created = int(time.time())
         self._key_digest = _digest(config.api_key) if config.api_key is not None else None
 
@@ -92,40 +96,46 @@ class Service:
         except BitnetOnnxError as e:
             raise ApiError(422, f"output_dtype {output_dtype}: {e}", "output_dtype") from None
 
-    def finish(self, rows: np.ndarray, dimensions: int | None, normalize: bool | None, precision: str, ranges,
-               output_dtype: str | None) -> np.ndarray:
-        """The batcher's rows -> the answer's vectors (Matryoshka, normalization, then the precision),
-        counted under their output_dtype."""
-        out = self.embedder.quantize(self.embedder.finish(rows, dimensions=dimensions, normalize=normalize),
-                                     precision, ranges)
+    async def embed(self, request: Request, texts: list[str] | None = None, ids: list[list[int]] | None = None, *,
+                    truncate: bool, prompt_name: str | None = None, dimensions: int | None = None,
+                    normalize: bool | None = None, output_dtype=None, field: str = "input") -> Embedded:
+        """A request's finished rows (Matryoshka, normalization, then the ``output_dtype``'s precision) and
+        its token count, the one call a route embeds with. ``texts`` get the prompt (the manifest's
+        default without ``prompt_name``), ``ids`` none; every fault is an ``ApiError`` naming its field
+        (``field``: the body's name for the items), raised before anything of the request is queued.
+        Given up as soon as the client disconnects (queued texts dropped, a run of only its texts stopped)."""
+        self.check_dimensions(dimensions)
+        precision, ranges = self.output_precision(output_dtype, dimensions)
+        prepared = await self._prepare(texts, ids, truncate, prompt_name, dimensions, normalize, precision, ranges,
+                                       field)
+        rows = await self._batched(request, prepared.ids, prepared.prompt_length)
+        out = self.embedder.finish(prepared, rows)
         self.metrics.output_vectors.labels(output_dtype or "float").inc(len(out))
-        return out
+        return Embedded(out, prepared.tokens)
 
-    async def token_ids(self, texts: list[str] | None, ids: list[list[int]] | None, truncate: bool,
-                        prompt_name: str | None = None, field: str = "input") -> tuple[list[list[int]], int]:
-        """(token ids by the export's rules, the prompt's length for the pooling); a bad item is a 400
-        naming it. Texts get the prompt (the manifest's default without ``prompt_name``); ids none."""
+    async def _prepare(self, texts: list[str] | None, ids: list[list[int]] | None, truncate: bool,
+                       prompt_name: str | None, dimensions: int | None, normalize: bool | None, precision: str,
+                       ranges, field: str) -> Prepared:
+        """``Embedder.prepare`` of the request (tokenized on a worker thread when large); a bad item is a
+        400 naming it, one that alone exceeds a run's memory budget a 413."""
+        size = sum(len(x) for x in ids) if texts is None else sum(len(t) for t in texts)
+        work = partial(self.embedder.prepare, texts, ids=ids, prompt_name=prompt_name, truncate=truncate,
+                       dimensions=dimensions, normalize=normalize, precision=precision, ranges=ranges)
         try:
-            if texts is None:
-                work = partial(self.embedder.tokenizer.prepare_ids, ids, truncate=truncate)
-                size, prompt_length = sum(len(x) for x in ids), 0
-            else:
-                work = partial(self.embedder.tokenize, texts, prompt_name=prompt_name, truncate=truncate)
-                size = sum(len(t) for t in texts)
-                prompt_length = self.embedder.prompt_length(self.embedder.resolve_prompt(prompt_name))
-            token_ids = work() if size <= INLINE_TOKENIZE_CHARS else await run_in_threadpool(work)
+            prepared = work() if size <= INLINE_TOKENIZE_CHARS else await run_in_threadpool(work)
         except BitnetOnnxError as e:  # "texts[3] has ..." / "ids[0]: token id ..." / "prompt_name ..."
             message = _ITEM_NAME.sub(field + "[", str(e), count=1)
             raise ApiError(400, message, "prompt_name" if message.startswith("prompt_name") else field) from None
-        longest = max(range(len(token_ids)), key=lambda i: len(token_ids[i]), default=None)
+        counts = prepared.token_counts
+        longest = max(range(len(counts)), key=lambda i: counts[i], default=None)
         if longest is not None:
             try:  # a text that alone exceeds the run's memory budget never reaches the batcher
-                self.embedder.memory.texts_that_fit(len(token_ids[longest]), 1)
+                self.embedder.memory.texts_that_fit(counts[longest], 1)
             except BitnetOnnxError as e:
                 raise ApiError(413, f"{field}[{longest}]: {e}", field) from None
-        return token_ids, prompt_length
+        return prepared
 
-    async def embed(self, request: Request, ids: list[list[int]], prompt_length: int) -> np.ndarray:
+    async def _batched(self, request: Request, ids: list[list[int]], prompt_length: int) -> np.ndarray:
         """The batcher's rows for ``ids``; given up (queued texts dropped, a run of only this client's
         texts stopped) as soon as the client disconnects."""
         work = asyncio.ensure_future(self.batcher.embed(ids, prompt_length))

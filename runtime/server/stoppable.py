@@ -1,27 +1,20 @@
-"""A session wrapper whose current run another thread can stop: ONNX Runtime checks ``RunOptions.terminate``
-between nodes and then fails the run, so a batch whose clients all went away ends within a node's time."""
+"""Session runs another thread can stop: ONNX Runtime checks ``RunOptions.terminate`` between nodes and then
+fails the run, so a batch whose clients all went away ends within a node's time."""
 
 from __future__ import annotations
 
 import onnxruntime as ort
 
 
-class StoppableSession:
-    """Wraps an ``InferenceSession`` (installed as ``Embedder.session``); the batcher calls ``begin`` before
-    each run (under its lock) and ``stop`` from the event loop. Everything else is the session's."""
+class StoppableRuns:
+    """The ``RunOptions`` the batcher's runs take (``Embedder.run_batch(..., run_options=options)``): the
+    batcher calls ``begin`` before each run (under its lock) and ``stop`` from the event loop."""
 
-    def __init__(self, session):
-        self._session = session
-        self._options = ort.RunOptions()
+    def __init__(self):
+        self.options = ort.RunOptions()
 
     def begin(self) -> None:
-        self._options = ort.RunOptions()  # a fresh one: a stop never carries over to the next run
+        self.options = ort.RunOptions()  # a fresh one: a stop never carries over to the next run
 
     def stop(self) -> None:
-        self._options.terminate = True
-
-    def run(self, output_names, input_feed):
-        return self._session.run(output_names, input_feed, self._options)
-
-    def __getattr__(self, name: str):
-        return getattr(self._session, name)
+        self.options.terminate = True

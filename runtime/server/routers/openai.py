@@ -19,12 +19,8 @@ router = APIRouter()
 async def embeddings(body: EmbeddingsRequest, request: Request, service: Service = Depends(get_service)):
     config = service.config
     texts, ids = parse_openai_input(body.input, config.max_inputs)
-    service.check_dimensions(body.dimensions)
-    precision, ranges = service.output_precision(body.output_dtype, body.dimensions)
-    token_ids, prompt_length = await service.token_ids(texts, ids, truncate=config.auto_truncate)
-    rows = await service.embed(request, token_ids, prompt_length)
-    out = service.finish(rows, body.dimensions, None, precision, ranges, body.output_dtype)
-    tokens = sum(len(x) for x in token_ids)
+    out, tokens = await service.embed(request, texts, ids, truncate=config.auto_truncate, dimensions=body.dimensions,
+                                      output_dtype=body.output_dtype)
     return await rows_response(_body, out, body.encoding_format or "float", tokens, config.model_name)
 
 

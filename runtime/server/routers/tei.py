@@ -20,13 +20,10 @@ async def embed(body: EmbedRequest, request: Request, service: Service = Depends
     texts = parse_tei_inputs(body.inputs, config.max_inputs)
     if body.truncation_direction.lower() != "right":
         raise ApiError(400, "truncation_direction: only 'right' is supported", "truncation_direction")
-    service.check_dimensions(body.dimensions)
-    precision, ranges = service.output_precision(body.output_dtype, body.dimensions)
     truncate = config.auto_truncate if body.truncate is None else body.truncate
-    token_ids, prompt_length = await service.token_ids(texts, None, truncate=truncate,
-                                                       prompt_name=body.prompt_name, field="inputs")
-    rows = await service.embed(request, token_ids, prompt_length)
-    out = service.finish(rows, body.dimensions, body.normalize, precision, ranges, body.output_dtype)
+    out, _ = await service.embed(request, texts, truncate=truncate, prompt_name=body.prompt_name,
+                                 dimensions=body.dimensions, normalize=body.normalize, output_dtype=body.output_dtype,
+                                 field="inputs")
     return await rows_response(_body, out)
 
 
