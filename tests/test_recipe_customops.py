@@ -1,9 +1,12 @@
-"""The "Add a kernel ISA" and "Add a custom op" recipes of docs/contributing.md, kept true: each
-test fails when a step of a recipe is skipped (a name missing from a table, a page, a version)."""
+"""The "Add a kernel ISA", "Add a kernel family" and "Add a custom op" recipes of
+docs/contributing.md, kept true: each test fails when a step of a recipe is skipped (a name missing
+from a table, a page, a version). The family recipe is also followed with a fake family in a copy of
+the family tree, skipping each step in turn, so that every step is seen to fail by name."""
 
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -62,8 +65,9 @@ def _model(graph) -> bytes:
 
 @pytest.mark.parametrize("isa", RUNNING)
 def test_every_isa_this_cpu_runs_has_an_i2s_kernel_and_an_attention_path(isa, monkeypatch):
-    """Step: each family maps the ISA (kernels/i2s/dispatch.cc, kernels/attention/dispatch.cc).
-    (A family table without a row for an ISA does not compile: isa.h's isa_row.)"""
+    """Step: each family maps the ISA (kernels/i2s/<family>/dispatch.cc, kernels/attention/dispatch.cc).
+    (A family table without a row for an ISA does not compile: isa.h's isa_row, family.h's
+    KernelFamily; test_every_family_has_a_row_per_isa names the family.)"""
     monkeypatch.setenv(customops.ISA_ENV, isa)
     options = customops.session_options(threads=1)
     i2s = ort.InferenceSession(_i2s_model(), options, providers=["CPUExecutionProvider"])
@@ -75,11 +79,164 @@ def test_every_isa_this_cpu_runs_has_an_i2s_kernel_and_an_attention_path(isa, mo
     np.testing.assert_array_equal(out, q)  # equal values: softmax-weighted mean of ones
 
 
+def test_every_family_has_a_row_per_isa():
+    """Step: every I2S family's dispatch.cc has the ISA's row, in isa.h's order (null where the
+    family has no kernel for it), so a new ISA is named in each family or the build says which."""
+    gaps = [gap for gap in family_recipe_gaps(I2S, ISA_HEADER) if "IsaRow" in gap]
+    assert gaps == [], gaps
+
+
 def test_isa_table_order_and_names():
     """Step: the record goes into the table best first; scalar, the fallback, stays last."""
     names = [isa.name for isa in KERNELS]
     assert names[-1] == "scalar" and len(set(names)) == len(names)
     assert all(re.fullmatch(r"[a-z0-9]+", name) for name in names), names
+
+
+# -- Add a kernel family ---------------------------------------------------------------------------
+
+I2S = REPO / "customops" / "kernels" / "i2s"  # the driver, the seam (family.h), the table (families.h)
+ISA_HEADER = REPO / "customops" / "kernels" / "isa.h"
+
+
+def _isa_enum(isa_header: Path) -> list[str]:
+    """isa.h's Isa values in order (kIsaCount left out): the rows every IsaRow array must have."""
+    body = re.search(r"enum Isa : int \{(.*?)\};", isa_header.read_text(), flags=re.S)
+    assert body, f"{isa_header}: no enum Isa"
+    return [name for name in re.findall(r"\bkIsa\w+", body.group(1)) if name != "kIsaCount"]
+
+
+def _table_rows(i2s: Path) -> list[str]:
+    """The rows X(<name>) of families.h (what CMake and the C++ table read)."""
+    return re.findall(r"^  X\((\w+)\)", (i2s / "families.h").read_text(), flags=re.M)
+
+
+def family_recipe_gaps(i2s: Path, isa_header: Path) -> list[str]:
+    """Every skipped step of docs/contributing.md's "Add a kernel family", for every family of the
+    table or folder under `i2s`, named "<family>: step <n> (<what>)"; empty when the recipe holds."""
+    isas = _isa_enum(isa_header)
+    rows = _table_rows(i2s)
+    folders = sorted(path.name for path in i2s.iterdir() if path.is_dir())
+    gaps = [f"{name}: step 2 (a row X({name}) in kernels/i2s/families.h)" for name in folders if name not in rows]
+    gaps += [f"{name}: step 1 (the folder kernels/i2s/{name}/)" for name in rows if name not in folders]
+    for name in sorted(set(folders) & set(rows)):
+        folder = i2s / name
+        cmake = folder / "CMakeLists.txt"
+        sources = re.search(r"^i2s_family\(([^)]*)\)", cmake.read_text(), flags=re.M) if cmake.is_file() else None
+        if not sources or "dispatch.cc" not in sources.group(1).split():
+            gaps.append(f"{name}: step 1 (CMakeLists.txt calling i2s_family(dispatch.cc ...))")
+        dispatch = folder / "dispatch.cc"
+        text = dispatch.read_text() if dispatch.is_file() else ""
+        table = re.search(r"const IsaRow<I2SKernel> \w+\[\] = \{(.*?)\};", text, flags=re.S)
+        labelled = re.findall(r"/\*(kIsa\w+)=\*/\s*([^,]+),", table.group(1)) if table else []
+        if [label for label, _ in labelled] != isas:
+            gaps.append(f"{name}: step 1 (dispatch.cc's IsaRow<I2SKernel> array, one /*kIsa...=*/ row per Isa of isa.h)")
+        elif dict(labelled)["kIsaScalar"].strip() == "nullptr":
+            gaps.append(f"{name}: step 1 (a scalar reference kernel in the kIsaScalar row)")
+        if not re.search(rf'KernelFamily \w+ = \{{"{name}", ', text):
+            gaps.append(f'{name}: step 1 (a KernelFamily named "{name}" in dispatch.cc)')
+        if not re.search(rf"const KernelFamily\* {name}_family\(\) \{{", text):
+            gaps.append(f"{name}: step 1 (dispatch.cc defining {name}_family())")
+        for source in sorted(folder.iterdir()):
+            included = re.findall(r'^#include "([^"]+)"', source.read_text(), flags=re.M) if source.is_file() else []
+            foreign = [h for h in included if not (folder / h).is_file() and h not in ("family.h", "isa.h", "with_const.h")]
+            if foreign:
+                gaps.append(f"{name}: step 1 ({source.name} includes {foreign}: only the seam, isa.h and its own files)")
+    return gaps
+
+
+def test_family_table_folders_and_rows_agree():
+    """Step 1 and 2 for every family: a folder per row of families.h and a row per folder, each folder
+    with its CMakeLists.txt, its IsaRow array of one row per Isa, a scalar reference and its entry."""
+    assert _table_rows(I2S)[0] == "mul", "the base family (every ISA, every shape) comes first"
+    assert family_recipe_gaps(I2S, ISA_HEADER) == []
+
+
+def test_the_library_runs_every_family_of_the_table(monkeypatch):
+    """Step 3: BITNET_ONNX_KERNEL accepts each row's name (on the scalar ISA, where every family has
+    its reference) and lists exactly the rows when refusing a value."""
+    rows = _table_rows(I2S)
+    monkeypatch.setenv(customops.ISA_ENV, "scalar")
+    for name in rows:
+        monkeypatch.setenv(customops.KERNEL_ENV, name)
+        session = ort.InferenceSession(_i2s_model(), customops.session_options(threads=1),
+                                       providers=["CPUExecutionProvider"])
+        (y,) = session.run(None, {"X": np.ones((1, 128), np.float32)})
+        assert y.shape == (1, 32) and not y.any(), name
+    monkeypatch.setenv(customops.KERNEL_ENV, "nosuchfamily")
+    expected = ", ".join(rows[:-1]) + " or " + rows[-1]
+    with pytest.raises(Exception, match=rf"unknown kernel family; expected {expected}$"):
+        ort.InferenceSession(_i2s_model(), customops.session_options(threads=1), providers=["CPUExecutionProvider"])
+
+
+FAKE = "fake"
+FAKE_CMAKE = "# The fake family of tests/test_recipe_customops.py.\ni2s_family(dispatch.cc scalar.cc)\n"
+
+
+def _fake_dispatch(isas: list[str]) -> str:
+    rows = "\n".join(f"    /*{isa}=*/{'scalar_kernel' if isa == 'kIsaScalar' else 'nullptr'}," for isa in isas)
+    return (f'#include "family.h"\n#include "fake_kernels.h"\n\nnamespace bitnet_onnx {{\nnamespace i2s {{\nnamespace {{\n\n'
+            f"const IsaRow<I2SKernel> kFakeKernels[] = {{\n{rows}\n}};\n"
+            f'const KernelFamily kFake = {{"{FAKE}", kFakeKernels, nullptr, 0}};\n\n}}  // namespace\n\n'
+            f"const KernelFamily* {FAKE}_family() {{ return &kFake; }}\n\n}}  // namespace i2s\n}}  // namespace bitnet_onnx\n")
+
+
+def _fake_family_tree(tmp_path: Path, skip: str | None) -> Path:
+    """A copy of kernels/i2s's recipe-bearing files with the fake family added by the recipe's
+    steps, all but `skip`; returns the copy's i2s folder."""
+    i2s = tmp_path / "i2s"
+    for path in I2S.rglob("*"):
+        if path.is_file() and (path.name in ("families.h", "CMakeLists.txt", "dispatch.cc") or path.suffix == ".h"):
+            (i2s / path.relative_to(I2S)).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(path, i2s / path.relative_to(I2S))
+    isas = _isa_enum(ISA_HEADER)
+    if skip != "folder":
+        folder = i2s / FAKE
+        folder.mkdir()
+        if skip != "cmake":
+            (folder / "CMakeLists.txt").write_text(FAKE_CMAKE)
+        dispatch = _fake_dispatch(isas)
+        if skip == "isa row":  # a row short: what an ISA added to isa.h but not to this family looks like
+            dispatch = dispatch.replace("    /*kIsaAvx2=*/nullptr,\n", "")
+        if skip == "scalar reference":
+            dispatch = dispatch.replace("/*kIsaScalar=*/scalar_kernel", "/*kIsaScalar=*/nullptr")
+        if skip == "entry":
+            dispatch = dispatch.replace(f"{FAKE}_family()", "fake_family_entry()")
+        if skip == "own files only":
+            dispatch = dispatch.replace('#include "fake_kernels.h"', '#include "lut_kernels.h"')
+        (folder / "dispatch.cc").write_text(dispatch)
+        (folder / "fake_kernels.h").write_text('#pragma once\n#include "family.h"\n')
+    if skip != "table row":
+        table = i2s / "families.h"
+        text = table.read_text()
+        last = _table_rows(i2s)[-1]
+        table.write_text(text.replace(f"  X({last})\n", f"  X({last}) \\\n  X({FAKE})\n"))
+    return i2s
+
+
+# Each step of the recipe -> what its absence must be reported as.
+FAMILY_STEPS = {
+    "folder": "fake: step 1 (the folder kernels/i2s/fake/)",
+    "cmake": "fake: step 1 (CMakeLists.txt calling i2s_family(dispatch.cc ...))",
+    "isa row": "fake: step 1 (dispatch.cc's IsaRow<I2SKernel> array",
+    "scalar reference": "fake: step 1 (a scalar reference kernel in the kIsaScalar row)",
+    "entry": "fake: step 1 (dispatch.cc defining fake_family())",
+    "own files only": "fake: step 1 (dispatch.cc includes ['lut_kernels.h']",
+    "table row": "fake: step 2 (a row X(fake) in kernels/i2s/families.h)",
+}
+
+
+def test_a_fake_family_by_the_recipe_passes(tmp_path):
+    i2s = _fake_family_tree(tmp_path, skip=None)
+    assert _table_rows(i2s)[-1] == FAKE
+    assert family_recipe_gaps(i2s, ISA_HEADER) == []
+
+
+@pytest.mark.parametrize("step", list(FAMILY_STEPS))
+def test_a_fake_family_missing_a_step_fails_by_name(step, tmp_path):
+    gaps = family_recipe_gaps(_fake_family_tree(tmp_path, skip=step), ISA_HEADER)
+    assert len(gaps) >= 1 and all(gap.startswith("fake: ") for gap in gaps), gaps
+    assert any(gap.startswith(FAMILY_STEPS[step]) for gap in gaps), (step, gaps)
 
 
 # -- Add a custom op -------------------------------------------------------------------------------
