@@ -5,8 +5,11 @@ the family tree, skipping each step in turn, so that every step is seen to fail 
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -174,43 +177,119 @@ FAKE_CMAKE = "# The fake family of tests/test_recipe_customops.py.\ni2s_family(d
 
 
 def _fake_dispatch(isas: list[str]) -> str:
-    rows = "\n".join(f"    /*{isa}=*/{'scalar_kernel' if isa == 'kIsaScalar' else 'nullptr'}," for isa in isas)
+    rows = "\n".join(f"    /*{isa}=*/{'fake::scalar_kernel' if isa == 'kIsaScalar' else 'nullptr'}," for isa in isas)
     return (f'#include "family.h"\n#include "fake_kernels.h"\n\nnamespace bitnet_onnx {{\nnamespace i2s {{\nnamespace {{\n\n'
             f"const IsaRow<I2SKernel> kFakeKernels[] = {{\n{rows}\n}};\n"
             f'const KernelFamily kFake = {{"{FAKE}", kFakeKernels, nullptr, 0}};\n\n}}  // namespace\n\n'
             f"const KernelFamily* {FAKE}_family() {{ return &kFake; }}\n\n}}  // namespace i2s\n}}  // namespace bitnet_onnx\n")
 
 
-def _fake_family_tree(tmp_path: Path, skip: str | None) -> Path:
-    """A copy of kernels/i2s's recipe-bearing files with the fake family added by the recipe's
-    steps, all but `skip`; returns the copy's i2s folder."""
-    i2s = tmp_path / "i2s"
-    for path in I2S.rglob("*"):
-        if path.is_file() and (path.name in ("families.h", "CMakeLists.txt", "dispatch.cc") or path.suffix == ".h"):
-            (i2s / path.relative_to(I2S)).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy(path, i2s / path.relative_to(I2S))
+FAKE_HEADER = """// The fake family's kernels (tests/test_recipe_customops.py).
+#pragma once
+
+#include "family.h"
+
+namespace bitnet_onnx {
+namespace fake {
+const I2SKernel* scalar_kernel();
+}  // namespace fake
+}  // namespace bitnet_onnx
+"""
+
+# A plain reference kernel: the I2_S bytes as they are, a dot that decodes each weight's code, the
+# seam's quantizer. kernel_test holds it to the same exact sums as every other kernel.
+FAKE_SCALAR = """#include <cstring>
+
+#include "fake_kernels.h"
+
+namespace bitnet_onnx {
+namespace fake {
+namespace {
+
+size_t packed_bytes(int64_t n, int64_t k) { return static_cast<size_t>(n * (k / 4)); }
+
+void repack(const uint8_t* i2s, int64_t n, int64_t k, uint8_t* packed) { std::memcpy(packed, i2s, packed_bytes(n, k)); }
+
+void dot(const uint8_t* packed, int64_t, int64_t k, const QuantizedRows& rows, int64_t m0, int64_t m1, int64_t n0,
+         int64_t n1, int32_t* out, int64_t ld) {
+  static const int kValue[4] = {-1, 0, 1, 0};
+  for (int64_t j = n0; j < n1; ++j)
+    for (int64_t i = m0; i < m1; ++i) {
+      int32_t sum = 0;
+      for (int64_t c = 0; c < k; ++c) {
+        const int64_t w = c % 128;
+        const uint8_t byte = packed[j * (k / 4) + (c / 128) * 32 + w % 32];
+        sum += rows.q[i * k + c] * kValue[(byte >> (6 - 2 * (w / 32))) & 3];
+      }
+      out[(i - m0) * ld + (j - n0)] = sum;
+    }
+}
+
+void quantize(const float* x, int64_t m, int64_t k, const float* norm_w, float eps, int8_t* q, float* a,
+              int32_t* qsum) {
+  i2s::quantizer(kIsaScalar)(x, m, k, norm_w, eps, q, a, qsum);
+}
+
+const I2SKernel kScalar = {"fake-scalar", packed_bytes, repack, quantize, dot, /*tile_m=*/16, /*tile_n=*/64};
+
+}  // namespace
+
+const I2SKernel* scalar_kernel() { return &kScalar; }
+
+}  // namespace fake
+}  // namespace bitnet_onnx
+"""
+
+
+def _write_if_changed(path: Path, data: bytes) -> None:
+    """Unchanged files keep their time stamps, so a cached build recompiles only what changed."""
+    if not path.is_file() or path.read_bytes() != data:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+
+
+def _fake_family_tree(root: Path, skip: str | None) -> Path:
+    """A copy of customops/kernels and customops/tests under `root` with the fake family added by
+    the recipe's steps, all but `skip`; returns the copy's i2s folder."""
+    customops = REPO / "customops"
+    wanted = {}
+    for sub in ("kernels", "tests"):
+        for path in (customops / sub).rglob("*"):
+            if path.is_file():
+                wanted[root / "customops" / path.relative_to(customops)] = path.read_bytes()
+    i2s = root / "customops" / "kernels" / "i2s"
+    fake_files = {}
     isas = _isa_enum(ISA_HEADER)
     if skip != "folder":
         folder = i2s / FAKE
-        folder.mkdir()
         if skip != "cmake":
-            (folder / "CMakeLists.txt").write_text(FAKE_CMAKE)
+            fake_files[folder / "CMakeLists.txt"] = FAKE_CMAKE
         dispatch = _fake_dispatch(isas)
         if skip == "isa row":  # a row short: what an ISA added to isa.h but not to this family looks like
             dispatch = dispatch.replace("    /*kIsaAvx2=*/nullptr,\n", "")
         if skip == "scalar reference":
-            dispatch = dispatch.replace("/*kIsaScalar=*/scalar_kernel", "/*kIsaScalar=*/nullptr")
+            dispatch = dispatch.replace("/*kIsaScalar=*/fake::scalar_kernel", "/*kIsaScalar=*/nullptr")
         if skip == "entry":
             dispatch = dispatch.replace(f"{FAKE}_family()", "fake_family_entry()")
         if skip == "own files only":
             dispatch = dispatch.replace('#include "fake_kernels.h"', '#include "lut_kernels.h"')
-        (folder / "dispatch.cc").write_text(dispatch)
-        (folder / "fake_kernels.h").write_text('#pragma once\n#include "family.h"\n')
+        fake_files[folder / "dispatch.cc"] = dispatch
+        fake_files[folder / "fake_kernels.h"] = FAKE_HEADER
+        fake_files[folder / "scalar.cc"] = FAKE_SCALAR
     if skip != "table row":
         table = i2s / "families.h"
-        text = table.read_text()
-        last = _table_rows(i2s)[-1]
-        table.write_text(text.replace(f"  X({last})\n", f"  X({last}) \\\n  X({FAKE})\n"))
+        text = wanted[table].decode()
+        last = _table_rows(I2S)[-1]
+        wanted[table] = text.replace(f"  X({last})\n", f"  X({last}) \\\n  X({FAKE})\n").encode()
+    wanted.update((path, text.encode()) for path, text in fake_files.items())
+    if root.is_dir():  # a cached copy: drop what the tree no longer has
+        for path in sorted(root.rglob("*"), reverse=True):
+            if path.is_file() and path not in wanted:
+                path.unlink()
+            elif path.is_dir() and not any(path.iterdir()):
+                path.rmdir()
+    for path, data in wanted.items():
+        _write_if_changed(path, data)
     return i2s
 
 
@@ -228,6 +307,7 @@ FAMILY_STEPS = {
 
 def test_a_fake_family_by_the_recipe_passes(tmp_path):
     i2s = _fake_family_tree(tmp_path, skip=None)
+    assert (i2s / FAKE / "dispatch.cc").is_file() and "X(fake)" in (i2s / "families.h").read_text()
     assert _table_rows(i2s)[-1] == FAKE
     assert family_recipe_gaps(i2s, ISA_HEADER) == []
 
@@ -237,6 +317,75 @@ def test_a_fake_family_missing_a_step_fails_by_name(step, tmp_path):
     gaps = family_recipe_gaps(_fake_family_tree(tmp_path, skip=step), ISA_HEADER)
     assert len(gaps) >= 1 and all(gap.startswith("fake: ") for gap in gaps), gaps
     assert any(gap.startswith(FAMILY_STEPS[step]) for gap in gaps), (step, gaps)
+
+
+# The fake family compiled: the copy is cached in build/recipe-fake-family/<variant> (unchanged files
+# keep their time stamps), so after the first build only what changed recompiles.
+FAKE_BUILD = REPO / "build" / "recipe-fake-family"
+
+
+def _tool(name: str) -> str:
+    found = shutil.which(name, path=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
+    if not found:
+        pytest.fail(f"{name} not found: the recipe's compile check needs it (pip install cmake ninja)")
+    return found
+
+
+def _configure(variant: str, skip: str | None) -> tuple[Path, subprocess.CompletedProcess]:
+    root = FAKE_BUILD / variant
+    _fake_family_tree(root / "src", skip=skip)
+    build = root / "build"
+    cmd = [_tool("cmake"), "-S", str(root / "src" / "customops" / "tests"), "-B", str(build), "-G", "Ninja",
+           f"-DCMAKE_MAKE_PROGRAM={_tool('ninja')}", "-DCMAKE_BUILD_TYPE=Release"]
+    return build, subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+
+
+def _ninja(build: Path, target: str) -> subprocess.CompletedProcess:
+    return subprocess.run([_tool("ninja"), "-C", str(build), "-j2", target], capture_output=True, text=True, timeout=900)
+
+
+def test_a_fake_family_by_the_recipe_compiles_and_runs(tmp_path):
+    """The recipe's steps, followed in a copy of the tree, give a library whose driver runs the
+    fake family: kernel_test finds its kernel by name, checks its rows, its exact sums on the
+    generated cases and the driver forced to it (BITNET_ONNX_KERNEL's path) at 1 and 2 threads."""
+    build, res = _configure("complete", skip=None)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    res = _ninja(build, "kernel_test")
+    assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
+    vectors = tmp_path / "vectors"
+    res = subprocess.run([sys.executable, str(REPO / "tests" / "kernel_vectors" / "make_kernel_vectors.py"), str(vectors)],
+                         capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert res.returncode == 0, res.stderr
+    small = [str(vectors / name) for name, macs in (line.split() for line in (vectors / "index.txt").read_text().splitlines())
+             if int(macs) <= 3_000_000]
+    assert len(small) >= 5, small
+    res = subprocess.run([str(build / "kernel_test"), "--kernels", "fake-scalar", "--threads", "1,2", "--generated", "small",
+                          *small], capture_output=True, text=True, timeout=600)
+    lines = res.stdout.strip().splitlines()
+    assert res.returncode == 0 and lines[-1].endswith(" 0 failed"), res.stdout[-4000:]
+    assert "kernel fake-scalar: ok" in res.stdout, res.stdout[-4000:]
+    assert re.search(r"^fake-scalar driver: [1-9]\d* cases at 2 thread counts: ok$", res.stdout, re.M), res.stdout[-4000:]
+    res = subprocess.run([str(build / "kernel_test"), "--kernels", "nosuch-scalar", small[0]], capture_output=True, text=True)
+    assert res.returncode != 0 and "FAIL select_kernel(nosuch-scalar)" in res.stdout, res.stdout[-2000:]
+
+
+def test_a_fake_family_without_its_table_row_is_refused_by_cmake():
+    """Step 2 skipped: configuring names the folder and the row it lacks."""
+    _, res = _configure("skip-table-row", skip="table row")
+    assert res.returncode != 0
+    assert "customops/kernels/i2s/fake/ is a kernel family folder without its row X(fake)" in " ".join(
+        (res.stdout + res.stderr).split()), res.stderr[-3000:]
+
+
+def test_a_fake_family_a_row_short_does_not_compile():
+    """Step 1's IsaRow array missing an ISA (what a new ISA not added to a family looks like): the
+    family's dispatch.cc does not compile."""
+    build, res = _configure("skip-isa-row", skip="isa row")
+    assert res.returncode == 0, res.stderr[-3000:]
+    res = _ninja(build, "i2s_family_fake")
+    assert res.returncode != 0 and "fake/dispatch.cc" in res.stdout, res.stdout[-3000:]
+    rows = len(_isa_enum(ISA_HEADER))  # KernelFamily binds exactly that many rows
+    assert f"(&)[{rows}]" in res.stdout and f"[{rows - 1}]" in res.stdout, res.stdout[-3000:]
 
 
 # -- Add a custom op -------------------------------------------------------------------------------
