@@ -248,15 +248,17 @@ def _write_if_changed(path: Path, data: bytes) -> None:
         path.write_bytes(data)
 
 
+def _kernel_sources(root: Path) -> dict[Path, bytes]:
+    """customops/kernels and customops/tests as they would be under `root`."""
+    customops = REPO / "customops"
+    return {root / "customops" / path.relative_to(customops): path.read_bytes()
+            for sub in ("kernels", "tests") for path in (customops / sub).rglob("*") if path.is_file()}
+
+
 def _fake_family_tree(root: Path, skip: str | None) -> Path:
     """A copy of customops/kernels and customops/tests under `root` with the fake family added by
     the recipe's steps, all but `skip`; returns the copy's i2s folder."""
-    customops = REPO / "customops"
-    wanted = {}
-    for sub in ("kernels", "tests"):
-        for path in (customops / sub).rglob("*"):
-            if path.is_file():
-                wanted[root / "customops" / path.relative_to(customops)] = path.read_bytes()
+    wanted = _kernel_sources(root)
     i2s = root / "customops" / "kernels" / "i2s"
     fake_files = {}
     isas = _isa_enum(ISA_HEADER)
@@ -282,6 +284,12 @@ def _fake_family_tree(root: Path, skip: str | None) -> Path:
         last = _table_rows(I2S)[-1]
         wanted[table] = text.replace(f"  X({last})\n", f"  X({last}) \\\n  X({FAKE})\n").encode()
     wanted.update((path, text.encode()) for path, text in fake_files.items())
+    _sync(root, wanted)
+    return i2s
+
+
+def _sync(root: Path, wanted: dict[Path, bytes]) -> None:
+    """`root` holds exactly `wanted` (path -> bytes) afterwards."""
     if root.is_dir():  # a cached copy: drop what the tree no longer has
         for path in sorted(root.rglob("*"), reverse=True):
             if path.is_file() and path not in wanted:
@@ -290,7 +298,6 @@ def _fake_family_tree(root: Path, skip: str | None) -> Path:
                 path.rmdir()
     for path, data in wanted.items():
         _write_if_changed(path, data)
-    return i2s
 
 
 # Each step of the recipe -> what its absence must be reported as.
@@ -386,6 +393,71 @@ def test_a_fake_family_a_row_short_does_not_compile():
     assert res.returncode != 0 and "fake/dispatch.cc" in res.stdout, res.stdout[-3000:]
     rows = len(_isa_enum(ISA_HEADER))  # KernelFamily binds exactly that many rows
     assert f"(&)[{rows}]" in res.stdout and f"[{rows - 1}]" in res.stdout, res.stdout[-3000:]
+
+
+# -- Add a kernel ISA, compiled: a fake ISA that no build has (steps 2-4: its Isa value and record,
+# its row in every family's IsaRow array), each C++ step skipped in turn ----------------------------
+
+FAKE_ISA_RECORD = '    {kIsaFake, "fake", false, [](const CpuFeatures&) { return false; }, "nothing (a test ISA)"},\n'
+# Each skippable step -> (the object whose compile must fail, from the build folder; its source).
+FAKE_ISA_STEPS = {
+    "isa record": ("kernels/CMakeFiles/kernel_isas.dir/isa.cc.o", "kernels/isa.cc"),
+    "mul row": ("kernels/i2s/mul/CMakeFiles/i2s_family_mul.dir/dispatch.cc.o", "kernels/i2s/mul/dispatch.cc"),
+    "lut row": ("kernels/i2s/lut/CMakeFiles/i2s_family_lut.dir/dispatch.cc.o", "kernels/i2s/lut/dispatch.cc"),
+    "attention row": ("kernels/attention/CMakeFiles/attention_kernels.dir/dispatch.cc.o", "kernels/attention/dispatch.cc"),
+}
+
+
+def _configure_fake_isa(variant: str, skip: str | None) -> Path:
+    root = FAKE_BUILD / variant
+    src = root / "src"
+    wanted = _kernel_sources(src)
+    kernels = src / "customops" / "kernels"
+    isa_h = kernels / "isa.h"
+    wanted[isa_h] = wanted[isa_h].replace(b"  kIsaScalar, kIsaCount", b"  kIsaFake, kIsaScalar, kIsaCount")
+    if skip != "isa record":
+        isa_cc = kernels / "isa.cc"
+        wanted[isa_cc] = wanted[isa_cc].replace(b'    {kIsaScalar, "scalar"', FAKE_ISA_RECORD.encode() + b'    {kIsaScalar, "scalar"')
+    rows = {"mul row": kernels / "i2s" / "mul" / "dispatch.cc", "lut row": kernels / "i2s" / "lut" / "dispatch.cc",
+            "attention row": kernels / "attention" / "dispatch.cc"}
+    assert set(rows.values()) == {path for path in wanted if path.name == "dispatch.cc"}, "a family this test misses"
+    for step, path in rows.items():
+        if step != skip:
+            wanted[path] = wanted[path].replace(b"    /*kIsaScalar=*/", b"    /*kIsaFake=*/nullptr,\n    /*kIsaScalar=*/")
+    _sync(src, wanted)
+    build = root / "build"
+    cmd = [_tool("cmake"), "-S", str(src / "customops" / "tests"), "-B", str(build), "-G", "Ninja",
+           f"-DCMAKE_MAKE_PROGRAM={_tool('ninja')}", "-DCMAKE_BUILD_TYPE=Release"]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    return build
+
+
+def test_a_fake_isa_by_the_recipe_compiles():
+    """Steps 2-4 followed for an ISA no build has: everything compiles, the table lists it as not
+    built, and kernel_test's row checks (every family: no kernel where the ISA is not built) pass."""
+    build = _configure_fake_isa("isa-complete", skip=None)
+    res = _ninja(build, "kernel_test")
+    assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
+    res = _ninja(build, "attention_kernel_test")
+    assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
+    exe = str(build / "kernel_test")
+    listed = subprocess.run([exe, "--list-kernels"], capture_output=True, text=True).stdout.splitlines()
+    assert [row.split("\t")[0] for row in listed][-2:] == ["fake", "scalar"], listed
+    assert listed[-2].split("\t")[1:3] == ["0", "0"], listed[-2]
+    res = subprocess.run([exe, "--kernels", "scalar,lut-scalar", "--generated", "small"], capture_output=True, text=True,
+                         timeout=600)
+    assert res.returncode == 0 and res.stdout.strip().endswith(" 0 failed"), res.stdout[-3000:]
+    assert "family lut row fake" not in res.stdout and "FAIL" not in res.stdout, res.stdout[-3000:]
+
+
+@pytest.mark.parametrize("step", list(FAKE_ISA_STEPS))
+def test_a_fake_isa_missing_a_step_does_not_compile(step):
+    """Each C++ step of the ISA recipe skipped: the file that step edits fails to compile, by name."""
+    build = _configure_fake_isa(f"isa-skip-{step.replace(' ', '-')}", skip=step)
+    target, source = FAKE_ISA_STEPS[step]
+    res = _ninja(build, target)
+    assert res.returncode != 0 and re.search(rf"customops/{source}:\d+:\d+: error", res.stdout), res.stdout[-3000:]
 
 
 # -- Add a custom op -------------------------------------------------------------------------------
