@@ -247,7 +247,7 @@ PEAK_LOOPS = {
     "i8mm": (9, ["-march=armv8.2-a+dotprod+i8mm"], "smmla q (2x8 by 8x2)"),
     "lut-neon": (10, [], "byte index + add .8h q from 31 KB of L1 tables"),
 }
-# The lookup kernel each ISA's lookup family runs (customops/kernels/lut/dispatch.cc).
+# The lookup kernel each ISA's lookup family runs (customops/kernels/i2s/lut/dispatch.cc).
 LOOKUP_OF_ISA = {"amx": "lut-avx512", "avx512vnni": "lut-avx512", "avxvnni": "lut-avx2", "avx2": "lut-avx2",
                  "i8mm": "lut-neon", "dotprod": "lut-neon", "neon": "lut-neon"}
 AVXVNNI_PROXY = (1, ["-mavx2", "-mavx512f", "-mavx512vl", "-mavx512vnni"],

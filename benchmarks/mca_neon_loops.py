@@ -1,6 +1,6 @@
 """Estimate: the aarch64 kernels' inner loops on Neoverse cores, by llvm-mca (no aarch64 hardware here).
 
-Compiles the real kernel files (customops/kernels/i2s/neon*.cc, customops/kernels/lut/lut_neon.cc)
+Compiles the real kernel files (customops/kernels/i2s/mul/neon*.cc, customops/kernels/i2s/lut/lut_neon.cc)
 to assembly with the aarch64 compiler and their own -march flags, finds each path's innermost loop
 in it (the shortest backward-branch region holding its signature instruction; of several template
 instances, the one with the most), and asks llvm-mca for its steady-state cycles per iteration on
@@ -38,7 +38,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 KERNELS = REPO / "customops" / "kernels"
-INCLUDES = [KERNELS, KERNELS / "i2s", KERNELS / "lut"]
+INCLUDES = [KERNELS, KERNELS / "i2s", KERNELS / "i2s" / "mul", KERNELS / "i2s" / "lut"]
 CPUS = ["neoverse-n1", "neoverse-n2", "neoverse-v1", "neoverse-v2"]
 I8MM_CPUS = {"neoverse-n2", "neoverse-v1", "neoverse-v2"}  # Arm's cores with FEAT_I8MM of these
 BRANCH = re.compile(r"^\s*(?:b\.\w+|b\w\w|cbn?z|tbn?z)\s+(?:[wx]\d+,\s*)?(?:#\d+,\s*)?(\.L\w+)\s*$")
@@ -82,13 +82,13 @@ DECODE = r"\b(ushr|ushl)\s+v"  # the 2-bit field shifts of the decode
 STORES = {r"^str\s+q\d+, \[(?!sp)": 16, r"^stp\s+q\d+, q\d+, \[(?!sp)": 32, r"^st1\s.*\[(?!sp)": 16}
 PLAIN, DOTPROD, I8MM = "armv8-a", "armv8.2-a+dotprod", "armv8.2-a+dotprod+i8mm"
 LOOPS = [
-    Loop("neon", "i2s/neon.cc", PLAIN, r"\bsmlal2?\b", {r"\bsmlal2?\b": 8}),
-    Loop("dotprod-direct", "i2s/neon_dotprod.cc", DOTPROD, r"\bsdot\b", {r"\bsdot\b": 16}, decodes=True),
-    Loop("dotprod-panel", "i2s/neon_dotprod.cc", DOTPROD, r"\bsdot\b", {r"\bsdot\b": 16}, without=DECODE),
-    Loop("i8mm-panel", "i2s/neon_i8mm.cc", I8MM, r"\bsmmla\b", {r"\bsmmla\b": 32}, needs_i8mm=True),
-    Loop("unpack-rows", "i2s/neon_dotprod.cc", DOTPROD, DECODE, STORES, without=r"\bsdot\b"),
-    Loop("unpack-pairs", "i2s/neon_i8mm.cc", I8MM, r"\bzip[12]\s+v\d+\.2d", STORES, without=r"\b(sdot|smmla)\b"),
-    Loop("lookup", "lut/lut_neon.cc", PLAIN, r"\badd\s+v\d+\.8h", {r"\badd\s+v\d+\.8h": 32}),
+    Loop("neon", "i2s/mul/neon.cc", PLAIN, r"\bsmlal2?\b", {r"\bsmlal2?\b": 8}),
+    Loop("dotprod-direct", "i2s/mul/neon_dotprod.cc", DOTPROD, r"\bsdot\b", {r"\bsdot\b": 16}, decodes=True),
+    Loop("dotprod-panel", "i2s/mul/neon_dotprod.cc", DOTPROD, r"\bsdot\b", {r"\bsdot\b": 16}, without=DECODE),
+    Loop("i8mm-panel", "i2s/mul/neon_i8mm.cc", I8MM, r"\bsmmla\b", {r"\bsmmla\b": 32}, needs_i8mm=True),
+    Loop("unpack-rows", "i2s/mul/neon_dotprod.cc", DOTPROD, DECODE, STORES, without=r"\bsdot\b"),
+    Loop("unpack-pairs", "i2s/mul/neon_i8mm.cc", I8MM, r"\bzip[12]\s+v\d+\.2d", STORES, without=r"\b(sdot|smmla)\b"),
+    Loop("lookup", "i2s/lut/lut_neon.cc", PLAIN, r"\badd\s+v\d+\.8h", {r"\badd\s+v\d+\.8h": 32}),
     Loop("mlas-smmla", "mlas", I8MM, r"\bsmmla\b", {r"\bsmmla\b": 32}, needs_i8mm=True),
 ]
 

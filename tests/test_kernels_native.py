@@ -18,7 +18,7 @@ customops/tests/text_kernel_test.cc checks the text kernels (NFC, byte-fallback 
 sanitized (own folder text-sanitize: libstdc++'s vector annotations too) on vectors from
 tests/kernel_vectors/make_text_vectors.py (unicodedata; tokenizers with the factory's and the real Gemma3
 tokenizer), then on seeded hostile texts and malformed tables.
-The lookup kernel family (customops/kernels/lut/: lut-scalar, lut-avx2, lut-avx512, lut-neon) runs
+The lookup kernel family (customops/kernels/i2s/lut/: lut-scalar, lut-avx2, lut-avx512, lut-neon) runs
 through the same kernel_test checks plus its --generated cases (token-block / row / K-block tails,
 every M of 1..2048 around the block edges, both models' shapes, all-extreme activations, zero rows):
 natively, sanitized, and lut-neon under qemu-aarch64 (QEMU_RUNS).
@@ -156,7 +156,7 @@ def test_native(vectors):
     _check_extreme(res, kernels, EXTREME_K)
 
 
-# The lookup kernel of each ISA this CPU runs (kernels/lut/dispatch.cc's rows).
+# The lookup kernel of each ISA this CPU runs (kernels/i2s/lut/dispatch.cc's rows).
 LOOKUP_OF_ISA = {"amx": "lut-avx512", "avx512vnni": "lut-avx512", "avxvnni": "lut-avx2", "avx2": "lut-avx2",
                  "i8mm": "lut-neon", "dotprod": "lut-neon", "neon": "lut-neon", "scalar": "lut-scalar"}
 

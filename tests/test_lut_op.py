@@ -1,7 +1,7 @@
-"""I2STernaryMatMul's lookup kernel family (customops/kernels/lut/) through onnxruntime.
+"""I2STernaryMatMul's lookup kernel family (customops/kernels/i2s/lut/) through onnxruntime.
 
 BITNET_ONNX_KERNEL=lut|mul forces a family (read when a session creates the op's kernel, beside
-BITNET_ONNX_ISA); unset, the op picks one per call (kernels/i2s/driver.cc, kFamilyRules). The two
+BITNET_ONNX_ISA); unset, the op picks one per call (kernels/i2s/driver.cc, the lut family's rules in kernels/i2s/lut/dispatch.cc). The two
 families compute the same exact int32 sums and the same float epilogue, so their outputs must be
 identical bit for bit, on every ISA path this CPU has, and match the numpy reference.
 """

@@ -1,7 +1,7 @@
 // THE table of kernel ISAs: one record per ISA (name, whether this build's architecture has it,
 // whether this CPU runs it, what it needs), best first. Every kernel family maps each record to
-// its implementation (i2s/dispatch.cc: an I2SKernel per ISA; attention/dispatch.cc: TileOps per
-// ISA), and the library exports the table as text (bitnet_onnx_kernel_names, read by
+// its implementation in an IsaRow array (i2s/<family>/dispatch.cc: an I2SKernel per ISA, one
+// array per family of i2s/families.h; attention/dispatch.cc: TileOps per ISA), and the library exports the table as text (bitnet_onnx_kernel_names, read by
 // bitnet_onnx.customops.library_kernels, tests/cpu_isas.py and benchmarks/bench_op.py).
 // BITNET_ONNX_ISA names a record; the default is the first one this build has and the CPU runs.
 // Pure C++, no ORT headers.
@@ -14,8 +14,8 @@
 
 namespace bitnet_onnx {
 
-// One index per record of kIsaTable, in its order: a family's table is an array indexed by Isa
-// (static_assert'ed to have kIsaCount entries, so a new ISA cannot be missing from a family).
+// One index per record of kIsaTable, in its order: a family's table is an IsaRow array indexed by
+// Isa (of exactly kIsaCount entries, see IsaRow, so a new ISA cannot be missing from a family).
 enum Isa : int {
   kIsaAmx, kIsaAvx512Vnni, kIsaAvxVnni, kIsaAvx2,  // x86-64
   kIsaI8mm, kIsaDotprod, kIsaNeon,                // aarch64
@@ -40,9 +40,10 @@ const IsaRecord* isa_table();
 const IsaRecord* select_isa(const char* forced, std::string* error);
 
 // A family's table: for each Isa (in order), the function returning its implementation, or null
-// where this build's architecture has none. Declared with an open bound,
+// where this build's architecture (or the family) has none. Declared with an open bound,
 //   const IsaRow<I2SKernel> kMultiplyKernels[] = {...};
-// it fails to compile when passed to isa_row / select_isa_row with other than kIsaCount rows.
+// it fails to compile when bound to a `const IsaRow<Impl> (&)[kIsaCount]` (isa_row, select_isa_row,
+// i2s::KernelFamily) with other than kIsaCount rows: a new ISA cannot be missing from a family.
 template <typename Impl>
 using IsaRow = const Impl* (*)();
 

@@ -5,7 +5,8 @@
 //
 //   kernel_bench --kernels avx2,avx512vnni,lut-avx2,lut-avx512 --shapes 1024x2048,640x256 --m 1,16,512 [--reps 7]
 //
-// Names: the multiply kernels' (ISA names) and the lookup family's (lut-avx2, lut-avx512, ...).
+// Names: any family's kernels (kernels/i2s/families.h): the multiply kernels' (ISA names), the
+// lookup family's (lut-avx2, lut-avx512, ...).
 // Prints one line per (shape, M, kernel): median microseconds and GOP/s (2*M*K*N per call).
 #include <algorithm>
 #include <cinttypes>
@@ -19,9 +20,8 @@
 #include <vector>
 
 #include "cpu_features.h"
-#include "i2s_kernel.h"
+#include "driver.h"
 #include "isa.h"
-#include "lut_kernel.h"
 
 namespace {
 
@@ -56,17 +56,6 @@ struct Case {
   std::unique_ptr<uint8_t, FreeBytes> packed;
   std::vector<double> times;
 };
-
-// The lookup kernel called `name` (kernels/lut/: lut-avx2, lut-avx512, ...) of an ISA this CPU runs.
-const I2SKernel* lookup_kernel_named(const std::string& name, std::string* error) {
-  for (int i = 0; i < bitnet_onnx::kIsaCount; ++i) {
-    const bitnet_onnx::IsaRecord& isa = bitnet_onnx::isa_table()[i];
-    const I2SKernel* kern = bitnet_onnx::lut::lookup_kernel(isa.isa);
-    if (kern && name == kern->name && isa.built && isa.available(bitnet_onnx::cpu_features())) return kern;
-  }
-  *error = name + ": no ISA this CPU runs has this lookup kernel";
-  return nullptr;
-}
 
 // One call as the op makes it on one thread: quantize every row, then dot_scaled over the
 // kernel's tile grid (n tiles outer, as the op's dot_job orders them).
@@ -129,8 +118,9 @@ int main(int argc, char** argv) {
       std::vector<Case> cases;
       for (const std::string& name : split(kernels, ',')) {
         std::string err;
-        const I2SKernel* kern = name.rfind("lut-", 0) == 0 ? lookup_kernel_named(name, &err)
-                                                            : bitnet_onnx::select_kernel(name.c_str(), &err);
+        bitnet_onnx::Isa isa;
+        bitnet_onnx::i2s::Family family;
+        const I2SKernel* kern = bitnet_onnx::i2s::kernel_named(name.c_str(), &isa, &family, &err);
         if (!kern) {
           std::fprintf(stderr, "%s\n", err.c_str());
           return 1;

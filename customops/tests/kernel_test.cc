@@ -6,9 +6,9 @@
 //   kernel_test --kernels lut-scalar,lut-avx2,... --generated small|full [FILE.i2sv...]
 //   kernel_test --kernels ... --threads 1,2 FILE.i2sv...
 //
-// Kernel names are the multiply kernels' (the ISA names) or the lookup family's own names
-// (kernels/lut/: lut-scalar, lut-avx2, lut-avx512, lut-neon; each must be the lookup kernel of an
-// ISA this CPU runs). --generated adds cases built in memory for the lookup kernels' edges
+// Kernel names are any family's (kernels/i2s/families.h): the multiply kernels' (the ISA names) or
+// another family's own names (kernels/i2s/lut/: lut-scalar, lut-avx2, lut-avx512, lut-neon; each
+// must be that family's kernel of an ISA this CPU runs). --generated adds cases built in memory for the lookup kernels' edges
 // (token-block and row tails, K-block tails, int16 widening, extremes, zero rows) with sums from
 // a plain loop over the I2_S bytes: every M of {1, 15, 16, 17, 31, 32, 33, 513, 2048} x K of
 // {128 .. 3072}, the two models' projection shapes at M = 1, 17, 33, all-127 / all -128 activations against all
@@ -44,9 +44,7 @@
 
 #include "cpu_features.h"
 #include "driver.h"
-#include "i2s_kernel.h"
 #include "isa.h"
-#include "lut_kernel.h"
 
 namespace {
 
@@ -568,25 +566,6 @@ void check_driver(bitnet_onnx::Isa isa, const char* family, const Vectors& v, co
 
 }  // namespace
 
-// The lookup kernel called `name` of an ISA this CPU runs (kernels/lut/dispatch.cc's rows).
-// *isa_out: that ISA.
-const I2SKernel* lookup_kernel_named(const std::string& name, bitnet_onnx::Isa* isa_out, std::string* error) {
-  const bitnet_onnx::CpuFeatures& cpu = bitnet_onnx::cpu_features();
-  bool exists = false;
-  for (int i = 0; i < bitnet_onnx::kIsaCount; ++i) {
-    const bitnet_onnx::IsaRecord& isa = bitnet_onnx::isa_table()[i];
-    const I2SKernel* kern = bitnet_onnx::lut::lookup_kernel(isa.isa);
-    if (!kern || name != kern->name) continue;
-    exists = true;
-    if (isa.built && isa.available(cpu)) {
-      *isa_out = isa.isa;
-      return kern;
-    }
-  }
-  *error = exists ? "no ISA this CPU runs has it" : "no such lookup kernel in this build";
-  return nullptr;
-}
-
 int main(int argc, char** argv) {
   std::vector<std::string> kernels, files;
   std::vector<int64_t> extreme_ks;
@@ -637,13 +616,21 @@ int main(int argc, char** argv) {
               cpu.avx512vnni, cpu.neon, cpu.dotprod, cpu.i8mm);
 
   // Every record of the ISA table this build has maps to a multiply kernel of that name, and no
-  // other record to any (i2s/dispatch.cc's rows against isa.cc's `built`).
+  // other record to any (mul/dispatch.cc's rows against isa.cc's `built`); every other family
+  // has no kernel where the record is not built and its scalar reference (families.h's rows).
+  namespace i2s = bitnet_onnx::i2s;
   for (int i = 0; i < bitnet_onnx::kIsaCount; ++i) {
     const bitnet_onnx::IsaRecord& isa = bitnet_onnx::isa_table()[i];
-    const I2SKernel* kern = bitnet_onnx::multiply_kernel(isa.isa);
+    const I2SKernel* kern = i2s::family_kernel(i2s::kBaseFamily, isa.isa);
     report(isa.built ? kern != nullptr && std::strcmp(kern->name, isa.name) == 0 : kern == nullptr,
            std::string("ISA table row ") + isa.name,
            isa.built ? "built, but its multiply kernel is missing or named otherwise" : "not built, but has a kernel");
+    for (i2s::Family f = i2s::kBaseFamily + 1; f < i2s::kFamilyCount; ++f) {
+      const I2SKernel* fk = i2s::family_kernel(f, isa.isa);
+      const bool ok = isa.isa == bitnet_onnx::kIsaScalar ? fk != nullptr : isa.built || fk == nullptr;
+      report(ok, std::string("family ") + i2s::family_name(f) + " row " + isa.name,
+             fk ? "not built, but has a kernel" : "no scalar reference kernel");
+    }
   }
 
   std::vector<Vectors> cases(files.size());
@@ -660,14 +647,13 @@ int main(int argc, char** argv) {
   }
   std::vector<std::vector<float>> scalar_y(cases.size());  // --threads: the reference, once per case
   for (size_t c = 0; c < cases.size() && !threads.empty(); ++c)
-    if (cases[c].m != 0 && !cases[c].x.empty()) scalar_y[c] = driver_y(bitnet_onnx::kIsaScalar, "mul", cases[c], 1);
+    if (cases[c].m != 0 && !cases[c].x.empty()) scalar_y[c] = driver_y(bitnet_onnx::kIsaScalar, i2s::family_name(i2s::kBaseFamily), cases[c], 1);
   for (const std::string& name : kernels) {
     std::string err;
-    const bool lookup = name.rfind("lut-", 0) == 0;
     bitnet_onnx::Isa isa = bitnet_onnx::kIsaScalar;
-    const I2SKernel* kern = lookup ? lookup_kernel_named(name, &isa, &err) : bitnet_onnx::select_kernel(name.c_str(), &err);
-    if (kern && !lookup) isa = bitnet_onnx::select_isa(name.c_str(), &err)->isa;
-    report(kern != nullptr, (lookup ? "lookup_kernel(" : "select_kernel(") + name + ")", err);
+    i2s::Family family = i2s::kBaseFamily;
+    const I2SKernel* kern = i2s::kernel_named(name.c_str(), &isa, &family, &err);
+    report(kern != nullptr, "select_kernel(" + name + ")", err);
     if (!kern) continue;
     report(std::strcmp(kern->name, name.c_str()) == 0, "select_kernel(" + name + ")",
            std::string("returned the kernel named ") + kern->name);
@@ -680,7 +666,7 @@ int main(int argc, char** argv) {
       check_dot(*kern, v, tag);
       if (v.x.empty()) continue;  // --generated: integer inputs only
       if (threads.empty()) continue;
-      check_driver(isa, lookup ? "lut" : "mul", v, scalar_y[c], threads, tag);
+      check_driver(isa, i2s::family_name(family), v, scalar_y[c], threads, tag);
       ++driver_cases;
       check_quantize(*kern, v, false, tag);
       if (v.has_norm) check_quantize(*kern, v, true, tag);

@@ -1,7 +1,5 @@
 #include "driver.h"
 
-#include "lut_kernel.h"
-
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -116,47 +114,38 @@ AlignedBytes::AlignedBytes(size_t n) : size(n) {
 
 namespace {
 
-const char* const kFamilyNames[kFamilyCount] = {"mul", "lut"};
-
-// When the lookup family runs, measured with kernel_bench on one thread (docs/op.md, "Kernel
-// families", has the numbers): the first rule of the node's ISA with n >= min_n decides. The
-// lookup kernels work in blocks of `block` tokens, so m tokens cost ceil(m / block) blocks; a
-// block costs `cost_percent` % of what the multiply kernel takes for `block` tokens. Lookup runs
-// when that is cheaper than multiplying the m tokens: padded(m) * cost_percent < 100 * m. (Few
-// rows leave few lookups per table: a costlier block.) No rule: multiply.
-struct FamilyRule {
-  Isa isa;
-  int64_t min_n;
-  int64_t block;         // tokens per table of the ISA's lookup kernel
-  int64_t cost_percent;  // one block's lookup time over the multiply kernel's for as many tokens
-};
-const FamilyRule kFamilyRules[] = {
-    // AMD Zen 5, BITNET_ONNX_ISA=avx2: lut-avx2 took 0.61-0.78 of avx2's time at N >= 640 (K 640-3072,
-    // M 16-512) and 0.83-0.89 at N = 256.
-    {kIsaAvx2, 512, 16, 80},
-    {kIsaAvx2, 256, 16, 90},
-    // avxvnni: no rule until measured on an AVX-VNNI CPU (through its EVEX build on Zen 5, lut-avx2
-    // took 0.77-0.96 of its time at N >= 640 but 1.04-1.27 at some shapes). avx512vnni, amx: no
-    // rule: on Zen 5 the zmm vpdpbusd kernel runs 750-930 GOP/s, lut-avx512 450-660 (its lookup
-    // loop peaks at ~980 GOP/s, as vpdpbusd zmm does): multiply wins at every shape.
-};
-
 int64_t padded(int64_t m, int64_t block) { return (m + block - 1) / block * block; }
+
+// The first rule of `family` for `isa` that an [n, *] W meets (null: none; the family does not run
+// unless forced).
+const FamilyRule* rule_for(Family family, Isa isa, int64_t n) {
+  const KernelFamily& f = family_of(family);
+  for (size_t r = 0; r < f.rule_count; ++r)
+    if (f.rules[r].isa == isa && n >= f.rules[r].min_n) return &f.rules[r];
+  return nullptr;
+}
+
+// "mul or lut", "mul, lut or x": the values BITNET_ONNX_KERNEL accepts.
+std::string family_names() {
+  std::string out;
+  for (Family f = 0; f < kFamilyCount; ++f)
+    out += std::string(f == 0 ? "" : f + 1 == kFamilyCount ? " or " : ", ") + family_name(f);
+  return out;
+}
 
 }  // namespace
 
-const char* family_name(Family family) { return kFamilyNames[family]; }
-
 bool candidates_for(Isa isa, const char* forced_family, Candidates* out, std::string* error) {
   Candidates c;
-  c.kernel[kMultiply] = multiply_kernel(isa);
-  c.kernel[kLookup] = lut::lookup_kernel(isa);
+  for (Family f = 0; f < kFamilyCount; ++f) c.kernel[f] = family_kernel(f, isa);
   if (forced_family && forced_family[0] != '\0') {
     int found = -1;
-    for (int f = 0; f < kFamilyCount; ++f)
-      if (std::strcmp(forced_family, kFamilyNames[f]) == 0) found = f;
+    for (Family f = 0; f < kFamilyCount; ++f)
+      if (std::strcmp(forced_family, family_name(f)) == 0) found = f;
     if (found < 0) {
-      if (error) *error = std::string("BITNET_ONNX_KERNEL=") + forced_family + ": unknown kernel family; expected mul or lut";
+      if (error)
+        *error = std::string("BITNET_ONNX_KERNEL=") + forced_family + ": unknown kernel family; expected " +
+                 family_names();
       return false;
     }
     if (!c.kernel[found]) {
@@ -166,7 +155,7 @@ bool candidates_for(Isa isa, const char* forced_family, Candidates* out, std::st
       return false;
     }
     c.forced = true;
-    c.only = static_cast<Family>(found);
+    c.only = found;
   }
   *out = c;
   return true;
@@ -175,28 +164,36 @@ bool candidates_for(Isa isa, const char* forced_family, Candidates* out, std::st
 Family select_family(const Candidates& candidates, Isa isa, int64_t m, int64_t k, int64_t n) {
   (void)k;  // no rule depends on K (K = 640..3072 measured alike)
   if (candidates.forced) return candidates.only;
-  if (!candidates.kernel[kLookup]) return kMultiply;
-  for (const FamilyRule& rule : kFamilyRules)
-    if (rule.isa == isa && n >= rule.min_n)
-      return padded(m, rule.block) * rule.cost_percent < 100 * m ? kLookup : kMultiply;
-  return kMultiply;
+  // Costs in percent of the base family's time per token: the cheapest family runs, the earlier on a tie.
+  Family best = kBaseFamily;
+  int64_t best_cost = 100 * m;
+  for (Family f = kBaseFamily + 1; f < kFamilyCount; ++f) {
+    if (!candidates.kernel[f]) continue;
+    const FamilyRule* rule = rule_for(f, isa, n);
+    if (rule == nullptr) continue;
+    const int64_t cost = padded(m, rule->block) * rule->cost_percent;
+    if (cost < best_cost) best = f, best_cost = cost;
+  }
+  return best;
 }
 
 bool family_possible(const Candidates& candidates, Isa isa, Family family, int64_t k, int64_t n) {
   (void)k;
   if (!candidates.kernel[family]) return false;
   if (candidates.forced) return family == candidates.only;
-  if (family == kMultiply) return true;
-  for (const FamilyRule& rule : kFamilyRules)
-    if (rule.isa == isa && n >= rule.min_n) return true;
-  return false;
+  return family == kBaseFamily || rule_for(family, isa, n) != nullptr;
 }
 
 std::string family_rules_text() {
   std::string out;
-  for (const FamilyRule& rule : kFamilyRules)
-    out += std::string(isa_table()[rule.isa].name) + "\tlut\tn>=" + std::to_string(rule.min_n) + "\tblock " +
-           std::to_string(rule.block) + "\tcost " + std::to_string(rule.cost_percent) + "%\n";
+  for (Family f = 0; f < kFamilyCount; ++f) {
+    const KernelFamily& fam = family_of(f);
+    for (size_t r = 0; r < fam.rule_count; ++r) {
+      const FamilyRule& rule = fam.rules[r];
+      out += std::string(isa_table()[rule.isa].name) + '\t' + fam.name + "\tn>=" + std::to_string(rule.min_n) +
+             "\tblock " + std::to_string(rule.block) + "\tcost " + std::to_string(rule.cost_percent) + "%\n";
+    }
+  }
   return out;
 }
 
@@ -206,9 +203,9 @@ MatMul::MatMul(Isa isa, const char* forced_family) : isa_(isa) {
 }
 
 void MatMul::set_weights(const uint8_t* i2s, int64_t n, int64_t k) {
-  for (int f = 0; f < kFamilyCount; ++f) {
+  for (Family f = 0; f < kFamilyCount; ++f) {
     packed_[f] = AlignedBytes();
-    if (family_possible(candidates_, isa_, static_cast<Family>(f), k, n))
+    if (family_possible(candidates_, isa_, f, k, n))
       packed_[f] = pack(*candidates_.kernel[f], i2s, n, k);
   }
   w_n_ = n;

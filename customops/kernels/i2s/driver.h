@@ -4,11 +4,12 @@
 // ORT headers): the ORT glue (customops/ort/i2s_matmul_op.cc) validates inputs, gets the output
 // and calls MatMul::run with its pool (ParallelFor).
 //
-// Kernel families: a family is a set of I2SKernel tables, one per ISA (this folder's dispatch.cc:
-// the multiply kernels; kernels/lut/dispatch.cc: the lookup kernels). A node's MatMul holds the
-// kernels every family has for the node's ISA (its Candidates) and, for each call, select_family
-// picks one of them by (ISA, M, K, N) from the measured rules of driver.cc (or the family
-// BITNET_ONNX_KERNEL forces); a constant W is packed once for each family that may run it.
+// Kernel families (family.h, the seam; families.h, the table): a family is a folder of I2SKernel
+// tables, one IsaRow array over the ISA table (mul/: the multiply kernels; lut/: the lookup
+// kernels). A node's MatMul holds the kernels every family has for the node's ISA (its
+// Candidates) and, for each call, select_family picks one of them by (ISA, M, K, N) from the
+// families' measured rules (or the family BITNET_ONNX_KERNEL forces); a constant W is packed
+// once for each family that may run it. The driver names no family: it reads the table.
 #pragma once
 
 #include <cstddef>
@@ -18,7 +19,7 @@
 #include <new>
 #include <string>
 
-#include "i2s_kernel.h"
+#include "families.h"
 #include "isa.h"
 
 namespace bitnet_onnx {
@@ -48,18 +49,29 @@ struct AlignedBytes {
   uint8_t* data() const { return ptr.get(); }
 };
 
-// The kernels a node may run, one per family (null: the family has none for the ISA). The
-// multiply kernel is always there: it serves every shape. The lookup kernels (kernels/lut/) do
-// fewer instructions per weight where tokens are many; docs/op.md, "Kernel families".
-enum Family : int { kMultiply, kLookup, kFamilyCount };
+// The kernels a node may run, one per family of the table (null: the family has none for the
+// ISA). The base family's kernel is always there: it serves every shape. The others (e.g. the
+// lookup kernels, lut/) do fewer instructions per weight at some shapes; docs/op.md, "Kernel families".
 struct Candidates {
   const I2SKernel* kernel[kFamilyCount] = {};
   bool forced = false;  // BITNET_ONNX_KERNEL named a family: `only` runs for every shape
-  Family only = kMultiply;
+  Family only = kBaseFamily;
 };
 
-// The BITNET_ONNX_KERNEL values, one per family, in Family order ("mul", "lut").
+// The family of row `family` of the table (families.h).
+const KernelFamily& family_of(Family family);
+
+// The BITNET_ONNX_KERNEL values, one per family, in table order ("mul", "lut").
 const char* family_name(Family family);
+
+// `family`'s kernel for `isa` (its IsaRow), null where it has none.
+const I2SKernel* family_kernel(Family family, Isa isa);
+
+// The kernel called `name` of the ISA this CPU runs that is best (table order) among those whose
+// row holds it, in any family; *isa and *family say where. Multiply kernels are named after their
+// ISA and found through select_isa (its errors: "BITNET_ONNX_ISA=<name>: this CPU lacks ...").
+// Null with *error set otherwise. For kernel_test and kernel_bench.
+const I2SKernel* kernel_named(const char* name, Isa* isa, Family* family, std::string* error);
 
 // Every family's kernel for `isa` (a built record of the ISA table); `forced_family` is
 // BITNET_ONNX_KERNEL's value (null or empty: choose per call). Null result (with *error naming
@@ -67,7 +79,7 @@ const char* family_name(Family family);
 bool candidates_for(Isa isa, const char* forced_family, Candidates* out, std::string* error);
 
 // THE per-call choice of kernel family: which candidate runs m tokens against an [n, k] W on
-// `isa`, from the measured rule table of driver.cc (kFamilyRules). Returns a family whose
+// `isa`, from the families' measured rules (FamilyRule, family.h). Returns a family whose
 // candidate is non-null.
 Family select_family(const Candidates& candidates, Isa isa, int64_t m, int64_t k, int64_t n);
 
@@ -75,7 +87,7 @@ Family select_family(const Candidates& candidates, Isa isa, int64_t m, int64_t k
 // packed only for the families that may run them.
 bool family_possible(const Candidates& candidates, Isa isa, Family family, int64_t k, int64_t n);
 
-// The rule table as text, one rule per line: "isa <TAB> lut <TAB> n>=N <TAB> block B <TAB> cost C%".
+// The families' rules as text, one rule per line: "isa <TAB> family <TAB> n>=N <TAB> block B <TAB> cost C%".
 std::string family_rules_text();
 
 // One call's tensors, validated by the caller: x [m, k] float32, W either packed at init

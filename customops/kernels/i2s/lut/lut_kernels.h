@@ -1,5 +1,5 @@
 // The lookup kernel family (Vec-LUT style, issue 21): the same I2SKernel interface as the multiply
-// kernels (i2s/i2s_kernel.h), exact int32 sums, so its outputs are bit-identical to theirs.
+// kernels (the seam, family.h), exact int32 sums, so its outputs are bit-identical to theirs.
 //
 // Why it can beat a multiply kernel: for a block of T tokens (16 int16 lanes per ymm, 32 per zmm)
 // and one group of 4 ternary weights (lut_layout.h), the T partial sums of all 81 weight patterns
@@ -19,21 +19,19 @@
 // 32256 <= 32767. The int32 sums are exact while |sum| <= 128 K < 2^31 (the op's K < 2^24).
 #pragma once
 
-#include "i2s_kernel.h"
+#include "family.h"
 #include "isa.h"
 
 namespace bitnet_onnx {
 namespace lut {
 
-// The lookup kernel for a record of the ISA table (dispatch.cc), null where the family has none:
-// avx512-class ISAs (amx, avx512vnni) run lut-avx512, avxvnni and avx2 run lut-avx2, i8mm,
-// dotprod and neon lut-neon, scalar the reference lut-scalar.
-const I2SKernel* lookup_kernel(Isa isa);
-
 constexpr int kMaxInt16Groups = 63;  // 63 x 4 x 128 = 32256: the int16 sums cannot overflow
 
-// Each table of the lookup family (name "lut-<vector class>"); quantize is the multiply kernel's
-// of the same class, so both families see the same activations.
+// Each table of the lookup family (name "lut-<vector class>"), mapped onto the ISA table by
+// dispatch.cc: avx512-class ISAs (amx, avx512vnni) run lut-avx512, avxvnni and avx2 run lut-avx2,
+// i8mm, dotprod and neon lut-neon, scalar the reference lut-scalar. quantize is the ISA's
+// quantizer of the seam (i2s::quantizer: the multiply kernel's of the same vector class), so
+// every family sees the same activations.
 const I2SKernel* scalar_kernel();
 #if defined(__x86_64__) || defined(_M_X64)
 const I2SKernel* avx2_kernel();

@@ -1,5 +1,5 @@
 // The AVX2 lookup kernel: 16-token ymm tables (2.6 KB per group), 16 groups per K block (41 KB of
-// tables: the 48 KB L1 class; lut_kernel.h). Compiled with -mavx2 -mfma -mf16c only.
+// tables: the 48 KB L1 class; lut_kernels.h). Compiled with -mavx2 -mfma -mf16c only.
 #pragma GCC diagnostic ignored "-Wuninitialized"  // GCC 12 intrinsic headers (bug 105593)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include "lut_x86.h"
@@ -15,7 +15,7 @@ using Kernel = LutKernel<BITNET_LUT_AVX2_BLOCK_GROUPS, Ymm16, Ymm16>;
 
 void quantize(const float* x, int64_t m, int64_t k, const float* norm_w, float eps, int8_t* q, float* a,
               int32_t* qsum) {
-  bitnet_onnx::avx2_kernel()->quantize(x, m, k, norm_w, eps, q, a, qsum);
+  i2s::quantizer(kIsaAvx2)(x, m, k, norm_w, eps, q, a, qsum);
 }
 
 const I2SKernel kAvx2 = {"lut-avx2", Kernel::packed_size, Kernel::repack_groups, quantize, Kernel::dot,

@@ -17,7 +17,7 @@
 #include <cstring>
 #include <vector>
 
-#include "i2s_kernel.h"
+#include "mul_kernels.h"
 #include "x86_common.h"
 
 namespace bitnet_onnx {

@@ -11,7 +11,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "i2s_kernel.h"
+#include "mul_kernels.h"
 
 namespace bitnet_onnx {
 namespace {

@@ -1,5 +1,5 @@
 // The AVX-512BW lookup kernel: 32-token zmm tables (5.2 KB per group), 8 groups per K block (41 KB
-// of tables: the 48 KB L1 class; lut_kernel.h); a last block of <= 16 tokens runs in ymm tables.
+// of tables: the 48 KB L1 class; lut_kernels.h); a last block of <= 16 tokens runs in ymm tables.
 // Compiled with -mavx512f -mavx512bw -mavx512vl (+ AVX2/FMA/F16C of its quantizer's ISA).
 #pragma GCC diagnostic ignored "-Wuninitialized"  // GCC 12 intrinsic headers (bug 105593)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -16,7 +16,7 @@ using Kernel = LutKernel<BITNET_LUT_AVX512_BLOCK_GROUPS, Zmm32, Ymm16>;
 
 void quantize(const float* x, int64_t m, int64_t k, const float* norm_w, float eps, int8_t* q, float* a,
               int32_t* qsum) {
-  bitnet_onnx::avx512vnni_kernel()->quantize(x, m, k, norm_w, eps, q, a, qsum);
+  i2s::quantizer(kIsaAvx512Vnni)(x, m, k, norm_w, eps, q, a, qsum);
 }
 
 const I2SKernel kAvx512 = {"lut-avx512", Kernel::packed_size, Kernel::repack_groups, quantize, Kernel::dot,

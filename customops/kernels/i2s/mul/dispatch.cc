@@ -1,10 +1,10 @@
-// The I2S multiply kernels' row for each record of the ISA table (isa.h), and select_kernel.
-#include <string>
-
-#include "i2s_kernel.h"
-#include "isa.h"
+// The multiply family: its kernel for each record of the ISA table (isa.h), the base family of
+// the table (families.h) that serves every ISA and shape.
+#include "family.h"
+#include "mul_kernels.h"
 
 namespace bitnet_onnx {
+namespace i2s {
 namespace {
 
 // Each ISA's kernel table (its own file), null exactly where the record is not built (kernel_test
@@ -20,12 +20,12 @@ const IsaRow<I2SKernel> kMultiplyKernels[] = {
     /*kIsaScalar=*/scalar_kernel,
 };
 
+// No rules: the base family runs wherever no other family's rule makes it cheaper.
+const KernelFamily kMultiply = {"mul", kMultiplyKernels, nullptr, 0};
+
 }  // namespace
 
-const I2SKernel* multiply_kernel(Isa isa) { return isa_row(kMultiplyKernels, isa); }
+const KernelFamily* mul_family() { return &kMultiply; }
 
-const I2SKernel* select_kernel(const char* forced, std::string* error) {
-  return select_isa_row(kMultiplyKernels, forced, error);
-}
-
+}  // namespace i2s
 }  // namespace bitnet_onnx

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <vector>
 
-#include "i2s_kernel.h"
+#include "mul_kernels.h"
 #include "pairwise_sum.h"
 
 namespace bitnet_onnx {

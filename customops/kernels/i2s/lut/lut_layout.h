@@ -1,4 +1,4 @@
-// The lookup family's weight layout (pattern indices), shared by every ISA of kernels/lut/.
+// The lookup family's weight layout (pattern indices), shared by every ISA of kernels/i2s/lut/.
 //
 // A group is 4 consecutive ternary weights of a row, w[4c .. 4c+3] (K is a multiple of 128, so
 // no row has a partial group). Its pattern index is

@@ -31,7 +31,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "i2s_kernel.h"
+#include "mul_kernels.h"
 #include "with_const.h"
 #include "x86_common.h"
 #include "x86_vec.h"

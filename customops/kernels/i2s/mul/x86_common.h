@@ -13,7 +13,7 @@
 #include <cstring>
 #include <vector>
 
-#include "i2s_kernel.h"
+#include "mul_kernels.h"
 #include "pairwise_sum.h"
 #include "x86_vec.h"
 

@@ -1,4 +1,4 @@
-// The lookup kernels' loops (lut_kernel.h has the design), written once over a vector class V
+// The lookup kernels' loops (lut_kernels.h has the design), written once over a vector class V
 // that supplies the int16 / int32 lane operations (lut_x86.h: Ymm16, Zmm32; lut_neon.cc: Neon16).
 // Everything is in an anonymous namespace: each ISA file instantiates its own copy with its own
 // flags (no ODR merging of an AVX-512 instantiation into the AVX2 kernel).
@@ -22,9 +22,9 @@
 #include <new>
 #include <type_traits>
 
-#include "i2s_kernel.h"
+#include "family.h"
 #include "with_const.h"
-#include "lut_kernel.h"
+#include "lut_kernels.h"
 #include "lut_layout.h"
 
 namespace bitnet_onnx {
@@ -96,7 +96,7 @@ struct LutDot {
       for (int p = 0; p < 9; ++p) V::store(table + (9 * c + p) * T, V::add16(low[p], high[c]));
   }
 
-  // How a sweep starts and ends its rows' int16 sums (see lut_kernel.h).
+  // How a sweep starts and ends its rows' int16 sums (see lut_kernels.h).
   struct Phase {
     bool from_zero;    // first block since the last widening: sums start at 0
     bool widen;        // add the int16 sums into the int32 ones (and restart)

@@ -15,7 +15,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "i2s_kernel.h"
+#include "mul_kernels.h"
 #include "neon_panel.h"
 #include "neon_tile.h"
 #include "pairwise_sum.h"

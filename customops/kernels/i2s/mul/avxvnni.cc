@@ -5,7 +5,7 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
-#include "i2s_kernel.h"
+#include "mul_kernels.h"
 #include "x86_common.h"
 #include "x86_dot.h"
 

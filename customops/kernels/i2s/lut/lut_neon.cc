@@ -1,5 +1,5 @@
 // The NEON lookup kernel: 16-token tables (one entry = two q registers, 32 B; 2.6 KB per group),
-// 12 groups per K block (31 KB of tables: the 32 KB L1 class of small cores; lut_kernel.h). Plain
+// 12 groups per K block (31 KB of tables: the 32 KB L1 class of small cores; lut_kernels.h). Plain
 // Advanced SIMD (every AArch64 CPU has it); the quantizer is the neon multiply kernel's.
 #include <arm_neon.h>
 
@@ -88,7 +88,7 @@ using Kernel = LutKernel<12, Neon16, Neon16>;
 
 void quantize(const float* x, int64_t m, int64_t k, const float* norm_w, float eps, int8_t* q, float* a,
               int32_t* qsum) {
-  bitnet_onnx::neon_kernel()->quantize(x, m, k, norm_w, eps, q, a, qsum);
+  i2s::quantizer(kIsaNeon)(x, m, k, norm_w, eps, q, a, qsum);
 }
 
 const I2SKernel kNeon = {"lut-neon", Kernel::packed_size, Kernel::repack_groups, quantize, Kernel::dot,

@@ -1,0 +1,35 @@
+// THE table of I2STernaryMatMul kernel families: one row per family folder under kernels/i2s/,
+// in the order the driver tries them; the first (mul) is the base family that serves every ISA
+// and shape. A row X(name) means: folder kernels/i2s/<name>/ (added to the build by
+// kernels/i2s/CMakeLists.txt, which reads these rows) defines `const KernelFamily* <name>_family()`
+// (family.h). Adding a family is one folder and one row here (docs/contributing.md, "Add a kernel
+// family"; tests/test_recipe_customops.py follows that recipe with a fake family).
+#pragma once
+
+#include "family.h"
+
+// clang-format off
+#define BITNET_ONNX_I2S_FAMILIES(X) \
+  X(mul) \
+  X(lut)
+// clang-format on
+
+namespace bitnet_onnx {
+namespace i2s {
+
+#define BITNET_ONNX_I2S_DECLARE_FAMILY(name) const KernelFamily* name##_family();
+BITNET_ONNX_I2S_FAMILIES(BITNET_ONNX_I2S_DECLARE_FAMILY)
+#undef BITNET_ONNX_I2S_DECLARE_FAMILY
+
+using FamilyRow = const KernelFamily* (*)();
+#define BITNET_ONNX_I2S_FAMILY_ROW(name) name##_family,
+inline constexpr FamilyRow kFamilies[] = {BITNET_ONNX_I2S_FAMILIES(BITNET_ONNX_I2S_FAMILY_ROW)};
+#undef BITNET_ONNX_I2S_FAMILY_ROW
+
+// A family's index: its row in kFamilies (what Candidates and MatMul index by).
+using Family = int;
+constexpr Family kBaseFamily = 0;  // mul: every ISA, every shape
+constexpr int kFamilyCount = static_cast<int>(sizeof(kFamilies) / sizeof(kFamilies[0]));
+
+}  // namespace i2s
+}  // namespace bitnet_onnx

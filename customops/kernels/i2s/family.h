@@ -1,0 +1,105 @@
+// THE seam between the I2STernaryMatMul driver (driver.h) and its kernel families: what a family
+// provides, and the one thing the driver lends back. A family is one folder under kernels/i2s/
+// (mul/: the multiply kernels; lut/: the lookup kernels) that includes this header, isa.h and its
+// own files only, never another family's; families.h lists the folders (one row each).
+//
+// The shape is ggml's CPU "extra buffer types" (ggml-cpu/traits.h): each family is a record
+// (name, per-ISA kernels, when it runs), the driver keeps one list of them and asks each in turn;
+// the first family (mul) serves every ISA and shape and is what runs when no other is cheaper.
+//
+// Every kernel of every family computes the same exact int32 sums sum_k q[m,k] * T[n,k] from the
+// same quantized activations, so the op's output is bit-identical whichever family runs.
+// Pure C++, no ORT headers.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "isa.h"
+
+namespace bitnet_onnx {
+
+// Per-token int8 activations: row m of q holds k values, a[m] = 127 / max(absmax, 1e-5)
+// (NaN for a row with NaN/Inf input), qsum[m] = sum of the row of q.
+struct QuantizedRows {
+  const int8_t* q;
+  const float* a;
+  const int32_t* qsum;
+  int64_t m;
+  int64_t k;
+};
+
+// Fused RMSNorm (norm_w may be null) then per-token absmax int8 quantization of rows [0, m) of
+// x [m, k]. Numerics exactly as bitnet_onnx.ternary.quantize_activations.
+using QuantizeFn = void (*)(const float* x, int64_t m, int64_t k, const float* norm_w, float eps, int8_t* q,
+                            float* a, int32_t* qsum);
+
+// One kernel of a family on one vector class. The driver quantizes each token once, asks the
+// kernel for exact int32 sums over tiles of tokens x output rows, then applies the float epilogue
+// y = (float(sum) / a[m]) * s_w. A family's scalar kernel is its reference, tested bit for bit
+// against the multiply family's scalar kernel and its own SIMD kernels against it.
+struct I2SKernel {
+  const char* name;  // the multiply family: its ISA's name (isa.h); others: "<family>-<vector class>"
+
+  // Bytes of the kernel's own weight layout for an [n, k] matrix (k % 128 == 0).
+  size_t (*packed_bytes)(int64_t n, int64_t k);
+
+  // I2_S bytes [n, k/4] (docs/architecture.md, "I2_S byte layout") -> the kernel's layout, done once per constant W.
+  void (*repack)(const uint8_t* i2s, int64_t n, int64_t k, uint8_t* packed);
+
+  // The activations' quantizer (QuantizeFn). Only the multiply family owns quantizers; other
+  // families take the ISA's from i2s::quantizer below, so that every family sees the same q.
+  QuantizeFn quantize;
+
+  // out[(i - m0) * ld + (j - n0)] = sum_k q[i, k] * T[j, k] for i in [m0, m1), j in [n0, n1).
+  void (*dot)(const uint8_t* packed, int64_t n, int64_t k, const QuantizedRows& rows,
+              int64_t m0, int64_t m1, int64_t n0, int64_t n1, int32_t* out, int64_t ld);
+
+  // Preferred tile (tokens x output rows) for splitting work across threads.
+  int64_t tile_m;
+  int64_t tile_n;
+
+  // Optional: dot with the op's epilogue fused, y[(i - m0) * ldy + (j - n0)] =
+  // (float(sum) / rows.a[i]) * s_w, bit-identical to dot + epilogue. It saves the int32 round
+  // trip through memory; null means the op runs dot and the epilogue itself.
+  void (*dot_scaled)(const uint8_t* packed, int64_t n, int64_t k, const QuantizedRows& rows, float s_w,
+                     int64_t m0, int64_t m1, int64_t n0, int64_t n1, float* y, int64_t ldy) = nullptr;
+
+  // The finest output tile (a multiple of 32) the op may cut tile_n down to when the grid has too
+  // few jobs to share between threads; 0: never (e.g. amx, whose per-tile setup is costly).
+  int64_t min_tile_n = 0;
+};
+
+namespace i2s {
+
+// When the driver runs a family other than the first, measured with kernel_bench on one thread
+// against the multiply kernel of the same ISA (docs/op.md, "Kernel families"): the family's first
+// rule of the node's ISA with n >= min_n decides. Its kernels work in blocks of `block` tokens, so
+// m tokens cost ceil(m / block) blocks; a block costs `cost_percent` % of what the multiply kernel
+// takes for `block` tokens. The family runs when that is the cheapest: padded(m) * cost_percent <
+// 100 * m (and below every other family's). No rule: the family runs only when forced.
+struct FamilyRule {
+  Isa isa;
+  int64_t min_n;
+  int64_t block;         // tokens per block of the family's kernel on this ISA
+  int64_t cost_percent;  // one block's time over the multiply kernel's for as many tokens
+};
+
+// What a family provides: its folder's dispatch.cc defines `const KernelFamily* <name>_family()`.
+struct KernelFamily {
+  const char* name;  // the BITNET_ONNX_KERNEL value, and its folder under kernels/i2s/
+  // Its kernel for each record of the ISA table, isa.h's IsaRow array (an array of other than
+  // kIsaCount rows does not compile here): null where the ISA's architecture is not this build's
+  // (BITNET_ONNX_X86 / BITNET_ONNX_ARM) or the family has no kernel for it; the scalar row is
+  // never null (the family's reference; a node on an ISA without a row runs the multiply family).
+  const IsaRow<I2SKernel> (&kernels)[kIsaCount];
+  const FamilyRule* rules;  // rule_count rules (null, 0: the base family, or forced only)
+  size_t rule_count;
+};
+
+// The activations' quantizer of `isa` (the multiply family's kernel's, families.cc): what a
+// family's kernels put in I2SKernel::quantize (through a wrapper of their own).
+QuantizeFn quantizer(Isa isa);
+
+}  // namespace i2s
+}  // namespace bitnet_onnx
