@@ -5,7 +5,7 @@
 // reverse order must give the same bits (any thread split is identical). Built plain and with
 // ASan/UBSan by tests/test_attention_kernels_native.py.
 // Precision::kBf16 paths ("<path>:bf16" runs a TileOps path on bf16-rounded operands, "avx512bf16"
-// the vdpbf16ps tile ops): against the float64 reference on the bf16-rounded q*scale, k, v within
+// the vdpbf16ps tile ops, "amxbf16" the AMX-BF16 ones): against the float64 reference on the bf16-rounded q*scale, k, v within
 // 4e-3 (p's own rounding: 2^-9 relative each), and against the scalar bf16 reference within 2e-3.
 // The latter is summation order only, but a score a few ulp off can move a p across a bf16 rounding
 // boundary (2^-8 of that p), so it is one p's rounding step, not float32 noise; a wrong layout or
@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "attention.h"
+#include "cpu_features.h"
 
 using namespace bitnet_onnx::attention;
 
@@ -199,6 +200,11 @@ int main(int argc, char** argv) {
     if (base == "avx512") path.ops = avx512_tile_ops();
     if (name == "avx512bf16") {
       path.bf16 = avx512bf16_tile_ops();
+      path.precision = Precision::kBf16;
+    }
+    // AMX needs the OS's tile permission, which cpu_features() requests (Linux arch_prctl).
+    if (name == "amxbf16" && bitnet_onnx::cpu_features().amxbf16) {
+      path.bf16 = amxbf16_tile_ops();
       path.precision = Precision::kBf16;
     }
 #endif

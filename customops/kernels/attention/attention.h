@@ -91,6 +91,9 @@ struct Bf16TileOps {
   // v[(j / 2) * d * 2 + c * 2 + j % 2] = v[j][c] (nk rounded up to even keys are read; p is 0 past nk).
   void (*pv)(const uint16_t* p, int64_t rows, int64_t nk, const uint16_t* v, int64_t d, const float* alpha,
              float* o);
+  // > 1 (AMX tiles): q, s, p and o hold whole blocks of this many rows (rows rounded up; the extra
+  // rows of q and p are zeros, of o zeros on return), and pv reads kTileK keys of p and v always.
+  int64_t row_multiple;
 };
 
 const TileOps* scalar_tile_ops();
@@ -98,6 +101,7 @@ const TileOps* scalar_tile_ops();
 const TileOps* avx2_tile_ops();
 const TileOps* avx512_tile_ops();
 const Bf16TileOps* avx512bf16_tile_ops();  // needs AVX512-BF16 (CpuFeatures::avx512bf16)
+const Bf16TileOps* amxbf16_tile_ops();     // needs AMX-BF16 (CpuFeatures::amxbf16)
 #endif
 
 // What every job of one call shares: the problem, its tiling and the mask's summaries.
@@ -117,7 +121,7 @@ struct Plan {
   // Bf16TileOps layouts instead (packed_bf16): kt16 [B, Hkv, D/2, ld_kt, 2]; vh16 [B, Hkv, ld_vh, D, 2]
   // with key pairs counted from the batch row's first real token (key tiles start there), zero past S.
   bool packed_bf16 = false;
-  int64_t ld_vh = 0;  // key pairs per (batch, kv head)
+  int64_t ld_vh = 0;  // key pairs per (batch, kv head): S/2 + 1 and a tile's worth (AMX reads whole tiles)
   std::unique_ptr<uint16_t[]> kt16, vh16;
 };
 
@@ -141,9 +145,10 @@ const TileOps* select_tile_ops(const char* forced, std::string* error);
 // The attention path of `isa` (dispatch.cc's row); null when this build does not have the ISA.
 const TileOps* tile_ops(Isa isa);
 
-// The bf16 dot-product path for the ISA select_tile_ops(forced) picks: AVX512-BF16 where that ISA is
-// avx512vnni or amx and this CPU has AVX512-BF16; null otherwise (the caller then runs that ISA's
-// TileOps on bf16-rounded operands). Call after select_tile_ops succeeded with the same `forced`.
+// The bf16 dot-product path for the ISA select_tile_ops(forced) picks: AMX-BF16 where that ISA is amx
+// and this CPU has AMX-BF16; else AVX512-BF16 where it is avx512vnni or amx and the CPU has AVX512-BF16;
+// null otherwise (the caller then runs that ISA's TileOps on bf16-rounded operands). Call after
+// select_tile_ops succeeded with the same `forced`.
 const Bf16TileOps* select_bf16_tile_ops(const char* forced);
 
 }  // namespace attention

@@ -104,7 +104,7 @@ void pv(const uint16_t* p, int64_t rows, int64_t nk, const uint16_t* v, int64_t 
   for (; c0 < d; c0 += 16) pv_rows<RB, 1>(p, rows, pairs, v, d, alpha, o, c0);
 }
 
-const Bf16TileOps kAvx512Bf16 = {"avx512bf16", 16, scores, softmax, pv};
+const Bf16TileOps kAvx512Bf16 = {"avx512bf16", 16, scores, softmax, pv, 1};
 
 }  // namespace
 

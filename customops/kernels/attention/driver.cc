@@ -83,7 +83,7 @@ Plan make_plan(const Problem& p, bool packed_bf16) {
   const bool bf16 = p.precision == Precision::kBf16;
   if (plan.packed_bf16) {
     // kt16: pairs of the head dimension per key; vh16: pairs of keys from first[b], zero past S.
-    plan.ld_vh = s / 2 + 1;
+    plan.ld_vh = (s + kTileK) / 2 + 1;
     plan.kt16.reset(new uint16_t[static_cast<size_t>(p.batch * p.kv_heads * d * plan.ld_kt)]);
     plan.vh16.reset(new uint16_t[static_cast<size_t>(p.batch * p.kv_heads * plan.ld_vh * d * 2)]);
     for (int64_t b = 0; b < p.batch; ++b)
@@ -146,6 +146,9 @@ bool job(const Ops& ops, const Plan& plan, int64_t index) {
   const int64_t h = (index / plan.q_tiles) % p.kv_heads;
   const int64_t b = index / (plan.q_tiles * p.kv_heads);
   const int64_t q0 = qt * plan.tile_q, nq = std::min(plan.tile_q, s_len - q0), rows = g_n * nq;
+  int64_t rows_padded = rows;  // whole row blocks of the tile ops (Bf16TileOps::row_multiple)
+  if constexpr (std::is_same_v<Ops, Bf16TileOps>)
+    rows_padded = (rows + ops.row_multiple - 1) / ops.row_multiple * ops.row_multiple;
   const int64_t ld_q = p.q_heads * d;
   const int64_t* pre = plan.prefix.data() + b * (s_len + 1);
   const int64_t* mask = p.mask + b * s_len;
@@ -164,14 +167,14 @@ bool job(const Ops& ops, const Plan& plan, int64_t index) {
   thread_local Scratch sc;
   try {
     grow(sc.q, rows * d);
-    grow(sc.s, rows * kTileK);
-    grow(sc.o, rows * d);
+    grow(sc.s, rows_padded * kTileK);
+    grow(sc.o, rows_padded * d);
     grow(sc.m, rows);
     grow(sc.l, rows);
     grow(sc.alpha, rows);
     if constexpr (kPacked) {
-      grow(sc.q16, rows * d);
-      grow(sc.p16, rows * kTileK);
+      grow(sc.q16, rows_padded * d);
+      grow(sc.p16, rows_padded * kTileK);
     }
   } catch (const std::bad_alloc&) {
     return false;
@@ -190,7 +193,11 @@ bool job(const Ops& ops, const Plan& plan, int64_t index) {
     else
       for (int64_t c = 0; c < d; ++c) qp[r * d + c] = src[c] * p.scale;
   }
-  std::fill(o, o + rows * d, 0.0f);
+  if constexpr (kPacked) {
+    std::fill(q16 + rows * d, q16 + rows_padded * d, uint16_t{0});
+    std::fill(sc.p16.begin() + rows * kTileK, sc.p16.begin() + rows_padded * kTileK, uint16_t{0});
+  }
+  std::fill(o, o + rows_padded * d, 0.0f);
   std::fill(sc.m.begin(), sc.m.begin() + rows, kNegInf);
   std::fill(sc.l.begin(), sc.l.begin() + rows, 0.0f);
 
