@@ -123,7 +123,8 @@ def bias_for(mask: np.ndarray, span) -> np.ndarray:
 
 def attention_path() -> str:
     """The tile ops each precision runs here (docs/attention.md, "Kernels"): the ISA record the op picks,
-    and for bf16 whether vdpbf16ps runs (AVX512-BF16 under an avx512 record) or the f32 path on rounded operands."""
+    and for bf16 which dot products run (dispatch.cc's select_bf16_tile_ops: AMX-BF16 under the amx record,
+    AVX512-BF16 under an avx512 one, else the f32 path on rounded operands)."""
     from bitnet_onnx.customops import selected_isa
 
     isa = selected_isa()
@@ -135,7 +136,12 @@ def attention_path() -> str:
                 flags.update(line.split(":", 1)[1].split())
     except OSError:
         pass
-    bf16 = "avx512bf16 (vdpbf16ps)" if simd == "avx512" and "avx512_bf16" in flags else f"{simd} on bf16-rounded operands"
+    if isa == "amx" and {"amx_tile", "amx_bf16"} <= flags:
+        bf16 = "amxbf16 (tdpbf16ps tiles)"
+    elif simd == "avx512" and "avx512_bf16" in flags:
+        bf16 = "avx512bf16 (vdpbf16ps)"
+    else:
+        bf16 = f"{simd} on bf16-rounded operands"
     return f"ISA record {isa}; f32: {simd}; bf16: {bf16}"
 
 

@@ -176,7 +176,26 @@ void check(const Path& path, const Case& c, std::mt19937& rng) {
 
 }  // namespace
 
+// round_bf16's rule on the edge cases (the table of tests/test_attention_op.py::test_bf16_rounding_reference):
+// ties to even, a carry into the exponent, overflow to inf, denormals to a signed zero, NaN quiet.
+void check_rounding() {
+  const uint32_t in[] = {0x3F808000, 0x3F818000, 0x3F808001, 0x3F7FFFFF, 0x7F7FFFFF, 0x00400000,
+                         0x80000001, 0x7F800000, 0x7FC00001, 0x7F800001, 0xBF80C000};
+  const uint16_t want[] = {0x3F80, 0x3F82, 0x3F81, 0x3F80, 0x7F80, 0x0000, 0x8000, 0x7F80, 0x7FC0, 0x7FC0, 0xBF81};
+  for (size_t i = 0; i < sizeof in / sizeof in[0]; ++i) {
+    float x;
+    std::memcpy(&x, &in[i], sizeof x);
+    if (bf16_bits(x) == want[i]) {
+      ++passed;
+    } else {
+      ++failed;
+      std::printf("FAIL bf16_bits(0x%08x) = 0x%04x, want 0x%04x\n", in[i], bf16_bits(x), want[i]);
+    }
+  }
+}
+
 int main(int argc, char** argv) {
+  check_rounding();
   std::string paths = "scalar";
   double max_work = 1e300;
   for (int i = 1; i + 1 < argc; ++i) {

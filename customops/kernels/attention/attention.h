@@ -26,13 +26,16 @@ enum class Precision { kF32, kBf16 };
 // float -> bfloat16 bits, the rounding of vcvtneps2bf16 (which the AVX512-BF16 path uses, so the
 // scalar reference and every path round identically): round to nearest even, denormals to a signed
 // zero (the instruction treats denormal inputs as zero), NaN stays a (quiet) NaN.
+// Branch-free (selects), so the driver's packing loops vectorize.
 inline uint16_t bf16_bits(float x) {
   uint32_t u;
   std::memcpy(&u, &x, sizeof u);
-  if ((u & 0x7f800000u) == 0) return static_cast<uint16_t>((u & 0x80000000u) >> 16);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u | 0x00400000u) >> 16);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>(u >> 16);
+  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  const uint32_t quiet = (u | 0x00400000u) >> 16;
+  const uint32_t zero = (u >> 16) & 0x8000u;
+  uint32_t r = (u & 0x7fffffffu) > 0x7f800000u ? quiet : rounded;
+  r = (u & 0x7f800000u) == 0 ? zero : r;
+  return static_cast<uint16_t>(r);
 }
 inline float bf16_to_float(uint16_t b) {
   const uint32_t u = static_cast<uint32_t>(b) << 16;
