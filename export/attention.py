@@ -116,8 +116,10 @@ def fused_attention(b: GraphBuilder, q: str, k: str, v: str, layer_type: str, am
 STRATEGIES: dict[str, Strategy] = {"onnx": onnx_attention, "fused": fused_attention}
 
 
-# --attention-precision: what the fused op's q.k and p.v multiply. The default where no --attention-precision
-# is given (docs/attention.md, "Precision": the accuracy gate it passed and what it costs).
+# --attention-precision: what the fused op's q.k and p.v multiply, when none is given. f32: bf16 passes the
+# accuracy gate on a trained model but moves the untrained i2s test models' embeddings to cos 0.9996-0.9998
+# of the stock attention (tests/test_attention_export.py asks 0.999999), and is slower than f32 where the
+# CPU has AVX512-BF16 without AMX-BF16 (docs/attention.md, "Precision").
 DEFAULT_PRECISION = "f32"
 
 
