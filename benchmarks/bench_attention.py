@@ -2,6 +2,7 @@
 decomposed graph the exporter emits today and ORT's own fused ops, at Qwen3-0.6B and Gemma3-270M shapes.
 
     .venv/bin/python benchmarks/bench_attention.py [--reps 5] [--seq 128,512,2048] [--batch 1,16]
+        [--variants fused,bf16,onnx,mha,gqa]
 
 Shapes (one layer; q/k/v [B, S, H*D] as the projections give them, output [B, S, Hq*D] for o_proj):
   qwen3           16 query heads, 8 kv heads, D 128, causal
@@ -11,7 +12,9 @@ Variants:
   onnx   the exporter's `onnx` strategy (export/attention.py) built by the exporter's own code:
          heads-first Transposes, MatMul, additive bias, Softmax, MatMul, Transpose back; the
          [B, 1, S, S] bias is a graph input (the real graph builds it once for all layers)
-  fused  the exporter's `fused` strategy: one EncoderAttention node (docs/attention.md)
+  fused  the exporter's `fused` strategy: one EncoderAttention node (docs/attention.md), precision f32
+  bf16   the same node with precision bf16 (export --attention-precision bf16): q, k, p, v rounded to
+         bfloat16, float32 sums; AVX512-BF16 where the CPU has it (the header names the path)
   mha    com.microsoft MultiHeadAttention with the same bias (K/V heads repeated for GQA)
   gqa    com.microsoft GroupQueryAttention (causal only, so qwen3 only; no padding)
 Inputs: random q/k/v, no padding (the full work for every variant; padding only shortens ours).
@@ -39,7 +42,7 @@ from onnx import TensorProto, helper
 
 from bitnet_onnx import customops
 from bitnet_onnx.bench.host import cpu_name
-from bitnet_onnx.export.attention import MASKED, STRATEGIES, AttentionMask
+from bitnet_onnx.export.attention import MASKED, AttentionMask, strategy
 from bitnet_onnx.export.builder import MS_DOMAIN, GraphBuilder
 
 SHAPES = {  # name -> (query heads, kv heads, head dim, (keys before, keys after) or None = unbounded)
@@ -67,9 +70,10 @@ def _graph(build) -> bytes:
     return b.model("attention").SerializeToString()
 
 
-def strategy_graph(strategy: str, hq: int, hkv: int, d: int, span) -> bytes:
+def strategy_graph(name: str, hq: int, hkv: int, d: int, span, precision: str = "f32") -> bytes:
     cfg = SimpleNamespace(head_dim=d, n_heads=hq, n_kv_heads=hkv, query_scale=d ** -0.5, key_span=lambda _: span)
-    return _graph(lambda b: STRATEGIES[strategy](b, "q", "k", "v", "layer", _FedBias(b, "mask", None, cfg)))
+    attend = strategy(name, precision)
+    return _graph(lambda b: attend(b, "q", "k", "v", "layer", _FedBias(b, "mask", None, cfg)))
 
 
 def _repeat_heads(b: GraphBuilder, x: str, hkv: int, group: int, d: int) -> str:
@@ -100,7 +104,7 @@ def gqa_graph(hq: int, hkv: int, d: int, span) -> bytes:
 
 def variants(shape: str, span) -> dict:
     out = {"onnx": lambda *a: strategy_graph("onnx", *a), "fused": lambda *a: strategy_graph("fused", *a),
-           "mha": mha_graph}
+           "bf16": lambda *a: strategy_graph("fused", *a, precision="bf16"), "mha": mha_graph}
     if span == (None, 0):
         out["gqa"] = gqa_graph
     return out
@@ -117,6 +121,30 @@ def bias_for(mask: np.ndarray, span) -> np.ndarray:
     return np.where(allowed, 0.0, MASKED).astype(np.float32)[:, None]
 
 
+def attention_path() -> str:
+    """The tile ops each precision runs here (docs/attention.md, "Kernels"): the ISA record the op picks,
+    and for bf16 which dot products run (dispatch.cc's select_bf16_tile_ops: AMX-BF16 under the amx record,
+    AVX512-BF16 under an avx512 one, else the f32 path on rounded operands)."""
+    from bitnet_onnx.customops import selected_isa
+
+    isa = selected_isa()
+    simd = {"amx": "avx512", "avx512vnni": "avx512", "avxvnni": "avx2", "avx2": "avx2"}.get(isa, "scalar")
+    flags = set()
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("flags"):
+                flags.update(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    if isa == "amx" and {"amx_tile", "amx_bf16"} <= flags:
+        bf16 = "amxbf16 (tdpbf16ps tiles)"
+    elif simd == "avx512" and "avx512_bf16" in flags:
+        bf16 = "avx512bf16 (vdpbf16ps)"
+    else:
+        bf16 = f"{simd} on bf16-rounded operands"
+    return f"ISA record {isa}; f32: {simd}; bf16: {bf16}"
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--reps", type=int, default=5, help="rounds (2 for batch 16 at S >= 2048)")
@@ -125,16 +153,20 @@ def main() -> None:
     p.add_argument("--shapes", default=",".join(SHAPES))
     p.add_argument("--clock", choices=["cpu", "wall"], default="cpu")
     p.add_argument("--max-score-gb", type=float, default=2.0)
+    p.add_argument("--variants", default="fused,bf16,onnx,mha,gqa", help="which to run (fused always runs)")
     args = p.parse_args()
+    chosen = set(args.variants.split(",")) | {"fused"}
     clock = time.thread_time if args.clock == "cpu" else time.perf_counter
     options = customops.session_options(threads=1)
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     options.inter_op_num_threads = 1
     print(f"# {cpu_name()}; onnxruntime {ort.__version__}; {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC")
     print(f"# {' '.join(sys.argv)}")
-    print(f"# 1 thread, {args.clock} clock, median of interleaved rounds; ratio = variant time / fused time")
-    print("| shape | B | S | fused ms | onnx ms (x) | mha ms (x) | gqa ms (x) | max abs diff to onnx |")
-    print("|---|---|---|---|---|---|---|---|")
+    print(f"# attention path: {attention_path()}")
+    print(f"# 1 thread, {args.clock} clock, median of interleaved rounds; ratio = variant time / fused time "
+          "(bf16: fused time / bf16 time, its speed-up); bf16 rel = max |bf16 - fused| / max |fused|")
+    print("| shape | B | S | fused ms | bf16 ms (x) | bf16 rel | onnx ms (x) | mha ms (x) | gqa ms (x) | max abs diff to onnx |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     rng = np.random.default_rng(0)
     for shape in args.shapes.split(","):
         hq, hkv, d, span = SHAPES[shape]
@@ -148,7 +180,7 @@ def main() -> None:
                 score_gb = batch * hq * seq * seq * 4 / 1e9
                 sessions = {}
                 for name, make in variants(shape, span).items():
-                    if name != "fused" and score_gb > args.max_score_gb:
+                    if name not in chosen or (name not in ("fused", "bf16") and score_gb > args.max_score_gb):
                         continue
                     model = make(hq, hkv, d, span)
                     sess = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
@@ -164,6 +196,11 @@ def main() -> None:
                         times[name].append(clock() - t0)
                 med = {name: statistics.median(t) * 1e3 for name, t in times.items()}
                 cols = [f"{med['fused']:.2f}"]
+                if "bf16" in med:
+                    rel = np.abs(outs["bf16"] - outs["fused"]).max() / np.abs(outs["fused"]).max()
+                    cols += [f"{med['bf16']:.2f} ({med['fused'] / med['bf16']:.2f}x)", f"{rel:.1e}"]
+                else:
+                    cols += ["-", "-"]
                 for name in ("onnx", "mha", "gqa"):
                     cols.append(f"{med[name]:.2f} ({med[name] / med['fused']:.2f}x)" if name in med else "-")
                 diff = np.abs(outs["fused"] - outs["onnx"]).max() if "onnx" in outs else float("nan")

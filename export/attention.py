@@ -18,6 +18,7 @@ To add a strategy: write a function with ``Strategy``'s signature and add a row 
 
 from __future__ import annotations
 
+import functools
 from typing import Callable
 
 import numpy as np
@@ -25,7 +26,7 @@ from onnx import TensorProto
 
 from bitnet_onnx.arch import ModelConfig
 from bitnet_onnx.customops import DOMAIN as OP_DOMAIN
-from bitnet_onnx.customops.encoder_attention import NAME as FUSED_OP
+from bitnet_onnx.customops.encoder_attention import NAME as FUSED_OP, PRECISIONS
 from bitnet_onnx.errors import BitnetOnnxError
 from bitnet_onnx.formats import FORMATS
 from bitnet_onnx.export.builder import GraphBuilder
@@ -95,12 +96,17 @@ def _heads_first(b: GraphBuilder, x: str, n: int, head_dim: int, name: str) -> s
     return b.op("Transpose", [x], perm=[0, 2, 1, 3], name=f"{name}_heads_first")
 
 
-def fused_attention(b: GraphBuilder, q: str, k: str, v: str, layer_type: str, am: AttentionMask) -> str:
+def fused_attention(b: GraphBuilder, q: str, k: str, v: str, layer_type: str, am: AttentionMask,
+                    precision: str = "f32") -> str:
     """One EncoderAttention node of the bitnet_onnx op library (docs/attention.md): flash-style, no
-    [B, H, S, S] tensors, key tiles outside the band skipped; reads the mask itself (no bias)."""
+    [B, H, S, S] tensors, key tiles outside the band skipped; reads the mask itself (no bias).
+    ``precision``: the op's attribute, what q.k and p.v multiply (f32, or bf16 operands; written only
+    when not f32, so f32 graphs stay the ones older libraries read)."""
     cfg = am.cfg
     before, after = cfg.key_span(layer_type)
     band = {name: span for name, span in (("window_left", before), ("window_right", after)) if span is not None}
+    if precision != "f32":
+        band["precision"] = precision
     with b.scope("sdpa"):
         return b.op(FUSED_OP, [q, k, v, am.mask], domain=OP_DOMAIN, name="fused", num_heads=cfg.n_heads,
                     kv_num_heads=cfg.n_kv_heads, scale=float(cfg.query_scale), **band)
@@ -108,6 +114,33 @@ def fused_attention(b: GraphBuilder, q: str, k: str, v: str, layer_type: str, am
 
 # --attention name -> strategy
 STRATEGIES: dict[str, Strategy] = {"onnx": onnx_attention, "fused": fused_attention}
+
+
+# --attention-precision: what the fused op's q.k and p.v multiply, when none is given. f32: bf16 passes the
+# accuracy gate on a trained model but moves the untrained i2s test models' embeddings to cos 0.9996-0.9998
+# of the stock attention (tests/test_attention_export.py asks 0.999999), and is slower than f32 where the
+# CPU has AVX512-BF16 without AMX-BF16 (docs/attention.md, "Precision").
+DEFAULT_PRECISION = "f32"
+
+
+def choose_precision(precision: str | None, strategy: str) -> str:
+    """The fused op's precision for ``--attention-precision`` (None: DEFAULT_PRECISION for ``fused``; the
+    stock ``onnx`` strategy is float32 MatMuls, so only f32 goes with it)."""
+    if precision is not None and precision not in PRECISIONS:
+        raise BitnetOnnxError(f"--attention-precision {precision!r} is not one of {', '.join(PRECISIONS)}")
+    if strategy != "fused":
+        if precision not in (None, "f32"):
+            raise BitnetOnnxError(f"--attention-precision {precision} needs --attention fused "
+                                  f"(--attention {strategy} is float32 ONNX MatMuls)")
+        return "f32"
+    return precision or DEFAULT_PRECISION
+
+
+def strategy(name: str, precision: str = "f32") -> Strategy:
+    """The strategy ``name`` with the fused op's ``precision`` (choose_precision) bound."""
+    if name == "fused":
+        return functools.partial(fused_attention, precision=precision)
+    return STRATEGIES[name]
 
 
 def choose(name: str | None, variant: str) -> str:

@@ -19,6 +19,7 @@ from bitnet_onnx.precision import FLOAT32, get_precision, ranges_for
 from bitnet_onnx.st_modules import StModules
 from bitnet_onnx.tokenizer_json import TOKENIZER_JSON, TokenizerJson, read_tokenizer_json
 from bitnet_onnx.weights import open_source
+from bitnet_onnx.export import attention
 from bitnet_onnx.export.memory import choose_attention, cost_fields
 from bitnet_onnx.export.graph import build_model
 from bitnet_onnx.export.hf_layout import LAYOUTS, add_hf_layout
@@ -132,14 +133,16 @@ def custom_ops_used(model: onnx.ModelProto) -> list[str]:
 def export(model_dir: str | Path, out_dir: str | Path, arch: str | None = None, weights: str | None = None,
            bits: int = 4, ternarize: bool = False, overwrite: bool = False, attention_name: str | None = None,
            pooling: str | None = None, text_input: bool = False, layout: str = "bitnet",
-           output_precision: str = FLOAT32, output_ranges=None) -> Path:
+           output_precision: str = FLOAT32, output_ranges=None, attention_precision: str | None = None) -> Path:
     """Export ``model_dir`` (a HF folder or a GGUF file) to ``out_dir``; returns the folder.
 
     ``pooling`` fills in for a source that names none. ``text_input`` also writes model_text.onnx,
     strings in (the tokenizer in the graph, export/text_input.py). ``layout`` "hf" also writes the
     sentence-transformers / optimum / fastembed files (export/hf_layout.py, docs/integrations.md).
     ``output_precision`` (bitnet_onnx.precision) quantizes sentence_embedding in the graph, int8 / uint8
-    by ``output_ranges`` (an array [2, dimension] or a calibration file's path). Raises BitnetOnnxError on bad input.
+    by ``output_ranges`` (an array [2, dimension] or a calibration file's path). ``attention_precision``
+    (f32 / bf16; None: the default for the strategy, export/attention.py) is what the fused attention op's
+    q.k and p.v multiply. Raises BitnetOnnxError on bad input.
     """
     if layout not in LAYOUTS:
         raise BitnetOnnxError(f"--layout {layout!r}: choose {' or '.join(LAYOUTS)}")
@@ -156,8 +159,10 @@ def export(model_dir: str | Path, out_dir: str | Path, arch: str | None = None, 
     if not text_input:
         parsed = None  # a large vocabulary's parse is hundreds of MB: not held through the model's build
     attention_name, max_length = choose_attention(attention_name, variant, folder.cfg, source_max_length(folder, st, tf))
+    attention_precision = attention.choose_precision(attention_precision, attention_name)
     ranges = output_ranges_for(output_precision, output_ranges, st.dimension or folder.cfg.hidden, layout)
-    model, weight_bytes = build_model(folder, st, variant, bits, ternarize, attention_name, output_precision, ranges)
+    model, weight_bytes = build_model(folder, st, variant, bits, ternarize, attention_name, output_precision, ranges,
+                                      attention_precision=attention_precision)
     manifest = make_manifest(folder, st, tf, variant, bits, ternarize, attention_name, custom_ops_used(model),
                              max_length)
     manifest.output_precision = output_precision
@@ -166,7 +171,7 @@ def export(model_dir: str | Path, out_dir: str | Path, arch: str | None = None, 
     add_files = (lambda tmp: add_hf_layout(tmp, manifest, model, folder.config, st)) if layout == "hf" else None
     write_folder(out_dir, model, manifest, folder.tokenizer_dir, weight_bytes, overwrite=overwrite, text_pre=text_pre,
                  add_files=add_files)
-    log.info("exported %s (%s, %s, attention %s) to %s in %.1f s", folder.path, folder.arch.name, variant,
-             attention_name, out_dir,
+    log.info("exported %s (%s, %s, attention %s %s) to %s in %.1f s", folder.path, folder.arch.name, variant,
+             attention_name, attention_precision, out_dir,
              time.perf_counter() - start)
     return out_dir

@@ -28,7 +28,8 @@ from bitnet_onnx.export.pooling import PROMPT_POOLINGS, dense, l2_normalize, poo
 from bitnet_onnx.export.projections import LinearWeights, projector
 
 
-def layer_source(folder: ModelSource, variant: str, bits: int, attention_name: str, ternarize: bool) -> LayerSource:
+def layer_source(folder: ModelSource, variant: str, bits: int, attention_name: str, ternarize: bool,
+                 attention_precision: str = "f32") -> LayerSource:
     arch, cfg = folder.arch, folder.cfg
 
     def norm(role: str, i: int | None) -> np.ndarray:
@@ -49,12 +50,12 @@ def layer_source(folder: ModelSource, variant: str, bits: int, attention_name: s
                                   codes=folder.ternary_codes(p.weight, i))
         return LinearWeights(stored, norm_in, cfg.rms_eps)
 
-    return LayerSource(norm, linear, projector(variant, bits), attention.STRATEGIES[attention_name])
+    return LayerSource(norm, linear, projector(variant, bits), attention.strategy(attention_name, attention_precision))
 
 
 def build_model(folder: ModelSource, st: StModules, variant: str, bits: int = 4, ternarize: bool = False,
                 attention_name: str = "onnx", precision: str = FLOAT32,
-                ranges: np.ndarray | None = None) -> tuple[onnx.ModelProto, int]:
+                ranges: np.ndarray | None = None, attention_precision: str = "f32") -> tuple[onnx.ModelProto, int]:
     """The model and the bytes of its weights (the writer decides on external data from it).
     ``precision`` (with its checked ``ranges``): sentence_embedding's encoding (export/output_precision.py)."""
     cfg = folder.cfg
@@ -64,7 +65,7 @@ def build_model(folder: ModelSource, st: StModules, variant: str, bits: int = 4,
     prompt_length = None  # include_prompt: false -> leading tokens per row left out of the pooling
     if not st.include_prompt and st.pooling in PROMPT_POOLINGS:
         prompt_length = b.add_input(PROMPT_LENGTH_INPUT, TensorProto.INT64, ["batch"])
-    src = layer_source(folder, variant, bits, attention_name, ternarize)
+    src = layer_source(folder, variant, bits, attention_name, ternarize, attention_precision)
 
     with b.scope("embed_tokens"):
         table = b.initializer("weight_f16", to_float16(folder.tensor("token_embd"), folder.hf_name("token_embd")))

@@ -78,3 +78,24 @@ def test_fused_with_float_weights_matches_transformers(tiny_model, tiny_export):
     sent, _ = run(out, ids, mask)
     ref, _ = Reference(folder).encode(ids, mask)
     assert cosines(sent, ref).min() >= 0.99999
+
+
+def test_attention_precision_option(tiny_model, tiny_export, tmp_path, capsys):
+    """--attention-precision bf16 writes precision="bf16" on every EncoderAttention node and stays close to
+    the f32 export (float weights: no int8 rounding to amplify it); with --attention onnx it is refused,
+    naming both options, before anything is written."""
+    from bitnet_onnx.cli import main
+
+    folder = tiny_model("gemma3", bitnet=False)
+    f32 = tiny_export(folder, "f32", attention_name="fused")
+    bf16 = tiny_export(folder, "f32", attention_name="fused", attention_precision="bf16")
+    nodes = [n for n in onnx.load(str(bf16 / "model.onnx")).graph.node if n.op_type == FUSED_OP]
+    assert nodes and all({a.name: a.s for a in n.attribute}.get("precision") == b"bf16" for n in nodes)
+    ids, mask = batch([40, 23], 40, "left")
+    assert cosines(run(bf16, ids, mask)[0], run(f32, ids, mask)[0]).min() >= 0.9999
+    out = tmp_path / "out"
+    code = main(["export", str(folder), "-o", str(out), "--weights", "f32", "--attention", "onnx",
+                 "--attention-precision", "bf16"])
+    err = capsys.readouterr().err
+    assert code != 0 and "--attention-precision bf16 needs --attention fused" in err, err
+    assert not out.exists()

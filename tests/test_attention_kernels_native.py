@@ -14,13 +14,19 @@ ON_X86 = platform.machine() in ("x86_64", "AMD64")
 
 
 def _paths() -> list[str]:
-    """scalar plus every SIMD attention path whose ISA this CPU has (/proc/cpuinfo)."""
+    """scalar plus every SIMD attention path whose ISA this CPU has (/proc/cpuinfo), each also at
+    precision bf16 on rounded operands (":bf16"), and the AVX512-BF16 / AMX-BF16 tile ops where the CPU has them."""
     flags = cpu_flags()
     paths = ["scalar"]
     if ON_X86 and {"avx2", "fma"} <= flags:
         paths.append("avx2")
     if ON_X86 and {"avx512f", "fma"} <= flags:
         paths.append("avx512")
+    paths += [f"{p}:bf16" for p in paths]
+    if ON_X86 and {"avx512f", "avx512_bf16"} <= flags:
+        paths.append("avx512bf16")
+    if ON_X86 and {"avx512f", "amx_tile", "amx_bf16"} <= flags:
+        paths.append("amxbf16")
     return paths
 
 

@@ -3,6 +3,11 @@
 Each path is forced with BITNET_ONNX_ISA (read when a session creates the op's kernel): scalar, avx2
 (also avxvnni) and avx512 (avx512vnni, amx). Outputs must match to 1e-5 relative (max |error| over
 max |reference| per case); one and two threads must give the same bits. Contract: docs/attention.md.
+
+precision = "bf16" on the same paths (avx512 being AVX512-BF16 where the CPU has it): against
+reference_bf16, which rounds q*scale, k, v and each tile's p to bfloat16 as the op does, within 2e-3
+(a score's last float32 bits can move one p across a bf16 rounding boundary); and against the float64
+reference of the unrounded inputs within 1e-2 (what bf16 costs).
 """
 
 from __future__ import annotations
@@ -63,6 +68,62 @@ def reference(q, k, v, mask, hq, hkv, scale, before=None, after=None):
             p = np.exp(s)
             p /= np.maximum(p.sum(1, keepdims=True), 1e-300)
             out[b, :, h] = np.where(rows[:, None], p @ v[b, :, h // g], 0)
+    return out.reshape(b_n, s_n, hq * d)
+
+
+def bf16_round(x: np.ndarray) -> np.ndarray:
+    """float32 -> the nearest bfloat16 (as float32), the op's rounding (attention.h, round_bf16): to nearest
+    even, denormals to a signed zero, NaN stays NaN."""
+    u = np.ascontiguousarray(x, np.float32).view(np.uint32)
+    r = ((u + np.uint32(0x7FFF) + ((u >> 16) & 1)) & np.uint32(0xFFFF0000)).astype(np.uint32)
+    r = np.where((u & 0x7FFFFFFF) > 0x7F800000, (u | 0x00400000) & 0xFFFF0000, r)
+    r = np.where((u & 0x7F800000) == 0, u & 0x80000000, r).astype(np.uint32)
+    return r.view(np.float32)
+
+
+TILE = 64  # the op's key tile (attention.h kTileK), from each row's first real token
+
+
+def reference_bf16(q, k, v, mask, hq, hkv, scale, before=None, after=None):
+    """precision bf16: q*scale (float32), k, v rounded to bf16; per query row the op's online softmax over
+    key tiles of 64 anchored at the row's first real token, each tile's p = exp(s - running max) rounded
+    to bf16 (float32 exp) and summed as rounded into l; dot products in float64 (the op's float32 sums
+    differ by their rounding only)."""
+    b_n, s_n, _ = q.shape
+    d = q.shape[2] // hq
+    g = hq // hkv
+    qs = bf16_round(q * np.float32(scale)).astype(np.float64).reshape(b_n, s_n, hq, d)
+    k = bf16_round(k).astype(np.float64).reshape(b_n, s_n, hkv, d)
+    v = bf16_round(v).astype(np.float64).reshape(b_n, s_n, hkv, d)
+    i, j = np.arange(s_n)[:, None], np.arange(s_n)[None, :]
+    band = np.ones((s_n, s_n), bool)
+    if before is not None:
+        band &= j >= i - before
+    if after is not None:
+        band &= j <= i + after
+    out = np.zeros((b_n, s_n, hq, d))
+    for b in range(b_n):
+        real = np.flatnonzero(mask[b])
+        if real.size == 0:
+            continue
+        allowed = band & (mask[b] != 0)[None, :]
+        rows = allowed.any(1) & (mask[b] != 0)
+        for h in range(hq):
+            s_all = np.where(allowed, qs[b, :, h] @ k[b, :, h // g].T, -np.inf)
+            m = np.full(s_n, -np.inf)
+            l = np.zeros(s_n)
+            o = np.zeros((s_n, d))
+            for j0 in range(real[0], s_n, TILE):
+                st = s_all[:, j0:j0 + TILE]
+                m_new = np.maximum(m, st.max(1))
+                seen = m_new > -np.inf
+                safe = np.where(seen, m_new, 0.0)[:, None]
+                p = bf16_round(np.exp(st - safe).astype(np.float32)).astype(np.float64)
+                alpha = np.where(m > -np.inf, np.exp(np.where(m > -np.inf, m, 0.0) - safe[:, 0]), 1.0)
+                l = l * alpha + p.sum(1)
+                o = o * alpha[:, None] + p @ v[b, j0:j0 + TILE, h // g]
+                m = m_new
+            out[b, :, h] = np.where(rows[:, None], o / np.maximum(l, 1e-300)[:, None], 0)
     return out.reshape(b_n, s_n, hq * d)
 
 
@@ -151,12 +212,69 @@ def test_op_matches_reference(isa, case, monkeypatch):
 
 
 @pytest.mark.parametrize("isa", ISAS)
-def test_padded_queries_give_zeros_and_padding_is_exact(isa, monkeypatch):
+@pytest.mark.parametrize("case", CASES, ids=_case_id)
+def test_op_bf16_matches_reference(isa, case, monkeypatch):
+    b, s, hq, hkv, d, causal, left, right = case
+    monkeypatch.setenv(customops.ISA_ENV, isa)
+    q, k, v, mask = inputs(b, s, hq, hkv, d, seed=s + d)
+    scale = d ** -0.5 * 1.25
+    attrs = dict(scale=scale, **band_attrs(causal, left, right))
+    feeds = {"q": q, "k": k, "v": v, "mask": mask}
+    got = session(make_model(hq, hkv, precision="bf16", **attrs), threads=1).run(None, feeds)[0]
+    after = 0 if causal else right
+    assert got.shape == q.shape and np.isfinite(got).all()
+    assert rel_err(got, reference_bf16(q, k, v, mask, hq, hkv, scale, left, after)) <= 2e-3
+    assert rel_err(got, reference(q, k, v, mask, hq, hkv, scale, left, after)) <= 1e-2
+    f32 = session(make_model(hq, hkv, **attrs), threads=1).run(None, feeds)[0]
+    assert not np.array_equal(got, f32), "precision bf16 computed the f32 path"
+    two = session(make_model(hq, hkv, precision="bf16", **attrs), threads=2).run(None, feeds)[0]
+    assert np.array_equal(got, two), "1 and 2 threads differ"
+
+
+def test_bf16_rounding_reference():
+    """bf16_round: ties to even, carries into the exponent, denormals flushed, NaN and inf kept."""
+    bits = np.array([0x3F808000, 0x3F818000, 0x3F808001, 0x3F7FFFFF, 0x7F7FFFFF, 0x00400000, 0x80000001,
+                     0x7F800000, 0x7FC00001, 0x7F800001, 0xBF80C000], np.uint32)
+    want = np.array([0x3F800000, 0x3F820000, 0x3F810000, 0x3F800000, 0x7F800000, 0x00000000, 0x80000000,
+                     0x7F800000, 0x7FC00000, 0x7FC00000, 0xBF810000], np.uint32)
+    got = bf16_round(bits.view(np.float32)).view(np.uint32)
+    np.testing.assert_array_equal(got, want)
+
+
+# The Qwen3-0.6B attention shape (16 query heads, 8 kv heads, D 128, causal) on q/k/v of its real scale:
+# the per-head RMSNorm makes each query and key head unit-RMS before the rotary embedding (|q| = |k| =
+# sqrt(D), the random-weight models' unit norm weights): issue 30's bar, 1e-2 of the f32 path (measured
+# 3.2e-3). Norm gains of 3 (logits of std 9, rows dominated by a key or two) measured 1.9e-2: bf16's
+# cost grows with the logits' size (docs/attention.md, "Precision").
+@pytest.mark.parametrize("gain, bound", [(1.0, 1e-2), (3.0, 3e-2)])
+def test_bf16_qwen3_shape_within_1e2_of_f32(gain, bound, monkeypatch):
+    monkeypatch.delenv(customops.ISA_ENV, raising=False)
+    hq, hkv, d, s = 16, 8, 128, 512
+    rng = np.random.default_rng(7)
+
+    def heads(n):  # unit-RMS per head, times the norm's gain
+        x = rng.standard_normal((2, s, n, d)).astype(np.float32)
+        x /= np.sqrt((x * x).mean(-1, keepdims=True))
+        return (gain * x).reshape(2, s, n * d).astype(np.float32)
+
+    q, k = heads(hq), heads(hkv)
+    v = rng.standard_normal((2, s, hkv * d)).astype(np.float32)
+    mask = np.ones((2, s), np.int64)
+    mask[1, : s // 4] = 0  # a left-padded row
+    feeds = {"q": q, "k": k, "v": v, "mask": mask}
+    f32 = session(make_model(hq, hkv, causal=1)).run(None, feeds)[0]
+    bf16 = session(make_model(hq, hkv, causal=1, precision="bf16")).run(None, feeds)[0]
+    assert rel_err(bf16, f32) <= bound
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("precision", ["f32", "bf16"])
+def test_padded_queries_give_zeros_and_padding_is_exact(isa, precision, monkeypatch):
     """A left- or right-padded row equals the same tokens unpadded; padded positions are 0."""
     monkeypatch.setenv(customops.ISA_ENV, isa)
     hq, hkv, d, n = 4, 2, 64, 70
     q, k, v, _ = inputs(1, n, hq, hkv, d, seed=3)
-    sess = session(make_model(hq, hkv, window_left=20, window_right=20))
+    sess = session(make_model(hq, hkv, window_left=20, window_right=20, precision=precision))
     alone = sess.run(None, {"q": q, "k": k, "v": v, "mask": np.ones((1, n), np.int64)})[0][0]
     pad = 9
     for side in ("left", "right"):
@@ -176,6 +294,8 @@ def test_default_scale_and_head_dim_without_simd_width(monkeypatch):
     q, k, v, mask = inputs(3, 40, hq, hkv, d, seed=5)
     got = session(make_model(hq, hkv, causal=1)).run(None, {"q": q, "k": k, "v": v, "mask": mask})[0]
     assert rel_err(got, reference(q, k, v, mask, hq, hkv, d ** -0.5, None, 0)) <= 1e-5
+    bf16 = session(make_model(hq, hkv, causal=1, precision="bf16")).run(None, {"q": q, "k": k, "v": v, "mask": mask})[0]
+    assert rel_err(bf16, reference_bf16(q, k, v, mask, hq, hkv, d ** -0.5, None, 0)) <= 2e-3
 
 
 def test_empty_batch_and_sequence(monkeypatch):
@@ -231,6 +351,9 @@ def test_error_mask_dtype(monkeypatch):
     ({"hq": 4, "hkv": 2, "window_left": -1}, "'window_left' must be >= 0"),
     ({"hq": 4, "hkv": 2, "causal": 2}, "'causal' must be 0 or 1"),
     ({"hq": 4, "hkv": 2, "scale": float("inf")}, "'scale' must be finite"),
+    ({"hq": 4, "hkv": 2, "precision": "fp16"}, "attribute 'precision' must be \"f32\" or \"bf16\", got \"fp16\""),
+    ({"hq": 4, "hkv": 2, "precision": ""}, "attribute 'precision' must be \"f32\" or \"bf16\""),
+    ({"hq": 4, "hkv": 2, "precision": 16}, "attribute 'precision' must be a string"),
 ])
 def test_error_attributes(attrs, message, monkeypatch):
     monkeypatch.delenv(customops.ISA_ENV, raising=False)

@@ -6,6 +6,7 @@ import argparse
 import logging
 
 from bitnet_onnx.arch import ARCHITECTURES
+from bitnet_onnx.customops.encoder_attention import PRECISIONS
 from bitnet_onnx.export import attention
 from bitnet_onnx.export.hf_layout import LAYOUTS
 from bitnet_onnx.formats import FORMATS, NAMES
@@ -40,6 +41,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--attention", choices=list(attention.STRATEGIES),
                    help="attention core: onnx = stock ONNX ops (default unless the variant names another, or its "
                         "S x S tensors would not fit max_length in memory: then fused)")
+    p.add_argument("--attention-precision", choices=list(PRECISIONS),
+                   help=f"what the fused attention op's q.k and p.v multiply: bf16 = operands rounded to bfloat16, "
+                        f"float32 sums and softmax (AVX512-BF16 where the CPU has it) (default "
+                        f"{attention.DEFAULT_PRECISION} with --attention fused; docs/attention.md)")
     p.add_argument("--pooling", choices=POOLINGS,
                    help="pooling for a model that names none (no 1_Pooling module, no GGUF pooling_type)")
     p.add_argument("--text-input", action="store_true",
@@ -61,6 +66,7 @@ def run(args: argparse.Namespace) -> int:
     out = export(args.model_dir, args.output, arch=args.arch, weights=args.weights, bits=args.nbits,
                  ternarize=args.ternarize, overwrite=args.overwrite, attention_name=args.attention,
                  pooling=args.pooling, text_input=args.text_input, layout=args.layout,
-                 output_precision=args.output_precision, output_ranges=args.output_ranges)
+                 output_precision=args.output_precision, output_ranges=args.output_ranges,
+                 attention_precision=args.attention_precision)
     print(out)
     return 0

@@ -13,6 +13,10 @@ _DOC = (
 
 _INPUTS = ("Q", "K", "V", "attention_mask")
 
+# The `precision` attribute's values (docs/attention.md, "Precision"); absent = "f32".
+PRECISIONS = ("f32", "bf16")
+PRECISIONS_BYTES = tuple(p.encode() for p in PRECISIONS)
+
 
 def _infer(ctx) -> None:
     """out: float32 with Q's shape; checks ranks and, where known, [B, S] and the head widths."""
@@ -25,6 +29,10 @@ def _infer(ctx) -> None:
     num_heads, kv_heads = attrs["num_heads"].i, attrs["kv_num_heads"].i
     if num_heads <= 0 or kv_heads <= 0 or num_heads % kv_heads:
         raise fail(f"{NAME}: num_heads ({num_heads}) must be a positive multiple of kv_num_heads ({kv_heads})")
+
+    precision = ctx.get_attribute("precision")
+    if precision is not None and precision.s not in PRECISIONS_BYTES:
+        raise fail(f"{NAME}: attribute 'precision' must be one of {', '.join(PRECISIONS)}, got {precision.s!r}")
 
     out = onnx.TypeProto()
     out.tensor_type.elem_type = onnx.TensorProto.FLOAT
@@ -84,6 +92,8 @@ def schema(domain: str, version: int):
             attr("window_left", ints, "query i sees keys j >= i - window_left (absent: unbounded)", required=False),
             attr("window_right", ints, "query i sees keys j <= i + window_right (absent: unbounded)",
                  required=False),
+            attr("precision", helper.make_attribute("precision", "f32"),
+                 "what q.k and p.v multiply: f32, or bf16 (q, k, p, v rounded to bfloat16, float32 sums)"),
         ],
     )
     if hasattr(schema, "set_type_and_shape_inference_function"):  # onnx >= 1.16

@@ -60,16 +60,21 @@ CpuFeatures detect() {
   if (!os_ymm || !__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return f;
   const bool avx2 = bit(ebx, 5), avx512f = bit(ebx, 16), avx512dq = bit(ebx, 17),
              avx512bw = bit(ebx, 30), avx512vl = bit(ebx, 31), avx512vnni = bit(ecx, 11);
-  const bool amx_tile = bit(edx, 24), amx_int8 = bit(edx, 25);
+  const bool amx_tile = bit(edx, 24), amx_int8 = bit(edx, 25), amx_bf16 = bit(edx, 22);
   const bool os_tiles = (xcr0 & (3u << 17)) == (3u << 17);  // XTILECFG + XTILEDATA
   const unsigned max_sub = eax;
-  bool avxvnni = false;
-  if (max_sub >= 1 && __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx)) avxvnni = bit(eax, 4);
+  bool avxvnni = false, avx512bf16 = false;
+  if (max_sub >= 1 && __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx)) {
+    avxvnni = bit(eax, 4);
+    avx512bf16 = bit(eax, 5);
+  }
 
   f.avx2 = avx2 && fma && f16c;
   f.avxvnni = f.avx2 && avxvnni;
   f.avx512vnni = f.avx2 && os_zmm && avx512f && avx512bw && avx512vl && avx512dq && avx512vnni;
+  f.avx512bf16 = f.avx512vnni && avx512bf16;
   f.amx = f.avx512vnni && amx_tile && amx_int8 && os_tiles && os_permits_tiles();
+  f.amxbf16 = f.amx && amx_bf16;
   return f;
 }
 #elif defined(__aarch64__)

@@ -12,6 +12,8 @@ struct CpuFeatures {
   bool avx512vnni = false;  // AVX512 F/BW/VL/DQ/VNNI + FMA + F16C, zmm/opmask state enabled
   bool amx = false;         // AMX-TILE + AMX-INT8 on top of avx512vnni, tile state enabled in XCR0
                             // and (Linux) granted to this process by arch_prctl
+  bool avx512bf16 = false;  // AVX512-BF16 (vdpbf16ps, vcvtne2ps2bf16) on top of avx512vnni
+  bool amxbf16 = false;     // AMX-BF16 (tdpbf16ps) on top of amx
   // aarch64
   bool neon = false;     // Advanced SIMD
   bool dotprod = false;  // SDOT/UDOT (ARMv8.2 dotprod), HWCAP_ASIMDDP

@@ -22,13 +22,33 @@ enum Input : size_t { kQ = 0, kK = 1, kV = 2, kMask = 3 };
 
 struct Job {
   const attention::TileOps* ops;
+  const attention::Bf16TileOps* bf16;  // set: the plan is packed for it and it runs instead of ops
   const attention::Plan* plan;
   std::atomic<bool> failed{false};
 };
 
 void attention_job(void* p, size_t i) {
   Job& job = *static_cast<Job*>(p);
-  if (!attention::run_job(*job.ops, *job.plan, static_cast<int64_t>(i))) job.failed = true;
+  const int64_t index = static_cast<int64_t>(i);
+  if (!(job.bf16 ? attention::run_job(*job.bf16, *job.plan, index) : attention::run_job(*job.ops, *job.plan, index)))
+    job.failed = true;
+}
+
+// A string attribute; false when the node does not set it (or sets another type).
+bool string_attribute(const OrtKernelInfo* info, const char* name, std::string* value) {
+  size_t size = 0;
+  if (OrtStatus* st = Ort::GetApi().KernelInfoGetAttribute_string(info, name, nullptr, &size)) {
+    Ort::GetApi().ReleaseStatus(st);
+    return false;
+  }
+  std::string out(size, '\0');
+  if (OrtStatus* st = Ort::GetApi().KernelInfoGetAttribute_string(info, name, out.data(), &size)) {
+    Ort::GetApi().ReleaseStatus(st);
+    return false;
+  }
+  out.resize(size > 0 ? size - 1 : 0);  // size counts the terminating NUL
+  *value = out;
+  return true;
 }
 
 }  // namespace
@@ -41,6 +61,8 @@ struct EncoderAttentionKernelState : OpKernel<EncoderAttentionKernelState> {
                                      {"attention_mask", ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64}};
   static constexpr Port kOutputs[] = {{"out", ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT}};
   const attention::TileOps* ops = nullptr;
+  const attention::Bf16TileOps* bf16_ops = nullptr;  // precision bf16 on a CPU with bf16 dot products
+  attention::Precision precision = attention::Precision::kF32;
   int64_t q_heads = 0, kv_heads = 0;
   bool has_scale = false;
   float scale = 0.0f;
@@ -102,9 +124,11 @@ void EncoderAttentionKernelState::compute(Ort::KernelContext& ctx) const {
   p.scale = has_scale ? scale : static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
   p.before = before;
   p.after = after;
-  const attention::Plan plan = attention::make_plan(p);
+  p.precision = precision;
   Job job;
   job.ops = head_dim % ops->head_dim_multiple == 0 ? ops : attention::scalar_tile_ops();
+  job.bf16 = bf16_ops && head_dim % bf16_ops->head_dim_multiple == 0 ? bf16_ops : nullptr;
+  const attention::Plan plan = attention::make_plan(p, job.bf16 != nullptr);
   job.plan = &plan;
   if (plan.jobs > 1)
     ctx.ParallelFor(attention_job, static_cast<size_t>(plan.jobs), 0, &job);
@@ -142,6 +166,19 @@ void init_state(EncoderAttentionKernelState& s, const OrtKernelInfo* raw) {
     if (*span < 0) throw InvalidInput{std::string("attribute '") + name + "' must be >= 0 when set"};
   }
   if (causal) s.after = 0;  // the band is the intersection of causality and the window
+  // precision: what q.k and p.v multiply (docs/attention.md); absent = f32, the op before the attribute.
+  std::string precision = "f32";
+  int64_t as_int = 0;
+  float as_float = 0.0f;
+  if (!string_attribute(raw, "precision", &precision) &&
+      (int_attribute(raw, "precision", &as_int) || float_attribute(raw, "precision", &as_float)))
+    throw InvalidInput{"attribute 'precision' must be a string, \"f32\" or \"bf16\""};
+  if (precision == "bf16") {
+    s.precision = attention::Precision::kBf16;
+    s.bf16_ops = attention::select_bf16_tile_ops(std::getenv("BITNET_ONNX_ISA"));
+  } else if (precision != "f32") {
+    throw InvalidInput{"attribute 'precision' must be \"f32\" or \"bf16\", got \"" + precision + "\""};
+  }
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -15,6 +16,35 @@ namespace bitnet_onnx {
 namespace attention {
 
 constexpr int64_t kUnbounded = -1;  // a band side without a limit
+
+// What q.k and p.v multiply (the op's `precision` attribute, docs/attention.md). kBf16: q (after
+// scaling), k, the softmax's p and v are rounded to bfloat16 (round_bf16), their products summed in
+// float32; the softmax (max, exp, l, alpha, 1 / l) stays float32. Every CPU rounds the same way, so
+// hosts differ only by float32 summation order, as in kF32.
+enum class Precision { kF32, kBf16 };
+
+// float -> bfloat16 bits, the rounding of vcvtneps2bf16 (which the AVX512-BF16 path uses, so the
+// scalar reference and every path round identically): round to nearest even, denormals to a signed
+// zero (the instruction treats denormal inputs as zero), NaN stays a (quiet) NaN.
+// Branch-free (selects), so the driver's packing loops vectorize.
+inline uint16_t bf16_bits(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  const uint32_t quiet = (u | 0x00400000u) >> 16;
+  const uint32_t zero = (u >> 16) & 0x8000u;
+  uint32_t r = (u & 0x7fffffffu) > 0x7f800000u ? quiet : rounded;
+  r = (u & 0x7f800000u) == 0 ? zero : r;
+  return static_cast<uint16_t>(r);
+}
+inline float bf16_to_float(uint16_t b) {
+  const uint32_t u = static_cast<uint32_t>(b) << 16;
+  float x;
+  std::memcpy(&x, &u, sizeof x);
+  return x;
+}
+// x rounded to the nearest bfloat16, as a float (products of two such values are exact in float32).
+inline float round_bf16(float x) { return bf16_to_float(bf16_bits(x)); }
 
 // One call's tensors and shape. Layouts are the projections' own: q [B, S, Hq*D],
 // k and v [B, S, Hkv*D], out [B, S, Hq*D]; query head n reads kv head n / (Hq / Hkv).
@@ -28,6 +58,7 @@ struct Problem {
   float scale = 1.0f;  // multiplies q before q.k
   // Key j serves query i iff mask[j] != 0 and i - before <= j <= i + after (kUnbounded: no limit).
   int64_t before = kUnbounded, after = kUnbounded;
+  Precision precision = Precision::kF32;
 };
 
 // The tile operations one ISA provides (scalar.cc, avx2.cc, avx512.cc). Tiles are kTileK keys wide.
@@ -43,12 +74,37 @@ struct TileOps {
   // o[r][:] = o[r][:] * alpha[r] + sum_{j < nk} p[r][j] * v[j][:] (v row stride ldv, o row stride d).
   void (*pv)(const float* p, int64_t rows, int64_t nk, const float* v, int64_t ldv, int64_t d,
              const float* alpha, float* o);
+  // Precision::kBf16 on operands already rounded to bf16 (held as floats): softmax, then each p
+  // rounded (round_bf16) before it is summed into l and written to s. With scores and pv this is
+  // the bf16 path of a CPU without bf16 dot products (scalar: the bf16 reference).
+  void (*softmax_bf16)(float* s, int64_t rows, float* m, float* l, float* alpha);
+};
+
+// Precision::kBf16 with bf16 dot products (vdpbf16ps): operands stored as bf16 bits, in pairs
+// along the summed axis (what one 32-bit lane of vdpbf16ps multiplies).
+struct Bf16TileOps {
+  const char* name;
+  int64_t head_dim_multiple;  // head_dim % this == 0, else the caller uses the TileOps path
+  // s[r][j] = sum_d q[r][d] * k[j][d]: q [rows][d] (row stride d), kt in pairs of d:
+  // kt[(c / 2) * ldk * 2 + j * 2 + c % 2] = k[j][c].
+  void (*scores)(const uint16_t* q, int64_t rows, int64_t d, const uint16_t* kt, int64_t ldk, float* s);
+  // TileOps::softmax_bf16, also writing the rounded p as bf16 to p [rows][kTileK].
+  void (*softmax)(float* s, int64_t rows, float* m, float* l, float* alpha, uint16_t* p);
+  // o[r][:] = o[r][:] * alpha[r] + sum_{j < nk} p[r][j] * v[j][:], v in pairs of keys:
+  // v[(j / 2) * d * 2 + c * 2 + j % 2] = v[j][c] (nk rounded up to even keys are read; p is 0 past nk).
+  void (*pv)(const uint16_t* p, int64_t rows, int64_t nk, const uint16_t* v, int64_t d, const float* alpha,
+             float* o);
+  // > 1 (AMX tiles): q, s, p and o hold whole blocks of this many rows (rows rounded up; the extra
+  // rows of q and p are zeros, of o zeros on return), and pv reads kTileK keys of p and v always.
+  int64_t row_multiple;
 };
 
 const TileOps* scalar_tile_ops();
 #if defined(__x86_64__) || defined(_M_X64)
 const TileOps* avx2_tile_ops();
 const TileOps* avx512_tile_ops();
+const Bf16TileOps* avx512bf16_tile_ops();  // needs AVX512-BF16 (CpuFeatures::avx512bf16)
+const Bf16TileOps* amxbf16_tile_ops();     // needs AMX-BF16 (CpuFeatures::amxbf16)
 #endif
 
 // What every job of one call shares: the problem, its tiling and the mask's summaries.
@@ -65,15 +121,24 @@ struct Plan {
   // row stride (Hkv*D floats, often 4 KiB) would put a whole tile in one L1 set.
   int64_t ld_kt = 0;
   std::unique_ptr<float[]> kt, vh;  // uninitialized but for kt's tail: no memset of a fresh buffer
+  // Bf16TileOps layouts instead (packed_bf16): kt16 [B, Hkv, D/2, ld_kt, 2]; vh16 [B, Hkv, ld_vh, D, 2]
+  // with key pairs counted from the batch row's first real token (key tiles start there), zero past S.
+  bool packed_bf16 = false;
+  int64_t ld_vh = 0;  // key pairs per (batch, kv head): S/2 + 1 and a tile's worth (AMX reads whole tiles)
+  std::unique_ptr<uint16_t[]> kt16, vh16;
 };
 
 // Validated by the caller (shapes, q_heads % kv_heads == 0, head_dim > 0). Throws std::bad_alloc.
-Plan make_plan(const Problem& p);
+// packed_bf16 (only with p.precision == kBf16): lay K and V out for Bf16TileOps; otherwise K and V
+// are floats (rounded to bf16 under kBf16) for TileOps.
+Plan make_plan(const Problem& p, bool packed_bf16 = false);
 
 // Runs job `index` (< plan.jobs): writes the output rows of one (batch, kv head, query tile)
 // for all query heads of the group. False only when its scratch could not be allocated.
 // Jobs write disjoint outputs and each is deterministic: any thread split gives the same bits.
 bool run_job(const TileOps& ops, const Plan& plan, int64_t index);
+// The same for a plan made with packed_bf16.
+bool run_job(const Bf16TileOps& ops, const Plan& plan, int64_t index);
 
 // The tile ops this CPU runs best, or the ones BITNET_ONNX_ISA's value names (a record of the ISA
 // table, isa.h: scalar; avx2 and avxvnni -> avx2; avx512vnni and amx -> avx512; i8mm, dotprod, neon -> scalar).
@@ -82,6 +147,12 @@ const TileOps* select_tile_ops(const char* forced, std::string* error);
 
 // The attention path of `isa` (dispatch.cc's row); null when this build does not have the ISA.
 const TileOps* tile_ops(Isa isa);
+
+// The bf16 dot-product path for the ISA select_tile_ops(forced) picks: AMX-BF16 where that ISA is amx
+// and this CPU has AMX-BF16; else AVX512-BF16 where it is avx512vnni or amx and the CPU has AVX512-BF16;
+// null otherwise (the caller then runs that ISA's TileOps on bf16-rounded operands). Call after
+// select_tile_ops succeeded with the same `forced`.
+const Bf16TileOps* select_bf16_tile_ops(const char* forced);
 
 }  // namespace attention
 }  // namespace bitnet_onnx

@@ -31,6 +31,23 @@ struct V256 {
     h = _mm_add_ss(h, _mm_movehdup_ps(h));
     return _mm_cvtss_f32(h);
   }
+  // round_bf16 (attention.h) on 8 lanes in AVX2 integer ops.
+  static reg round_bf16(reg x) {
+    const __m256i u = _mm256_castps_si256(x);
+    const __m256i denormal = _mm256_cmpeq_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7f800000)), _mm256_setzero_si256());
+    const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)), _mm256_set1_epi32(0x7f800000));
+    __m256i r = _mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff),
+                                                     _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1))));
+    r = _mm256_blendv_epi8(r, _mm256_or_si256(u, _mm256_set1_epi32(0x00400000)), nan);
+    r = _mm256_blendv_epi8(r, _mm256_and_si256(u, _mm256_set1_epi32(static_cast<int>(0x80000000u))), denormal);
+    return _mm256_castsi256_ps(_mm256_and_si256(r, _mm256_set1_epi32(static_cast<int>(0xffff0000u))));
+  }
+  // x already bf16-valued: its high halves (only the bf16 dot-product path stores these).
+  static void store_bf16(uint16_t* p, reg x) {
+    alignas(32) uint32_t u[8];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(u), _mm256_castps_si256(x));
+    for (int i = 0; i < 8; ++i) p[i] = static_cast<uint16_t>(u[i] >> 16);
+  }
   static reg exp(reg x) {
     const reg under = _mm256_cmp_ps(x, set1(kExpLo), _CMP_LT_OQ);  // and -inf
     x = _mm256_min_ps(_mm256_max_ps(x, set1(kExpLo)), set1(88.0f));
@@ -46,7 +63,8 @@ struct V256 {
   }
 };
 
-const TileOps kAvx2 = {"avx2", V256::width, scores<V256, 6, 2>, softmax<V256>, pv<V256, 6, 2>};
+const TileOps kAvx2 = {"avx2", V256::width, scores<V256, 6, 2>, softmax<V256>, pv<V256, 6, 2>,
+                        softmax_bf16<V256>};
 
 }  // namespace
 

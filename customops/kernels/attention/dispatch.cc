@@ -2,6 +2,7 @@
 #include <string>
 
 #include "attention.h"
+#include "cpu_features.h"
 #include "isa.h"
 
 namespace bitnet_onnx {
@@ -28,6 +29,22 @@ const TileOps* tile_ops(Isa isa) { return isa_row(kPaths, isa); }
 
 const TileOps* select_tile_ops(const char* forced, std::string* error) {
   return select_isa_row(kPaths, forced, error);
+}
+
+// vdpbf16ps is an AVX-512 instruction: the records whose attention path is avx512 get it where the
+// CPU has AVX512-BF16 (Intel Cooper Lake and Sapphire Rapids on, AMD Zen 4 on); the amx record gets
+// AMX-BF16 tiles where the CPU has them (Sapphire Rapids on), so BITNET_ONNX_ISA=avx512vnni forces
+// the vdpbf16ps path there.
+const Bf16TileOps* select_bf16_tile_ops(const char* forced) {
+#if defined(__x86_64__) || defined(_M_X64)
+  const IsaRecord* record = select_isa(forced, nullptr);
+  if (record && record->isa == kIsaAmx && cpu_features().amxbf16) return amxbf16_tile_ops();
+  if (record && (record->isa == kIsaAmx || record->isa == kIsaAvx512Vnni) && cpu_features().avx512bf16)
+    return avx512bf16_tile_ops();
+#else
+  (void)forced;
+#endif
+  return nullptr;
 }
 
 }  // namespace attention

