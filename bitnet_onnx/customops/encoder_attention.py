@@ -96,6 +96,5 @@ def schema(domain: str, version: int):
                  "what q.k and p.v multiply: f32, or bf16 (q, k, p, v rounded to bfloat16, float32 sums)"),
         ],
     )
-    if hasattr(schema, "set_type_and_shape_inference_function"):  # onnx >= 1.16
-        schema.set_type_and_shape_inference_function(_infer)
+    schema.set_type_and_shape_inference_function(_infer)
     return schema
