@@ -1,6 +1,6 @@
 """Accuracy of EncoderAttention precision bf16 on a real model (issue 30's gate): the min cosine between
 sentence embeddings of --weights f32 --attention fused exports at --attention-precision f32 and bf16,
-one text alone and in a padded batch, at each token count (bitnet_onnx/testing/attention_precision.py).
+one text alone and in a padded batch, at each token count (bitnet_onnx/compare.py).
 
     .venv/bin/python benchmarks/accuracy_attention_bf16.py [--model GGUF_OR_FOLDER] [--tokens 512,2048]
 
@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 
 from bitnet_onnx.bench.host import cpu_name
-from bitnet_onnx.testing.attention_precision import cosines, export_pair
+from bitnet_onnx.compare import attention_precision_cosines, attention_precision_exports
 
 
 def main() -> None:
@@ -38,9 +38,9 @@ def main() -> None:
     print("| tokens | min cos, alone | min cos, padded batch |")
     print("|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
-        folders = export_pair(model, Path(tmp))
+        folders = attention_precision_exports(model, Path(tmp))
         for tokens in map(int, args.tokens.split(",")):
-            cos = cosines(folders, tokens)
+            cos = attention_precision_cosines(folders, tokens)
             print(f"| {tokens} | {cos['alone']:.7f} | {cos['padded']:.7f} |", flush=True)
 
 

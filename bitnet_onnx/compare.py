@@ -45,3 +45,50 @@ def embedding_row(text: str, got: np.ndarray, want: np.ndarray, tokens: int) -> 
     denom = float(np.linalg.norm(got) * np.linalg.norm(want)) or 1.0
     return {"text": text, "tokens": tokens, "cosine": float(np.dot(got, want) / denom),
             "max_abs_diff": float(np.max(np.abs(got - want)))}
+
+
+# -- two exports of one model that differ only in the attention's precision --------------------------
+# The accuracy gate of EncoderAttention's bf16 precision (docs/attention.md, "Precision"): a real, trained
+# model exported with --weights f32 --attention fused (float32 weights, so the only difference is the
+# attention's rounding) at both precisions; tests/test_attention_precision_gemma3.py runs it at 512 tokens,
+# benchmarks/accuracy_attention_bf16.py at 512 and 2048 (the recorded numbers).
+ATTENTION_PRECISIONS = ("f32", "bf16")
+
+
+def attention_precision_exports(model: str | Path, root: Path) -> dict[str, Path]:
+    """{precision: export folder} of ``model`` with f32 weights and the fused attention op."""
+    from bitnet_onnx.export.exporter import export
+
+    return {p: export(model, root / p, weights="f32", attention_name="fused", pooling="mean",
+                      attention_precision=p) for p in ATTENTION_PRECISIONS}
+
+
+def _document_ids(embedder, tokens: int) -> list[int]:
+    """``tokens`` token ids of real English text (the corpus repeated, as one document)."""
+    from bitnet_onnx.testing.corpus import CORPUS
+
+    text = " ".join(line for line in CORPUS.splitlines() if line)
+    ids: list[int] = []
+    while len(ids) < tokens:
+        text = text + " " + text
+        ids = embedder.tokenize([text], truncate=False)[0]
+    return ids[:tokens]
+
+
+def attention_precision_cosines(folders: dict[str, Path], tokens: int) -> dict[str, float]:
+    """min cosine between the f32 and bf16 exports' sentence embeddings: "alone" (one text of ``tokens``
+    tokens, batch 1) and "padded" (that text, one of 3/5 and one of 1/8 of its length, in one batch padded
+    to the longest; every row compared)."""
+    from bitnet_onnx.runtime.embedder import Embedder
+
+    runs = {p: Embedder(f, threads=1) for p, f in folders.items()}
+    ids = _document_ids(runs["f32"], tokens)
+    batch = [ids, ids[: tokens * 3 // 5], ids[: max(8, tokens // 8)]]
+    out = {}
+    for kind, rows in (("alone", [ids]), ("padded", batch)):
+        one_batch = {"batch_size": len(rows), "max_batch_tokens": len(rows) * tokens}
+        a, b = (runs[p].embed(runs[p].prepare(ids=rows, normalize=False), **one_batch).astype(np.float64)
+                for p in ATTENTION_PRECISIONS)
+        cos = (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+        out[kind] = float(cos.min())
+    return out

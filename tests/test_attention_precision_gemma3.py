@@ -11,13 +11,13 @@ from __future__ import annotations
 import onnx
 import pytest
 
-from bitnet_onnx.testing.attention_precision import cosines, export_pair
+from bitnet_onnx.compare import attention_precision_cosines, attention_precision_exports
 from bitnet_onnx.testing.real_tokenizers import gemma3_gguf
 
 
 @pytest.fixture(scope="module")
 def exports(tmp_path_factory):
-    return export_pair(gemma3_gguf(), tmp_path_factory.mktemp("gemma3-270m-attention-precision"))
+    return attention_precision_exports(gemma3_gguf(), tmp_path_factory.mktemp("gemma3-270m-attention-precision"))
 
 
 def test_exports_carry_the_precision(exports):
@@ -36,5 +36,5 @@ def test_exports_carry_the_precision(exports):
 
 
 def test_bf16_embeddings_within_cos_0_9999_at_512_tokens(exports):
-    cos = cosines(exports, 512)
+    cos = attention_precision_cosines(exports, 512)
     assert cos["alone"] >= 0.9999 and cos["padded"] >= 0.9999, cos

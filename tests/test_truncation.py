@@ -20,6 +20,7 @@ import onnxruntime as ort
 import pytest
 
 from bitnet_onnx import customops, special_tokens
+from bitnet_onnx.arch import ARCHITECTURES
 from bitnet_onnx.errors import BitnetOnnxError
 from bitnet_onnx.export import exporter, hf_layout, text_input
 from bitnet_onnx.manifest import Manifest
@@ -40,7 +41,7 @@ OVER_LONG = [
 WITHIN = ["", "a", "What is BitNet?", "Ternary weights make matrix products cheap. " * 3, "<bos> inside <eos>"]
 TEXTS = OVER_LONG + WITHIN
 # cases: name -> (tokenizer folder builder, arch, manifest's EOS token)
-CASES = ("qwen3", "gemma3", "gemma3-eos")
+CASES = (*ARCHITECTURES, "gemma3-eos")
 
 
 def _gemma3_with_eos(folder: Path) -> Path:
@@ -210,7 +211,7 @@ class _CountingTokenizer:
         return counted
 
 
-@pytest.mark.parametrize("arch", ["qwen3", "gemma3"])
+@pytest.mark.parametrize("arch", list(ARCHITECTURES))
 def test_text_input_export_parses_tokenizer_json_once(tiny_model, tmp_path, monkeypatch, arch):
     """``export --text-input``: one JSON parse and one ``tokenizers`` parse of tokenizer.json (the facts,
     the tokenizer node, the probe and the ids rules share them), and the export is whole."""
