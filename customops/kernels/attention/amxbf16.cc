@@ -8,37 +8,17 @@
 
 #include <cstring>
 
+#include "amx_tiles.h"
 #include "v512.h"
 
 namespace bitnet_onnx {
 namespace attention {
 namespace {
 
-struct alignas(64) TileConfig {
-  uint8_t palette_id;
-  uint8_t start_row;
-  uint8_t reserved[14];
-  uint16_t colsb[16];
-  uint8_t rows[16];
-};
-
-// Eight 16 x 64-byte tiles (the i2s AMX kernel's shape too). Loaded on every call: another kernel
-// on this thread (i2s) may have loaded or released its own configuration in between.
-void load_tile_config() {
-  TileConfig cfg;
-  std::memset(&cfg, 0, sizeof(cfg));
-  cfg.palette_id = 1;
-  for (int t = 0; t < 8; ++t) {
-    cfg.colsb[t] = 64;
-    cfg.rows[t] = 16;
-  }
-  _tile_loadconfig(&cfg);
-}
-
 // s[rows16][64] = q[rows16][d] . k^T: C tiles 0-3 (16 keys each), A tile 4 (16 rows x 32 of d),
 // B tiles 5-7 (16 pairs of d x 16 keys, row stride ldk pairs). Needs d % 32 == 0, rows % 16 == 0.
 void scores(const uint16_t* q, int64_t rows, int64_t d, const uint16_t* kt, int64_t ldk, float* s) {
-  load_tile_config();
+  load_amx_tile_config();
   const size_t q_stride = static_cast<size_t>(d) * 2, k_stride = static_cast<size_t>(ldk) * 4;
   for (int64_t r0 = 0; r0 < rows; r0 += 16) {
     _tile_zero(0);
@@ -80,7 +60,7 @@ void pv(const uint16_t* p, int64_t rows, int64_t nk, const uint16_t* v, int64_t 
     const __m512 a = _mm512_set1_ps(alpha[r]);
     for (int64_t c = 0; c < d; c += 16) _mm512_storeu_ps(o + r * d + c, _mm512_mul_ps(_mm512_loadu_ps(o + r * d + c), a));
   }
-  load_tile_config();
+  load_amx_tile_config();
   const int64_t rows16 = (rows + 15) / 16 * 16;
   const size_t o_stride = static_cast<size_t>(d) * 4, p_stride = kTileK * 2, v_stride = static_cast<size_t>(d) * 4;
   for (int64_t r0 = 0; r0 < rows16; r0 += 16) {

@@ -17,6 +17,7 @@
 #include <cstring>
 #include <vector>
 
+#include "amx_tiles.h"
 #include "mul_kernels.h"
 #include "x86_common.h"
 
@@ -35,26 +36,6 @@ constexpr int64_t kStreamBytes = int64_t{8} << 20;
 
 // ---------------------------------------------------------------------------------------------
 // Integer sums
-
-struct alignas(64) TileConfig {
-  uint8_t palette_id;
-  uint8_t start_row;
-  uint8_t reserved[14];
-  uint16_t colsb[16];
-  uint8_t rows[16];
-};
-
-// Eight 16 x 64-byte tiles.
-void load_tile_config() {
-  TileConfig cfg;
-  std::memset(&cfg, 0, sizeof(cfg));
-  cfg.palette_id = 1;
-  for (int t = 0; t < 8; ++t) {
-    cfg.colsb[t] = 64;
-    cfg.rows[t] = 16;
-  }
-  _tile_loadconfig(&cfg);
-}
 
 // Group values T = code - 1 over columns [k0, k0 + kc) as int8, [quad][16 rows x 4]: one B
 // tile per 64 columns. Signed T lets TDPBSSD give sum q*T directly (no qsum correction).
@@ -215,7 +196,7 @@ void dot_any(const uint8_t* packed, int64_t n, int64_t k, const QuantizedRows& r
   int8_t* buf = b_buffer(static_cast<size_t>((g1 - g0) * kc_max * G));
   alignas(64) int8_t apack[2 * kTm * kKc];
 
-  load_tile_config();
+  load_amx_tile_config();
   // B streams from L2 (sequential 1 KB tiles); the A tiles of a token pair stay in L1.
   for (int64_t k0 = 0; k0 < k; k0 += kKc) {
     const int64_t kc = std::min(kKc, k - k0);
