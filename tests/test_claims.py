@@ -18,6 +18,8 @@ from bitnet_onnx.manifest import Manifest
 from bitnet_onnx.runtime.embedder import Embedder
 from bitnet_onnx.testing.factory import CORPUS
 
+pytestmark = pytest.mark.real_size  # the suite's tiers: tests/suite_marks.py
+
 TEXTS = [line for line in CORPUS.splitlines() if line][:6]
 FEW_LAYERS = {"qwen3": {"layers": 1}, "gemma3": {"layers": 2, "sliding_window_pattern": 2}}
 

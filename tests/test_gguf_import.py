@@ -141,6 +141,7 @@ def _with_eos(tok: Tokenizer, text: str, eos: str | None) -> list[int]:
 
 
 @pytest.mark.parametrize("arch", sorted(ARCHITECTURES))
+@pytest.mark.real_size
 def test_real_tokenizers_survive_the_round_trip(tmp_path, real_tokenizer_model, arch):
     """The real Qwen3 and Gemma3 tokenizers: GGUF-rebuilt ids equal the folder's, and so do the exports."""
     model = real_tokenizer_model(arch)
@@ -154,6 +155,7 @@ def test_real_tokenizers_survive_the_round_trip(tmp_path, real_tokenizer_model, 
 
 
 # -- the real Gemma3-270M (Q4_K_M): the GGUF and its exports are tests/conftest.py's, shared ----------
+@pytest.mark.real_size
 def test_real_gemma3_270m_reads_as_llama_cpp_wrote_it(gemma3_270m):
     source = GgufModel(gemma3_270m)
     cfg = source.cfg
@@ -171,6 +173,7 @@ def test_real_gemma3_270m_reads_as_llama_cpp_wrote_it(gemma3_270m):
 # The i2s stand-in runs int8 activations through a ternarized (no longer working) model: one rounding flip
 # of the 8-bit step amplifies over 18 layers (docs/export.md, verify), 0.984-0.998 here; float paths agree.
 @pytest.mark.parametrize("kind, threshold", [("f32", "0.9999"), ("ternarized-f32", "0.9999"), ("ternarized-i2s", "0.98")])
+@pytest.mark.real_size
 def test_real_gemma3_270m_verifies_against_transformers(capsys, gemma3_270m, gemma3_270m_export, reference_loads_once,
                                                         kind, threshold):
     """transformers loads the same GGUF (its own GGUF reader and dequantization) as the reference (once for
@@ -179,6 +182,7 @@ def test_real_gemma3_270m_verifies_against_transformers(capsys, gemma3_270m, gem
     assert "PASS" in capsys.readouterr().out
 
 
+@pytest.mark.real_size
 def test_real_gemma3_270m_tokenizer_equals_transformers(gemma3_270m, gemma3_270m_export):
     transformers = pytest.importorskip("transformers")
     theirs = transformers.AutoTokenizer.from_pretrained(str(gemma3_270m.parent), gguf_file=gemma3_270m.name)
@@ -187,6 +191,7 @@ def test_real_gemma3_270m_tokenizer_equals_transformers(gemma3_270m, gemma3_270m
         assert ours.encode(t).ids == theirs(t).input_ids, t
 
 
+@pytest.mark.real_size
 def test_importer_merges_equal_transformers_rule_on_the_real_gemma3_vocabulary(gemma3_270m):
     """The importer's SentencePiece merges (ties: token id, then left and right ids) are the list the
     independent oracle builds after transformers' converter, entry for entry, on all 262,144 pieces."""

@@ -220,6 +220,7 @@ def test_gguf_source_layout_loads_in_transformers(tiny_model, tmp_path):
     assert_same_vectors(embed_as_sentence_transformers_onnx(folder, TEXTS), Embedder(folder, threads=1).encode(TEXTS, prompt=""))
 
 
+@pytest.mark.real_size
 def test_real_gemma3_270m_gguf_layout_loads_in_transformers(gemma3_270m, gemma3_270m_export, private_copy):
     """The same at the real size: the Q4_K_M Gemma3-270M GGUF (262,144-token vocabulary, external data)
     ternarized to i2s, the layout added (write_hf_layout, what --layout hf writes: test_integrations_cli.py)

@@ -55,6 +55,7 @@ def _embed_longest(e: Embedder) -> np.ndarray:
 
 
 @pytest.mark.parametrize("arch", ARCHITECTURES)
+@pytest.mark.real_size
 def test_default_exports_embed_a_32768_token_text(long_exports, arch):
     vectors = []
     for folder in (long_exports[arch]["hf"], long_exports[arch]["gguf"]):
@@ -65,6 +66,7 @@ def test_default_exports_embed_a_32768_token_text(long_exports, arch):
 
 
 @pytest.mark.parametrize("arch", ARCHITECTURES)
+@pytest.mark.real_size
 def test_stock_attention_is_kept_to_a_length_it_serves(tmp_path, caplog, long_exports, arch):
     """An explicit --attention onnx at max_length 32768 would need >50 GiB: the export lowers max_length to
     the longest it serves in the budget and says so naming --attention fused; a text of that length embeds."""

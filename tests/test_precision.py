@@ -251,6 +251,7 @@ def real_width_export(real_width_model, tmp_path_factory):
     return export(model, root / "f32"), export(model, root / "ubinary", output_precision="ubinary")
 
 
+@pytest.mark.real_size
 def test_real_widths_every_precision_and_the_graphs_bits(real_width_export):
     folder, packed = real_width_export
     embedder = Embedder(folder, threads=2)

@@ -12,6 +12,8 @@ from bitnet_onnx.cli import main
 from bitnet_onnx.convert_gguf.writer import convert
 from bitnet_onnx.export.exporter import export
 
+pytestmark = pytest.mark.real_size  # the suite's tiers: tests/suite_marks.py
+
 
 @pytest.mark.parametrize("arch", ARCHITECTURES)
 def test_verify_an_i2s_gguf_export_against_the_gguf(tmp_path, capsys, real_width_model, arch):
