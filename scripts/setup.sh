@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets up a fresh machine for bitnet-onnx: system pieces, a venv in .venv, the package.
 #   scripts/setup.sh          runtime + PyTorch reference (what `demo` uses)
-#   scripts/setup.sh --test   also the test tools (pytest, aarch64 cross compiler, qemu-user)
+#   scripts/setup.sh --test   also the test tools (pytest, aarch64 cross compiler, qemu-user, ccache)
 # Safe to re-run: it installs only what is missing and rebuilds the op library incrementally.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,6 +16,7 @@ need_cmd dpkg-deb dpkg          # scripts/fetch_ort_headers.sh unpacks ORT heade
 if [ "$want_test" = 1 ]; then
     need_cmd aarch64-linux-gnu-g++ g++-aarch64-linux-gnu
     need_cmd qemu-aarch64 qemu-user
+    need_cmd ccache ccache          # the tests' builds (tests/build_cache.py) and the op library's below
 fi
 if [ ${#apt_missing[@]} -gt 0 ]; then
     if [ "$(id -u)" != 0 ]; then
@@ -35,5 +36,14 @@ pip=(.venv/bin/python -m pip --disable-pip-version-check -q)
 "${pip[@]}" install torch==2.13.0
 extras=reference
 [ "$want_test" = 1 ] && extras=test
+# The editable install compiles the op library into build/ of this checkout, so a fresh clone
+# compiles it all again: through ccache where installed (CMake >= 3.17 reads the launchers from the
+# environment), in the tests' cache (tests/build_cache.py: one place to wipe). CCACHE_BASEDIR: the
+# compile commands name the sources by absolute path; relative to build/, they are the same in every clone.
+if command -v ccache >/dev/null 2>&1; then
+    export CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache
+    export CCACHE_BASEDIR=$PWD
+    export CCACHE_DIR=${BITNET_ONNX_TEST_CACHE:-$HOME/.cache/bitnet-onnx-tests}/ccache
+fi
 "${pip[@]}" install -e ".[$extras]"
 echo "setup: ready (.venv/bin/bitnet-onnx)"

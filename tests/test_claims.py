@@ -3,7 +3,8 @@
 "int8 gives the same numbers as i2s": on random-weight models of the real width and vocabulary, an
 int8 export equals the i2s export bit for bit when both use the same attention (each format's default,
 which a 32k max_length makes EncoderAttention for both, and the stock decomposition for both); the
-tiny-model form (each default attention, within 1e-4) is tests/test_export.py::test_int8_equals_i2s.
+tiny-model form (each default attention, within 1e-4) is tests/test_export.py::test_int8_equals_i2s. The models
+are conftest's real_width_model, shared with the other modules at these layer counts.
 """
 
 from __future__ import annotations
@@ -11,20 +12,21 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bitnet_onnx.arch import ARCHITECTURES, REAL_SHAPES
+from bitnet_onnx.arch import ARCHITECTURES
 from bitnet_onnx.export.exporter import export
 from bitnet_onnx.manifest import Manifest
 from bitnet_onnx.runtime.embedder import Embedder
-from bitnet_onnx.testing import make_model
 from bitnet_onnx.testing.factory import CORPUS
+
+pytestmark = pytest.mark.real_size  # the suite's tiers: tests/suite_marks.py
 
 TEXTS = [line for line in CORPUS.splitlines() if line][:6]
 FEW_LAYERS = {"qwen3": {"layers": 1}, "gemma3": {"layers": 2, "sliding_window_pattern": 2}}
 
 
 @pytest.mark.parametrize("arch", ARCHITECTURES)
-def test_int8_equals_i2s_with_the_same_attention_at_real_shapes(tmp_path, arch):
-    model = make_model(tmp_path / "model", arch, shape=REAL_SHAPES[arch].name, **FEW_LAYERS[arch])
+def test_int8_equals_i2s_with_the_same_attention_at_real_shapes(tmp_path, real_width_model, arch):
+    model = real_width_model(arch, **FEW_LAYERS[arch])
     for attention in (None, "onnx"):
         i2s, int8 = (export(model, tmp_path / f"{w}-{attention}", weights=w, attention_name=attention)
                      for w in ("i2s", "int8"))

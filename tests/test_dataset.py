@@ -54,6 +54,7 @@ def _jsonl(path: Path, records) -> Path:
 
 
 @pytest.mark.parametrize("arch", ARCHITECTURES)
+@pytest.mark.slow
 def test_job_on_parquet_equals_embedder_with_prompt_and_dimensions(local_ray, exported, tmp_path, arch):
     export_dir = exported(arch)
     prompt = next(iter(Embedder(export_dir).prompts))
@@ -105,6 +106,7 @@ def test_ray_data_stage_composes_with_a_pipeline(local_ray, exported):
     assert all(r["token_count"] > 0 for r in rows)
 
 
+@pytest.mark.slow
 def test_killed_job_reruns_to_the_same_output(exported, tmp_path):
     export_dir = exported("qwen3")
     texts = TEXTS * 4
@@ -171,6 +173,7 @@ def test_the_package_does_not_import_ray():
 
 
 @pytest.mark.parametrize("arch", ARCHITECTURES)
+@pytest.mark.slow
 def test_precision_columns_equal_quantize_embeddings_and_resume(local_ray, exported, tmp_path, arch, capsys):
     """embed-dataset --precision: typed Parquet columns holding sentence-transformers' bytes, resumable;
     the Ray Data stage too; int8 without ranges refused before anything is written."""

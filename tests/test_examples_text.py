@@ -46,7 +46,7 @@ def _libpython() -> Path:
 
 @pytest.fixture(scope="module")
 def programs(host_programs) -> dict[str, Path]:
-    """embed_c and embed_cpp, built once per session by conftest (build/examples)."""
+    """embed_c and embed_cpp, built once per session by conftest (host_programs, in the tests' build cache)."""
     return host_programs
 
 

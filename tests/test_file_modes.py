@@ -143,6 +143,7 @@ OTHERS_CAN_START_PYTHON = _reachable_by_others(sys.executable)
 
 @pytest.mark.parametrize("user", USERS)
 @pytest.mark.parametrize("writer", WRITERS, ids=[w.id for w in WRITERS])
+@pytest.mark.slow
 def test_outputs_follow_umask(writer: Writer, user: str, shared_inputs):
     if writer.id == "embed-dataset":
         pytest.importorskip("ray", reason="embed-dataset needs the ray extra (CI installs it with the test extra)")

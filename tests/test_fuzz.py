@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # the suite's tiers: tests/suite_marks.py
+
 pytest.importorskip("atheris", reason="atheris is in the test extra (pip install '.[test]')")
 
 FUZZ = Path(__file__).parent / "fuzz"

@@ -29,7 +29,7 @@ from bitnet_onnx.gguf_tokenizer import tokenizer_files
 from bitnet_onnx.manifest import Manifest
 from bitnet_onnx.model_source import ModelSource
 from bitnet_onnx.testing.factory import CORPUS
-from bitnet_onnx.testing.real_tokenizers import VARIED_CORPUS, gemma3_gguf, make_real_tokenizer_model
+from bitnet_onnx.testing.real_tokenizers import VARIED_CORPUS
 from bitnet_onnx.weights import ModelFolder, open_model, open_source
 
 TEXTS = [line for line in CORPUS.splitlines() if line] + list(VARIED_CORPUS)
@@ -140,16 +140,11 @@ def _with_eos(tok: Tokenizer, text: str, eos: str | None) -> list[int]:
     return ids + [eos_id] if eos_id is not None and ids[-1:] != [eos_id] else ids
 
 
-@pytest.fixture(scope="module")
-def real_tokenizer_models(tmp_path_factory):
-    root = tmp_path_factory.mktemp("real-tok")
-    return {arch: make_real_tokenizer_model(root / arch, arch, dtype="float32") for arch in ARCHITECTURES}
-
-
 @pytest.mark.parametrize("arch", sorted(ARCHITECTURES))
-def test_real_tokenizers_survive_the_round_trip(tmp_path, real_tokenizer_models, arch):
+@pytest.mark.real_size
+def test_real_tokenizers_survive_the_round_trip(tmp_path, real_tokenizer_model, arch):
     """The real Qwen3 and Gemma3 tokenizers: GGUF-rebuilt ids equal the folder's, and so do the exports."""
-    model = real_tokenizer_models[arch]
+    model = real_tokenizer_model(arch)
     gguf_file = convert(model, tmp_path / "m.gguf", "f32", pre_tokenizer=_pre(arch), progress=False)
     out = export(gguf_file, tmp_path / "onnx", weights="f32")
     original, rebuilt = Tokenizer.from_file(str(model / "tokenizer.json")), Tokenizer.from_file(str(out / "tokenizer.json"))
@@ -159,20 +154,8 @@ def test_real_tokenizers_survive_the_round_trip(tmp_path, real_tokenizer_models,
     _same_export(export(model, tmp_path / "from-folder", weights="f32"), out)
 
 
-# -- the real Gemma3-270M (Q4_K_M) ----------------------------------------------------------------
-@pytest.fixture(scope="module")
-def gemma3_270m():
-    return gemma3_gguf()
-
-
-@pytest.fixture(scope="module")
-def gemma3_270m_exports(gemma3_270m, tmp_path_factory):
-    root = tmp_path_factory.mktemp("gemma3-270m")
-    return {"f32": export(gemma3_270m, root / "f32", weights="f32", pooling="mean"),
-            "ternarized-f32": export(gemma3_270m, root / "tern-f32", weights="f32", ternarize=True, pooling="mean"),
-            "ternarized-i2s": export(gemma3_270m, root / "tern-i2s", ternarize=True, pooling="mean")}
-
-
+# -- the real Gemma3-270M (Q4_K_M): the GGUF and its exports are tests/conftest.py's, shared ----------
+@pytest.mark.real_size
 def test_real_gemma3_270m_reads_as_llama_cpp_wrote_it(gemma3_270m):
     source = GgufModel(gemma3_270m)
     cfg = source.cfg
@@ -190,20 +173,25 @@ def test_real_gemma3_270m_reads_as_llama_cpp_wrote_it(gemma3_270m):
 # The i2s stand-in runs int8 activations through a ternarized (no longer working) model: one rounding flip
 # of the 8-bit step amplifies over 18 layers (docs/export.md, verify), 0.984-0.998 here; float paths agree.
 @pytest.mark.parametrize("kind, threshold", [("f32", "0.9999"), ("ternarized-f32", "0.9999"), ("ternarized-i2s", "0.98")])
-def test_real_gemma3_270m_verifies_against_transformers(capsys, gemma3_270m, gemma3_270m_exports, kind, threshold):
-    """transformers loads the same GGUF (its own GGUF reader and dequantization) as the reference."""
-    assert main(["verify", str(gemma3_270m_exports[kind]), str(gemma3_270m), "--threshold", threshold]) == 0
+@pytest.mark.real_size
+def test_real_gemma3_270m_verifies_against_transformers(capsys, gemma3_270m, gemma3_270m_export, reference_loads_once,
+                                                        kind, threshold):
+    """transformers loads the same GGUF (its own GGUF reader and dequantization) as the reference (once for
+    the three: reference_loads_once)."""
+    assert main(["verify", str(gemma3_270m_export(kind)), str(gemma3_270m), "--threshold", threshold]) == 0
     assert "PASS" in capsys.readouterr().out
 
 
-def test_real_gemma3_270m_tokenizer_equals_transformers(gemma3_270m, gemma3_270m_exports):
+@pytest.mark.real_size
+def test_real_gemma3_270m_tokenizer_equals_transformers(gemma3_270m, gemma3_270m_export):
     transformers = pytest.importorskip("transformers")
     theirs = transformers.AutoTokenizer.from_pretrained(str(gemma3_270m.parent), gguf_file=gemma3_270m.name)
-    ours = Tokenizer.from_file(str(gemma3_270m_exports["f32"] / "tokenizer.json"))
+    ours = Tokenizer.from_file(str(gemma3_270m_export("f32") / "tokenizer.json"))
     for t in TEXTS:
         assert ours.encode(t).ids == theirs(t).input_ids, t
 
 
+@pytest.mark.real_size
 def test_importer_merges_equal_transformers_rule_on_the_real_gemma3_vocabulary(gemma3_270m):
     """The importer's SentencePiece merges (ties: token id, then left and right ids) are the list the
     independent oracle builds after transformers' converter, entry for entry, on all 262,144 pieces."""

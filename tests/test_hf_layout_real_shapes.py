@@ -19,6 +19,8 @@ from bitnet_onnx.export.hf_layout import HF_EXTERNAL_DATA_NAME, HF_MODEL_FILE, L
 from bitnet_onnx.export.writer import EXTERNAL_DATA_NAME
 from bitnet_onnx.manifest import MODEL_NAME, Manifest
 
+pytestmark = pytest.mark.real_size  # the suite's tiers: tests/suite_marks.py
+
 WEIGHTS = ("int8", "i2s")
 
 

@@ -220,14 +220,13 @@ def test_gguf_source_layout_loads_in_transformers(tiny_model, tmp_path):
     assert_same_vectors(embed_as_sentence_transformers_onnx(folder, TEXTS), Embedder(folder, threads=1).encode(TEXTS, prompt=""))
 
 
-def test_real_gemma3_270m_gguf_layout_loads_in_transformers(tmp_path):
+@pytest.mark.real_size
+def test_real_gemma3_270m_gguf_layout_loads_in_transformers(gemma3_270m, gemma3_270m_export, private_copy):
     """The same at the real size: the Q4_K_M Gemma3-270M GGUF (262,144-token vocabulary, external data)
-    ternarized to i2s with --layout hf; transformers reads its config and tokenizer, and the layout's
+    ternarized to i2s, the layout added (write_hf_layout, what --layout hf writes: test_integrations_cli.py)
+    to a copy of the suite's shared export; transformers reads its config and tokenizer, and the layout's
     token model with the modules after it gives Embedder's vectors."""
-    from bitnet_onnx.export.exporter import export
-    from bitnet_onnx.testing.real_tokenizers import gemma3_gguf
-
-    folder = export(gemma3_gguf(), tmp_path / "out", ternarize=True, pooling="mean", layout="hf")
+    folder = write_hf_layout(private_copy(gemma3_270m_export("ternarized-i2s")), gemma3_270m)
     config = AutoConfig.from_pretrained(folder)
     assert (config.query_pre_attn_scalar, config.vocab_size, config.hidden_size) == (256, 262144, 640)
     assert (folder / "onnx" / HF_EXTERNAL_DATA_NAME).stat().st_size > 100 << 20

@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 
 from integrations_support import ARCHS, TEXTS, assert_same_vectors
+from suite_marks import tier_fixture
 from venvs import cached_venv, isolated_env, run_ok
 
 from bitnet_onnx import Embedder, customops
@@ -29,6 +30,8 @@ from bitnet_onnx.cli import main
 from bitnet_onnx.export.hf_layout import HF_MODEL_FILE
 from bitnet_onnx.export.writer import EXTERNAL_DATA_NAME
 from bitnet_onnx.manifest import MODEL_NAME, Manifest
+
+pytestmark = pytest.mark.venv  # the suite's tiers: tests/suite_marks.py
 
 # The newest optimum-onnx and what it allows: transformers < 4.58 (so sentence-transformers 5,
 # whose ONNX backend is optimum's); onnxruntime as in the project's venv; torch's CPU wheel.
@@ -124,7 +127,7 @@ CHILD_PROMPT_LEFT_OUT = textwrap.dedent("""\
     """)
 
 
-@pytest.fixture(scope="module")
+@tier_fixture("venv", scope="module")
 def optimum_venv():
     """The pinned venv (built once per machine, reused while the pins stay); a failed pip fails here."""
     return cached_venv("optimum-venv", OPTIMUM_VENV_REQUIREMENTS)
@@ -231,6 +234,7 @@ def test_include_prompt_false_needs_the_file_name(optimum_venv, tiny_model, tmp_
 
 @pytest.mark.parametrize("weights", WEIGHTS)
 @pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.real_size
 def test_the_plain_calls_at_the_real_widths(loaded_real_width, arch, weights):
     folder, got, files = loaded_real_width[arch, weights]
     assert (folder / EXTERNAL_DATA_NAME).stat().st_size > 64 << 20  # the weights are in external data

@@ -32,6 +32,7 @@ def _entries(folder: Path) -> set[str]:
 
 
 @pytest.mark.parametrize("sig", list(STATUS), ids=[s.name for s in STATUS])
+@pytest.mark.slow
 def test_export_signalled_anywhere(sig, tiny_model, private_copy, tmp_path):
     model = private_copy(tiny_model("qwen3"))
     work = tmp_path / "work"

@@ -22,7 +22,8 @@ The lookup kernel family (customops/kernels/i2s/lut/: lut-scalar, lut-avx2, lut-
 through the same kernel_test checks plus its --generated cases (token-block / row / K-block tails,
 every M of 1..2048 around the block edges, both models' shapes, all-extreme activations, zero rows):
 natively, sanitized, and lut-neon under qemu-aarch64 (QEMU_RUNS).
-Builds are cached in build/kernel-tests/<variant>. A missing tool fails with what to install.
+Builds are cached outside the checkout, in build_cache("kernel-tests")/<variant> (tests/build_cache.py:
+through ccache, so a fresh clone compiles nothing again). A missing tool fails with what to install.
 """
 
 from __future__ import annotations
@@ -36,14 +37,18 @@ import sys
 from pathlib import Path
 
 import pytest
+from build_cache import build_cache, ccache_cmake_args, ccache_env, via_checkout_link
 from cpu_isas import ALL_ISAS, cpu_flags, isas_of_this_cpu
+from venvs import locked
+
+pytestmark = pytest.mark.slow  # the suite's tiers: tests/suite_marks.py
 
 REPO = Path(__file__).resolve().parents[1]
 TEST_SRC = REPO / "customops" / "tests"
 # Python, so not under customops/: a .py there would be read as part of bitnet_onnx.customops by
 # import-linter through the editable install (test_layers runs lint-imports as a user does)
 VECTOR_SCRIPTS = Path(__file__).resolve().parent / "kernel_vectors"
-BUILD_ROOT = REPO / "build" / "kernel-tests"
+BUILD_ROOT = build_cache("kernel-tests")
 TOOLCHAIN = REPO / "scripts" / "aarch64-toolchain.cmake"
 SANITIZE = "-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
 APT_HINT = "apt-get install -y qemu-user g++-aarch64-linux-gnu (cmake and ninja: pip install cmake ninja)"
@@ -64,14 +69,16 @@ def _run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
 
 
 def _build(variant: str, *cmake_args: str, source: Path = TEST_SRC, target: str = "kernel_test") -> Path:
-    """Configure (every time: kernel files may have appeared) and build `target`; returns the build folder."""
+    """Configure (every time: kernel files may have appeared) and build `target`; returns the build
+    folder. Locked: another session (or xdist worker) may be building the same variant."""
     build = BUILD_ROOT / variant
     ninja = _tool("ninja")
-    configure = [_tool("cmake"), "-S", str(source), "-B", str(build), "-G", "Ninja",
-                 f"-DCMAKE_MAKE_PROGRAM={ninja}", "-DCMAKE_BUILD_TYPE=Release", *cmake_args]
-    for cmd in (configure, [ninja, "-C", str(build), "-j2", target]):
-        res = _run(cmd)
-        assert res.returncode == 0, f"{' '.join(cmd)} failed:\n{res.stdout[-4000:]}\n{res.stderr[-4000:]}"
+    configure = [_tool("cmake"), "-S", str(via_checkout_link(source)), "-B", str(build), "-G", "Ninja",
+                 f"-DCMAKE_MAKE_PROGRAM={ninja}", "-DCMAKE_BUILD_TYPE=Release", *ccache_cmake_args(), *cmake_args]
+    with locked(BUILD_ROOT / f"{variant}.lock"):
+        for cmd in (configure, [ninja, "-C", str(build), "-j2", target]):
+            res = _run(cmd, env=ccache_env())
+            assert res.returncode == 0, f"{' '.join(cmd)} failed:\n{res.stdout[-4000:]}\n{res.stderr[-4000:]}"
     return build
 
 
@@ -256,10 +263,11 @@ QEMU_RUNS = {
 
 @pytest.mark.skipif(not ON_X86, reason="cross-compiles from x86-64; an aarch64 host runs NEON in test_native")
 @pytest.mark.parametrize("run", list(QEMU_RUNS))
-def test_aarch64_qemu(vectors, aarch64_build, run):
+@pytest.mark.qemu
+def test_aarch64_qemu(vectors, aarch64_build, qemu_aarch64, run):
     variant, cpu, kernels, all_cases, refused, flags = QEMU_RUNS[run]
     exe = aarch64_build(variant)
-    qemu = _tool("qemu-aarch64")
+    qemu = qemu_aarch64
     files = list(vectors) if all_cases else _small(vectors)
     extreme = _extreme([MAX_K]) if all_cases else []  # the int32 limit; emulated, K = 2^24 takes seconds
     generated = ["--generated", "full" if all_cases else "small"]
@@ -281,7 +289,7 @@ def _ort_headers() -> Path:
     candidates = [Path(env)] if env else sorted(REPO.glob("build/*/.ort-headers/include"))
     for path in candidates:
         if (path / "onnxruntime_c_api.h").is_file():
-            return path
+            return via_checkout_link(path)
     pytest.fail("no ONNX Runtime headers: build the package first (scripts/setup.sh) or set ONNXRUNTIME_INCLUDE_DIR")
 
 

@@ -15,7 +15,7 @@ import logging
 import numpy as np
 import pytest
 
-from bitnet_onnx.arch import ARCHITECTURES, REAL_SHAPES
+from bitnet_onnx.arch import ARCHITECTURES
 from bitnet_onnx.cli import main
 from bitnet_onnx.convert_gguf.writer import convert
 from bitnet_onnx.errors import BitnetOnnxError
@@ -24,7 +24,6 @@ from bitnet_onnx.export.memory import longest_served, one_text_bytes
 from bitnet_onnx.manifest import ACTIVATION_BUDGET_BYTES, Manifest
 from bitnet_onnx.runtime.embedder import Embedder, plan_batches
 from bitnet_onnx.runtime.memory import BatchMemory
-from bitnet_onnx.testing import make_model
 from bitnet_onnx.weights import open_source
 
 LONG = 32768
@@ -33,12 +32,13 @@ FEW_LAYERS = {"qwen3": {"layers": 1}, "gemma3": {"layers": 2, "sliding_window_pa
 
 
 @pytest.fixture(scope="module")
-def long_exports(tmp_path_factory):
-    """arch -> {"model": the HF folder, "hf": its default export, "gguf": the default export of its f32 GGUF}."""
+def long_exports(real_width_model, tmp_path_factory):
+    """arch -> {"model": the HF folder (conftest's real_width_model), "hf": its default export, "gguf": the
+    default export of its f32 GGUF}."""
     root = tmp_path_factory.mktemp("long")
     out = {}
     for arch in ARCHITECTURES:
-        model = make_model(root / f"{arch}-model", arch, bitnet=False, shape=REAL_SHAPES[arch].name, **FEW_LAYERS[arch])
+        model = real_width_model(arch, bitnet=False, **FEW_LAYERS[arch])
         gguf = convert(model, root / f"{arch}.gguf", outtype="f32", pre_tokenizer="qwen2" if arch == "qwen3" else None,
                        progress=False)
         out[arch] = {"model": model, "hf": export(model, root / f"{arch}-hf"), "gguf": export(gguf, root / f"{arch}-gguf")}
@@ -55,6 +55,7 @@ def _embed_longest(e: Embedder) -> np.ndarray:
 
 
 @pytest.mark.parametrize("arch", ARCHITECTURES)
+@pytest.mark.real_size
 def test_default_exports_embed_a_32768_token_text(long_exports, arch):
     vectors = []
     for folder in (long_exports[arch]["hf"], long_exports[arch]["gguf"]):
@@ -65,6 +66,7 @@ def test_default_exports_embed_a_32768_token_text(long_exports, arch):
 
 
 @pytest.mark.parametrize("arch", ARCHITECTURES)
+@pytest.mark.real_size
 def test_stock_attention_is_kept_to_a_length_it_serves(tmp_path, caplog, long_exports, arch):
     """An explicit --attention onnx at max_length 32768 would need >50 GiB: the export lowers max_length to
     the longest it serves in the budget and says so naming --attention fused; a text of that length embeds."""

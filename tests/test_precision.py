@@ -241,19 +241,17 @@ def test_export_output_precision_refusals(calibrated, tiny_model, tmp_path, caps
 # ---- the real Qwen3-0.6B widths -----------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def real_width_export(tmp_path_factory):
-    """Qwen3-0.6B's released widths (hidden 1024, vocabulary 151936) with one layer: a float32 export and
-    its in-graph ubinary twin (one model build, two exports)."""
-    from bitnet_onnx.arch import REAL_SHAPES
+def real_width_export(real_width_model, tmp_path_factory):
+    """Qwen3-0.6B's released widths (hidden 1024, vocabulary 151936) with one layer (conftest's shared
+    real_width_model): a float32 export and its in-graph ubinary twin."""
     from bitnet_onnx.export.exporter import export
-    from bitnet_onnx.testing import make_model
 
+    model = real_width_model("qwen3", layers=1)
     root = tmp_path_factory.mktemp("real-width")
-    shape = {**REAL_SHAPES["qwen3"].config, "num_hidden_layers": 1}
-    model = make_model(root / "model", "qwen3", bitnet=True, seed=0, shape=shape)
     return export(model, root / "f32"), export(model, root / "ubinary", output_precision="ubinary")
 
 
+@pytest.mark.real_size
 def test_real_widths_every_precision_and_the_graphs_bits(real_width_export):
     folder, packed = real_width_export
     embedder = Embedder(folder, threads=2)

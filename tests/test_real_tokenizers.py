@@ -121,6 +121,7 @@ def _spm_reference(text: str, tokens, scores, types) -> list[int]:
     return result
 
 
+@pytest.mark.slow
 def test_gemma_ids_equal_llama_cpp_spm_reference(gemma, gemma_vocab):
     tokens, scores, types = gemma_vocab
     bos = tokens.index("<bos>")
@@ -199,6 +200,7 @@ def test_real_qwen_check_hashes_are_llama_cpps(qwen):
 
 
 @pytest.mark.parametrize("arch", ARCHITECTURES)
+@pytest.mark.slow
 def test_convert_gguf_writes_llama_cpps_pre_tokenizer(tmp_path, real_models, arch):
     from bitnet_onnx import cli
     from bitnet_onnx.convert_gguf.inspect import open_gguf
@@ -223,6 +225,7 @@ def test_convert_gguf_writes_llama_cpps_pre_tokenizer(tmp_path, real_models, arc
         assert field("tokenizer.ggml.token_type") == source.get_field("tokenizer.ggml.token_type").contents()
 
 
+@pytest.mark.slow
 def test_qwen3_embedding_tokenizer_converts(tmp_path, real_models, private_copy):
     from bitnet_onnx.convert_gguf.inspect import open_gguf
     from bitnet_onnx.convert_gguf.writer import convert
@@ -244,6 +247,7 @@ def test_qwen3_embedding_tokenizer_converts(tmp_path, real_models, private_copy)
 
 
 @pytest.mark.parametrize("arch", ARCHITECTURES)
+@pytest.mark.slow
 def test_export_and_embed_with_real_tokenizer(real_models, tiny_export, arch):
     pytest.importorskip("torch")
     import numpy as np

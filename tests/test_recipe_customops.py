@@ -20,6 +20,7 @@ from onnx import TensorProto, helper, numpy_helper
 from bitnet_onnx import customops
 from bitnet_onnx.export.builder import DOMAIN_VERSIONS
 from bitnet_onnx.ternary import pack_i2s
+from build_cache import build_cache, ccache_cmake_args, ccache_env
 from cpu_isas import ISA_FLAGS
 
 REPO = Path(__file__).resolve().parents[1]
@@ -328,9 +329,11 @@ def test_a_fake_family_missing_a_step_fails_by_name(step, tmp_path):
     assert any(gap.startswith(FAMILY_STEPS[step]) for gap in gaps), (step, gaps)
 
 
-# The fake family compiled: the copy is cached in build/recipe-fake-family/<variant> (unchanged files
-# keep their time stamps), so after the first build only what changed recompiles.
-FAKE_BUILD = REPO / "build" / "recipe-fake-family"
+# The fake family compiled: the copy is cached in build_cache("recipe-fake-family")/<variant>, outside
+# the checkout (unchanged files keep their time stamps), so after the first build only what changed
+# recompiles; a fresh clone's first build is served by ccache (tests/build_cache.py: the copies sit
+# under CCACHE_BASEDIR, at the same relative place in every checkout).
+FAKE_BUILD = build_cache("recipe-fake-family")
 
 
 def _tool(name: str) -> str:
@@ -344,15 +347,21 @@ def _configure(variant: str, skip: str | None) -> tuple[Path, subprocess.Complet
     root = FAKE_BUILD / variant
     _fake_family_tree(root / "src", skip=skip)
     build = root / "build"
-    cmd = [_tool("cmake"), "-S", str(root / "src" / "customops" / "tests"), "-B", str(build), "-G", "Ninja",
-           f"-DCMAKE_MAKE_PROGRAM={_tool('ninja')}", "-DCMAKE_BUILD_TYPE=Release"]
-    return build, subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    return build, _cmake_configure(root / "src" / "customops" / "tests", build)
+
+
+def _cmake_configure(source: Path, build: Path) -> subprocess.CompletedProcess:
+    cmd = [_tool("cmake"), "-S", str(source), "-B", str(build), "-G", "Ninja", f"-DCMAKE_MAKE_PROGRAM={_tool('ninja')}",
+           "-DCMAKE_BUILD_TYPE=Release", *ccache_cmake_args()]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=ccache_env())
 
 
 def _ninja(build: Path, target: str) -> subprocess.CompletedProcess:
-    return subprocess.run([_tool("ninja"), "-C", str(build), "-j2", target], capture_output=True, text=True, timeout=900)
+    return subprocess.run([_tool("ninja"), "-C", str(build), "-j2", target], capture_output=True, text=True, timeout=900,
+                          env=ccache_env())
 
 
+@pytest.mark.slow
 def test_a_fake_family_by_the_recipe_compiles_and_runs(tmp_path):
     """The recipe's steps, followed in a copy of the tree, give a library whose driver runs the
     fake family: kernel_test finds its kernel by name, checks its rows, its exact sums on the
@@ -428,13 +437,12 @@ def _configure_fake_isa(variant: str, skip: str | None) -> Path:
             wanted[path] = wanted[path].replace(b"    /*kIsaScalar=*/", b"    /*kIsaFake=*/nullptr,\n    /*kIsaScalar=*/")
     _sync(src, wanted)
     build = root / "build"
-    cmd = [_tool("cmake"), "-S", str(src / "customops" / "tests"), "-B", str(build), "-G", "Ninja",
-           f"-DCMAKE_MAKE_PROGRAM={_tool('ninja')}", "-DCMAKE_BUILD_TYPE=Release"]
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    res = _cmake_configure(src / "customops" / "tests", build)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     return build
 
 
+@pytest.mark.slow
 def test_a_fake_isa_by_the_recipe_compiles():
     """Steps 2-4 followed for an ISA no build has: everything compiles, the table lists it as not
     built, and kernel_test's row checks (every family: no kernel where the ISA is not built) pass."""

@@ -202,6 +202,7 @@ def test_strings_in_equals_embedder(tiny_model, tiny_export, arch, weights):
 
 
 @pytest.mark.parametrize("arch", ARCHITECTURES)
+@pytest.mark.slow
 def test_real_tokenizer_strings_in_equals_embedder(real_exports, arch):
     folder = real_exports(arch)
     texts = CORPUS[:48]

@@ -139,6 +139,7 @@ def test_layout_tokenizer_json_truncates_the_same(folders, case):
 
 @pytest.mark.parametrize("side", ["right", "left"])
 @pytest.mark.parametrize("case", CASES)
+@pytest.mark.slow
 def test_strings_in_graph_equals_runtime(folders, case, side):
     """The strings-in graph's input_ids / attention_mask are the runtime's, padded, for a batch of
     over-long and short texts."""

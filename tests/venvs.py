@@ -12,6 +12,8 @@ import platform
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 # outside the repo: a fresh clone (CI) or a `git clean` keeps the costly venv builds
@@ -37,15 +39,22 @@ def isolated_env(venv: Path) -> dict[str, str]:
     return env
 
 
+@contextmanager
+def locked(lock_file: Path) -> Iterator[None]:
+    """Holds an exclusive lock on `lock_file` (created): one session at a time builds what it guards."""
+    lock_file.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_file, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def cached_venv(name: str, requirements: list[str], timeout: int = 1800) -> Path:
     """CACHE/name/<key>: a venv holding exactly ``requirements`` (pinned) and what pip resolves for
     them, built once and reused while the pins and this Python are the same (the key). A lock file
     serializes concurrent sessions; a build that failed or was cut short is removed and redone."""
     key_text = json.dumps({"requirements": requirements, "python": sys.version, "machine": platform.machine()})
     venv = CACHE / name / hashlib.sha256(key_text.encode()).hexdigest()[:16]
-    venv.parent.mkdir(parents=True, exist_ok=True)
-    with open(venv.parent / f"{venv.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with locked(venv.parent / f"{venv.name}.lock"):
         if (venv / COMPLETE).is_file():
             return venv
         shutil.rmtree(venv, ignore_errors=True)

@@ -1,11 +1,24 @@
-"""The corpus' shared inputs, built once per session (read-only: each case works on copies)."""
+"""The corpus' shared inputs, built once per session (read-only: each case works on copies), and the
+pre-imported server its runs fork from."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
 import pytest
+
+from fork_server import ForkServer
+
+
+@pytest.fixture(scope="session")
+def fork_server(tmp_path_factory):
+    """The session's fork server (fork_server.py), stopped with the runs it still has when the session
+    ends. Its imports go on while the session builds the corpus' inputs: request it first."""
+    server = ForkServer(tmp_path_factory.mktemp("fork-server"), {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+    yield server
+    server.close()
 
 
 @pytest.fixture(scope="session")

@@ -5,6 +5,10 @@
 FUNCTION runs, creates GO_FILE.held, then waits until GO_FILE exists (at most 60 s) before returning. The corpus sends a
 signal, or makes a folder appear at the output path, during that wait: deterministic, whatever the
 speed of the machine.
+
+The corpus also runs it forked from its pre-imported server (fork_server.py), where the verb's modules
+are imported before ``hold`` replaces FUNCTION: its callers must look it up when they call it (a global
+of its own module, or ``module.FUNCTION``), never keep what ``from module import FUNCTION`` gave them.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Runs every case of tests/bad_inputs/cases.py in a fresh workspace and a subprocess.
+"""Runs every case of tests/bad_inputs/cases.py in a fresh workspace and a process of its own: a fork of
+the session's pre-imported server (fork_server.py), or a cold interpreter for a ``cold`` case.
 
 Asserted for each: the exit status; on failure exactly one line on stderr, matching the case's
 regex (which names the culprit; for a signal, "interrupted by SIGNAME"); every input byte-for-byte
@@ -24,6 +25,7 @@ import pytest
 
 import child_signals
 from cases import CASES, CLASSES, Case, Workspace
+from fork_server import ForkServer
 
 HOLD = Path(__file__).with_name("hold.py")
 WAIT_SECONDS = 60
@@ -48,20 +50,41 @@ def tree(root: Path) -> dict[str, tuple]:
     return found
 
 
+def _rlimits(case: Case) -> dict[int, tuple[int, int]]:
+    limits = {}
+    if case.fsize is not None:
+        limits[resource.RLIMIT_FSIZE] = (case.fsize, case.fsize)
+    if case.memory is not None:
+        limits[resource.RLIMIT_AS] = (case.memory, case.memory)
+    return limits
+
+
 def _limits(case: Case):
     def apply() -> None:
         child_signals.reset_to_default()  # the signal cases stop runs that a launcher's ignore would shield
         if case.fsize is not None:
             signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # writes past the limit fail with EFBIG instead
-            resource.setrlimit(resource.RLIMIT_FSIZE, (case.fsize, case.fsize))
-        if case.memory is not None:
-            resource.setrlimit(resource.RLIMIT_AS, (case.memory, case.memory))
+        for which, limits in _rlimits(case).items():
+            resource.setrlimit(which, limits)
         if case.umask is not None:
             os.umask(case.umask)
     return apply
 
 
-def _wait_for(where: Workspace | Path, pattern: str, procs: list[subprocess.Popen], count: int) -> None:
+def _start(case: Case, args: list[str], ws: Workspace, err, fork_server: ForkServer | None):
+    """``python ARGS`` in the workspace with the case's stdin, rlimits and umask and the default signal
+    dispositions: forked from the server (which ignores SIGXFSZ as CPython does at start), or cold (a
+    ``cold`` case, or no server)."""
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    stdin = subprocess.PIPE if case.stdin is not None else subprocess.DEVNULL
+    if case.cold or fork_server is None:
+        return subprocess.Popen([sys.executable, *args], cwd=ws.root, env=env, preexec_fn=_limits(case), stdin=stdin,
+                                stdout=subprocess.DEVNULL, stderr=err)
+    return fork_server.popen(args, cwd=ws.root, env=env, stdin=stdin, stderr=err, umask=case.umask,
+                             rlimits=_rlimits(case))
+
+
+def _wait_for(where: Workspace | Path, pattern: str, procs: list, count: int) -> None:
     folder = where.root if isinstance(where, Workspace) else where
     deadline = time.monotonic() + WAIT_SECONDS
     while len(list(folder.glob(pattern))) < count:
@@ -71,20 +94,16 @@ def _wait_for(where: Workspace | Path, pattern: str, procs: list[subprocess.Pope
         time.sleep(0.01)
 
 
-def run(case: Case, ws: Workspace, logs: Path) -> list[tuple[int, str]]:
+def run(case: Case, ws: Workspace, logs: Path, fork_server: ForkServer | None = None) -> list[tuple[int, str]]:
     """(exit status, stderr) of each run of the case."""
     argv = [ws.format(a) for a in case.argv]
     go = logs / "go"
-    cmd = [sys.executable, str(HOLD), case.hold, str(go), *argv] if case.hold else \
-        [sys.executable, "-m", "bitnet_onnx", *argv]
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    args = [str(HOLD), case.hold, str(go), *argv] if case.hold else ["-m", "bitnet_onnx", *argv]
     procs, errs = [], []
     for i in range(case.runs):
         err = open(logs / f"stderr-{i}", "w+b")
         errs.append(err)
-        procs.append(subprocess.Popen(cmd, cwd=ws.root, env=env, preexec_fn=_limits(case),
-                                      stdin=subprocess.PIPE if case.stdin is not None else subprocess.DEVNULL,
-                                      stdout=subprocess.DEVNULL, stderr=err))
+        procs.append(_start(case, args, ws, err, fork_server))
     try:
         if case.stdin is not None:
             for p in procs:
@@ -121,12 +140,14 @@ def run(case: Case, ws: Workspace, logs: Path) -> list[tuple[int, str]]:
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
-def test_case(case: Case, corpus_sources, tmp_path):
-    check_case(case, corpus_sources, tmp_path)
+def test_case(case: Case, fork_server, corpus_sources, tmp_path):
+    check_case(case, corpus_sources, tmp_path, fork_server)
 
 
-def check_case(case: Case, corpus_sources: dict[str, Path], tmp_path: Path) -> None:
-    """Runs ``case`` in a fresh workspace under ``tmp_path`` and asserts all the corpus promises."""
+def check_case(case: Case, corpus_sources: dict[str, Path], tmp_path: Path,
+               fork_server: ForkServer | None = None) -> None:
+    """Runs ``case`` in a fresh workspace under ``tmp_path`` and asserts all the corpus promises; its
+    runs fork from ``fork_server`` unless the case is ``cold`` (without a server, every case is)."""
     ws = Workspace(tmp_path / "ws", corpus_sources)
     ws.root.mkdir()
     logs = tmp_path / "logs"
@@ -137,7 +158,7 @@ def check_case(case: Case, corpus_sources: dict[str, Path], tmp_path: Path) -> N
         case.setup(ws)
     before = tree(ws.root)
 
-    results = run(case, ws, logs)
+    results = run(case, ws, logs, fork_server)
 
     allowed = case.status if isinstance(case.status, tuple) else (case.status,)
     statuses = [status for status, _ in results]
