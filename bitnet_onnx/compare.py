@@ -55,12 +55,16 @@ def embedding_row(text: str, got: np.ndarray, want: np.ndarray, tokens: int) -> 
 ATTENTION_PRECISIONS = ("f32", "bf16")
 
 
-def attention_precision_exports(model: str | Path, root: Path) -> dict[str, Path]:
-    """{precision: export folder} of ``model`` with f32 weights and the fused attention op."""
+def attention_precision_export(model: str | Path, out: Path, precision: str) -> Path:
+    """``model`` exported to ``out`` with f32 weights and the fused attention op at ``precision``."""
     from bitnet_onnx.export.exporter import export
 
-    return {p: export(model, root / p, weights="f32", attention_name="fused", pooling="mean",
-                      attention_precision=p) for p in ATTENTION_PRECISIONS}
+    return export(model, out, weights="f32", attention_name="fused", pooling="mean", attention_precision=precision)
+
+
+def attention_precision_exports(model: str | Path, root: Path) -> dict[str, Path]:
+    """{precision: attention_precision_export of ``model`` into root/<precision>}."""
+    return {p: attention_precision_export(model, root / p, p) for p in ATTENTION_PRECISIONS}
 
 
 def _document_ids(embedder, tokens: int) -> list[int]:

@@ -6,59 +6,34 @@ attention precision, sentence embeddings of a 512-token text alone and in a padd
 benchmarks/accuracy_attention_bf16.py (BENCHMARKS.md, "EncoderAttention precision").
 
 The f32-attention export is the suite's shared ``gemma3_270m_export("f32")`` (the exporter's default
-attention there is fused at f32): the same bytes as the one compare.attention_precision_exports makes,
+attention there is fused at f32): the same bytes as compare.attention_precision_export makes at f32,
 checked once here.
 """
 
 from __future__ import annotations
 
-import hashlib
-from pathlib import Path
-
 import onnx
 import pytest
 
-from bitnet_onnx.compare import attention_precision_cosines, attention_precision_exports
-from bitnet_onnx.export.exporter import export
+from test_weights import file_digests
 
-# compare.attention_precision_exports' options but the precision (test_attention_export_options_are_compares)
-ATTENTION_EXPORT = {"weights": "f32", "attention_name": "fused", "pooling": "mean"}
+from bitnet_onnx.compare import attention_precision_cosines, attention_precision_export
 
 
 @pytest.fixture(scope="module")
 def exports(gemma3_270m, gemma3_270m_export, tmp_path_factory):
-    """{precision: export folder}, as attention_precision_exports gives them: the f32 one shared."""
-    bf16 = export(gemma3_270m, tmp_path_factory.mktemp("gemma3-270m-attention-bf16") / "bf16", **ATTENTION_EXPORT,
-                  attention_precision="bf16")
+    """{precision: export folder}, as compare.attention_precision_exports gives them: the f32 one shared."""
+    bf16 = attention_precision_export(gemma3_270m, tmp_path_factory.mktemp("gemma3-270m-attention-bf16") / "bf16",
+                                      "bf16")
     return {"f32": gemma3_270m_export("f32"), "bf16": bf16}
-
-
-def _file_digests(folder: Path) -> dict[str, str]:
-    """relative path -> sha256 of every file of a folder."""
-    digests = {}
-    for f in sorted(p for p in folder.rglob("*") if p.is_file()):
-        digest = hashlib.sha256()
-        with f.open("rb") as stream:
-            for block in iter(lambda: stream.read(1 << 20), b""):
-                digest.update(block)
-        digests[str(f.relative_to(folder))] = digest.hexdigest()
-    return digests
-
-
-def test_attention_export_options_are_compares(tiny_model, tmp_path):
-    """ATTENTION_EXPORT exports what attention_precision_exports does, at each precision (on a tiny Gemma3)."""
-    model = tiny_model("gemma3")
-    for precision, folder in attention_precision_exports(model, tmp_path / "compare").items():
-        ours = export(model, tmp_path / precision, **ATTENTION_EXPORT, attention_precision=precision)
-        assert _file_digests(ours) == _file_digests(folder), precision
 
 
 @pytest.mark.real_size
 def test_the_shared_f32_export_is_the_one_this_module_made(gemma3_270m, exports, tmp_path):
     """An export made as this module made its own before the suite shared them (--attention fused
     --attention-precision f32) holds the shared export's files, byte for byte."""
-    own = export(gemma3_270m, tmp_path / "f32", **ATTENTION_EXPORT, attention_precision="f32")
-    assert _file_digests(own) == _file_digests(exports["f32"])
+    own = attention_precision_export(gemma3_270m, tmp_path / "f32", "f32")
+    assert file_digests(own) == file_digests(exports["f32"])
 
 
 @pytest.mark.real_size

@@ -19,9 +19,16 @@ from bitnet_onnx.weights import open_model
 ARCHS = tuple(ARCHITECTURES)
 
 
-def _digest(folder: Path) -> dict[str, str]:
-    return {str(f.relative_to(folder)): hashlib.sha256(f.read_bytes()).hexdigest()
-            for f in sorted(folder.rglob("*")) if f.is_file()}
+def file_digests(folder: Path) -> dict[str, str]:
+    """relative path -> sha256 of every file of a folder, read in blocks (real-size weights are GBs)."""
+    digests = {}
+    for f in sorted(p for p in folder.rglob("*") if p.is_file()):
+        digest = hashlib.sha256()
+        with f.open("rb") as stream:
+            for block in iter(lambda: stream.read(1 << 20), b""):
+                digest.update(block)
+        digests[str(f.relative_to(folder))] = digest.hexdigest()
+    return digests
 
 
 @pytest.mark.parametrize("arch", ARCHS)
@@ -86,9 +93,9 @@ def test_v4_and_v5_configs_give_the_same_model_config(tiny_model, arch):
 
 
 def test_factory_is_deterministic_and_seeded(tmp_path, tiny_model):
-    a = _digest(tiny_model("gemma3", dtype="bfloat16", dense=True))  # the session's folder, built by the same call
-    b = _digest(make_model(tmp_path / "b", "gemma3", dense=True))
-    c = _digest(make_model(tmp_path / "c", "gemma3", dense=True, seed=4))
+    a = file_digests(tiny_model("gemma3", dtype="bfloat16", dense=True))  # the session's folder, built by the same call
+    b = file_digests(make_model(tmp_path / "b", "gemma3", dense=True))
+    c = file_digests(make_model(tmp_path / "c", "gemma3", dense=True, seed=4))
     assert a == b
     assert a["model.safetensors"] != c["model.safetensors"] and a["tokenizer.json"] == c["tokenizer.json"]
 

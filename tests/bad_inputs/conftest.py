@@ -9,14 +9,19 @@ from pathlib import Path
 
 import pytest
 
+from cases import CASES
 from fork_server import ForkServer
+
+from bitnet_onnx.cli import VERBS
 
 
 @pytest.fixture(scope="session")
 def fork_server(tmp_path_factory):
     """The session's fork server (fork_server.py), stopped with the runs it still has when the session
-    ends. Its imports go on while the session builds the corpus' inputs: request it first."""
-    server = ForkServer(tmp_path_factory.mktemp("fork-server"), {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+    ends. It imports the modules of the verbs the corpus runs (cli.VERBS); its imports go on while the
+    session builds the corpus' inputs: request it first."""
+    verbs = sorted({VERBS[case.argv[0]][0] for case in CASES if case.argv and case.argv[0] in VERBS})
+    server = ForkServer(tmp_path_factory.mktemp("fork-server"), {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}, verbs)
     yield server
     server.close()
 

@@ -2,10 +2,10 @@
 server instead of started as a cold interpreter, so it does not pay numpy's, onnx's (over a second:
 ml_dtypes) and the package's imports again.
 
-    python tests/bad_inputs/fork_server.py CONTROL_FD
+    python tests/bad_inputs/fork_server.py CONTROL_FD [MODULE ...]
 
 ``ForkServer`` (the session fixture ``fork_server`` of conftest.py) starts it once, with one end of a
-socket pair as CONTROL_FD, and ``ForkServer.popen`` asks it for a run: a JSON request (the ``python``
+socket pair as CONTROL_FD and the modules to import besides PRELOAD (the verbs the runs use), and ``ForkServer.popen`` asks it for a run: a JSON request (the ``python``
 arguments, ``-m MODULE ARGV...`` or ``SCRIPT ARGV...``, the working folder, environment, umask and
 rlimits) with four file descriptors (SCM_RIGHTS): a socket for the answers, then the run's stdin, stdout
 and stderr. The server forks; the child takes the request's folder, environment, umask and rlimits,
@@ -40,19 +40,12 @@ import tempfile
 import types
 from pathlib import Path
 
-# What the corpus' verbs import (python -X importtime -m bitnet_onnx VERB ...): the verb modules, which
-# build_parser imports, and what their runs import on the way. onnx alone is over a second (ml_dtypes).
-# Not onnxruntime: its import starts a thread (a child would inherit its state without the thread), for
-# ~50 ms; nor torch: only `verify`'s reference needs it.
+# What the corpus' verbs' runs import on the way (python -X importtime -m bitnet_onnx VERB ...), besides
+# the verb modules themselves, which the caller names (from cli.VERBS: the verbs its runs use). onnx
+# alone is over a second (ml_dtypes). Not onnxruntime: its import starts a thread (a child would inherit
+# its state without the thread), for ~50 ms; nor torch: only `verify`'s reference needs it.
 PRELOAD = (
     "bitnet_onnx.cli",
-    "bitnet_onnx.commands.calibrate",
-    "bitnet_onnx.commands.convert_gguf",
-    "bitnet_onnx.commands.embed",
-    "bitnet_onnx.commands.embed_dataset",
-    "bitnet_onnx.commands.export",
-    "bitnet_onnx.commands.inspect",
-    "bitnet_onnx.commands.verify",
     "bitnet_onnx.convert_gguf.inspect",
     "bitnet_onnx.convert_gguf.writer",
     "bitnet_onnx.export.exporter",
@@ -75,12 +68,12 @@ class ForkServer:
     """The running server, started with ``env`` in ``folder`` (its log: folder/server.log);
     ``popen`` starts one run from it, ``close`` stops it."""
 
-    def __init__(self, folder: Path, env: dict[str, str]):
+    def __init__(self, folder: Path, env: dict[str, str], modules: list[str]):
         self.log = folder / "server.log"
         self._control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._control.settimeout(ANSWER_SECONDS)  # a request waits for room at most this long
         with theirs, open(self.log, "wb") as log:
-            self.process = subprocess.Popen([sys.executable, __file__, str(theirs.fileno())], cwd=folder, env=env,
+            self.process = subprocess.Popen([sys.executable, __file__, str(theirs.fileno()), *modules], cwd=folder, env=env,
                                             pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL,
                                             stdout=subprocess.DEVNULL, stderr=log)
         self._ready = False  # the imports go on while the session builds its inputs
@@ -205,10 +198,10 @@ class ForkedProcess:
 
 # ---- the server -----------------------------------------------------------------------------------
 
-def main(control_fd: int) -> None:
+def main(control_fd: int, modules: list[str]) -> None:
     control = socket.socket(fileno=control_fd)
     sys.path[0] = os.getcwd()  # as `python -m` has it, not this script's folder (the tests')
-    for name in PRELOAD:
+    for name in (*PRELOAD, *modules):
         importlib.import_module(name)
     _stop_openblas_threads()
     _check_single_threaded()
@@ -386,4 +379,4 @@ def _run_python(args: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]))
+    main(int(sys.argv[1]), sys.argv[2:])
