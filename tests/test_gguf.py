@@ -139,6 +139,25 @@ def test_i2s_records_are_laid_out_back_to_back(tmp_path, models):
             assert next_start == start + -(-(n * k // 4 + 32) // 32) * 32
 
 
+@pytest.mark.parametrize("outtype", ["f32", "i2_s"])
+def test_our_reader_reads_what_gguf_pys_reads(tmp_path, models, outtype):
+    """open_gguf's reader parses a plain view of the file map (gguf_file._plain_array_reader): every
+    field, tensor record and byte of data equals stock gguf.GGUFReader's."""
+    import gguf
+
+    path = convert(models["gemma3"], tmp_path / "m.gguf", outtype, progress=False)
+    ours, stock = open_gguf(path), gguf.GGUFReader(path)
+    assert type(ours.data) is np.ndarray and np.array_equal(ours.data, stock.data)
+    assert list(ours.fields) == list(stock.fields)
+    for name, field in stock.fields.items():
+        mine = ours.fields[name]
+        assert (mine.offset, mine.types, mine.data) == (field.offset, field.types, field.data), name
+        assert all(np.array_equal(a, b) for a, b in zip(mine.parts, field.parts, strict=True)), name
+    assert [(t.name, t.tensor_type, t.shape.tolist(), t.data_offset) for t in ours.tensors] == \
+           [(t.name, t.tensor_type, t.shape.tolist(), t.data_offset) for t in stock.tensors]
+    assert all(np.array_equal(a.data, b.data) for a, b in zip(ours.tensors, stock.tensors))
+
+
 def test_hand_written_vector_packs_to_exact_bytes():
     # values 0-31: +1, 32-63: -1, 64-95: 0, 96-127: +1 at even and -1 at odd positions
     w = np.array([1.0] * 32 + [-1.0] * 32 + [0.0] * 32 + [1.0, -1.0] * 16, dtype=np.float32).reshape(1, 128)

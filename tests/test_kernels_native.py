@@ -10,7 +10,8 @@ tests/kernel_vectors/make_kernel_vectors.py (bitnet_onnx.ternary):
   aarch64    cross-compiled (g++-aarch64-linux-gnu, static; also with UBSan) and run under
              qemu-aarch64 (QEMU_RUNS): -cpu max for the i8mm (SMMLA) and dotprod (SDOT) paths,
              -cpu neoverse-n1 (dotprod, no i8mm), -cpu cortex-a72 (neither: the plain path); each
-             run also checks the driver (quantize, thread tiling, epilogue) at 1 and 2 threads.
+             run also checks the driver (quantize, thread tiling, epilogue) at 1 and 2 threads, on
+             every vector file but those made for an x86-only path (index.txt's third column).
 Release builds also run kernel_test's --extreme-k cases (built in memory): int8 extremes against
 +-1 weights at K around 2^19 (beyond which the one-token path of the int32-step x86 kernels used
 to wrap) and at the op's largest K, 2^24 - 128, where the sums reach the int32 limit.
@@ -35,6 +36,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 from build_cache import build_cache, ccache_cmake_args, ccache_env, via_checkout_link
@@ -103,20 +105,30 @@ def _check(res: subprocess.CompletedProcess, kernels: list[str]) -> str:
 SMALL_MACS = 300_000_000
 
 
+class VectorFile(NamedTuple):
+    macs: int  # multiply-adds of its full dot
+    cpus: str  # "any", or "x86": made for a path only the x86 kernels have (make_kernel_vectors.py)
+
+
 @pytest.fixture(scope="module")
-def vectors(tmp_path_factory) -> dict[str, int]:
-    """Vector file -> multiply-adds of its full dot."""
+def vectors(tmp_path_factory) -> dict[str, VectorFile]:
+    """Vector file -> its line of index.txt."""
     out = tmp_path_factory.mktemp("kernel-vectors")
     res = _run([sys.executable, str(VECTOR_SCRIPTS / "make_kernel_vectors.py"), str(out)], cwd=REPO)
     assert res.returncode == 0, res.stderr
-    files = {str(out / name): int(macs) for name, macs in
+    files = {str(out / name): VectorFile(int(macs), cpus) for name, macs, cpus in
              (line.split() for line in (out / "index.txt").read_text().splitlines())}
-    assert len(files) >= 10 and max(files.values()) > SMALL_MACS
+    assert len(files) >= 10 and max(v.macs for v in files.values()) > SMALL_MACS
+    assert {v.cpus for v in files.values()} == {"any", "x86"}
     return files
 
 
-def _small(vectors: dict[str, int]) -> list[str]:
-    return [f for f, macs in vectors.items() if macs <= SMALL_MACS]
+def _small(vectors: dict[str, VectorFile]) -> list[str]:
+    return [f for f, v in vectors.items() if v.macs <= SMALL_MACS]
+
+
+def _for_aarch64(vectors: dict[str, VectorFile]) -> list[str]:
+    return [f for f, v in vectors.items() if v.cpus == "any"]
 
 
 # K for --extreme-k: 2^19 and 2^19 + 128 bracket the old one-token wrap (a row of -128 against +1
@@ -245,19 +257,21 @@ def aarch64_build():
 
 
 # One kernel_test run per qemu CPU model and build, each covering every vector file / generated
-# shape it lists and the driver at 1 and 2 threads (--threads): -cpu max has dotprod and i8mm, so
-# it runs the SMMLA and SDOT paths and lut-neon on everything (the int32 limit too); neoverse-n1
-# has dotprod but no i8mm, cortex-a72 neither (the plain path runs there on everything, so its
-# code holds no SDOT/SMMLA). The UBSan build runs every path on the cheap cases. Each run also
-# checks the paths the CPU lacks are refused by name.
+# shape it lists (all: every case but those made for x86-only paths) and the driver at 1 and 2
+# threads (--threads): -cpu max has dotprod and i8mm, so it runs the SMMLA and SDOT paths and
+# lut-neon on everything (the int32 limit too); neoverse-n1 has dotprod but no i8mm, cortex-a72
+# neither (the plain path runs there on everything, so its code holds no SDOT/SMMLA). lut-neon is
+# plain NEON, the same code on every CPU: on cortex-a72 its cheap cases show it needs neither. The
+# UBSan build runs every path on the cheap cases. Each run also checks the paths the CPU lacks are
+# refused by name.
 QEMU_RUNS = {
     # id: (variant, cpu, kernels, all cases, kernels this CPU must refuse, HWCAP flags expected)
     "max": ("aarch64", "max", "i8mm,dotprod,lut-neon", True, [], "dotprod=1 i8mm=1"),
     "neoverse-n1": ("aarch64", "neoverse-n1", "dotprod", False, ["i8mm"], "dotprod=1 i8mm=0"),
-    "cortex-a72": ("aarch64", "cortex-a72", "neon,lut-neon", True, ["dotprod", "i8mm"], "dotprod=0 i8mm=0"),
+    "cortex-a72": ("aarch64", "cortex-a72", "neon", True, ["dotprod", "i8mm"], "dotprod=0 i8mm=0"),
     "ubsan-max": ("aarch64-ubsan", "max", "scalar,i8mm,dotprod,neon,lut-scalar,lut-neon", False, [],
                   "dotprod=1 i8mm=1"),
-    "ubsan-cortex-a72": ("aarch64-ubsan", "cortex-a72", "neon", False, [], "dotprod=0 i8mm=0"),
+    "ubsan-cortex-a72": ("aarch64-ubsan", "cortex-a72", "neon,lut-neon", False, [], "dotprod=0 i8mm=0"),
 }
 
 
@@ -268,7 +282,7 @@ def test_aarch64_qemu(vectors, aarch64_build, qemu_aarch64, run):
     variant, cpu, kernels, all_cases, refused, flags = QEMU_RUNS[run]
     exe = aarch64_build(variant)
     qemu = qemu_aarch64
-    files = list(vectors) if all_cases else _small(vectors)
+    files = _for_aarch64(vectors) if all_cases else _small(vectors)
     extreme = _extreme([MAX_K]) if all_cases else []  # the int32 limit; emulated, K = 2^24 takes seconds
     generated = ["--generated", "full" if all_cases else "small"]
     res = _run([qemu, "-cpu", cpu, str(exe), "--kernels", kernels, "--threads", "1,2", *generated, *extreme, *files])

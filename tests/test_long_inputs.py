@@ -1,8 +1,8 @@
 """Long inputs bounded by design (export/memory.py, runtime/memory.py).
 
 - every default export serves its manifest's max_length: a 32768-token text embeds on each architecture,
-  exported from a HF folder and from a GGUF (random-weight models of the real width and vocabulary, few
-  layers: what is tested is the shapes); the stock attention, which would need hundreds of GiB there,
+  exported from a HF folder, and the export of its GGUF is the same graph, weights and ids (random-weight
+  models of the real width and vocabulary, few layers: what is tested is the shapes); the stock attention, which would need hundreds of GiB there,
   gives way to EncoderAttention, and an explicit ``--attention onnx`` gets a max_length it serves;
 - ``Embedder`` and ``serve`` cut batches by the export's activation bytes, and refuse in one line a text
   that alone exceeds the budget.
@@ -10,9 +10,13 @@
 
 from __future__ import annotations
 
+import filecmp
+import json
 import logging
+from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
 
 from bitnet_onnx.arch import ARCHITECTURES
@@ -20,13 +24,15 @@ from bitnet_onnx.cli import main
 from bitnet_onnx.convert_gguf.writer import convert
 from bitnet_onnx.errors import BitnetOnnxError
 from bitnet_onnx.export.exporter import export
+from bitnet_onnx.export.writer import EXTERNAL_DATA_NAME
 from bitnet_onnx.export.memory import longest_served, one_text_bytes
-from bitnet_onnx.manifest import ACTIVATION_BUDGET_BYTES, Manifest
+from bitnet_onnx.manifest import ACTIVATION_BUDGET_BYTES, MANIFEST_NAME, MODEL_NAME, Manifest
 from bitnet_onnx.runtime.embedder import Embedder, plan_batches
 from bitnet_onnx.runtime.memory import BatchMemory
 from bitnet_onnx.weights import open_source
 
 LONG = 32768
+LONG_TEXT = " ".join(f"word{i % 997} and more" for i in range(LONG))  # well over LONG tokens
 # a real-width, real-vocabulary model with as few layers as hold each layer kind (Gemma3: one sliding, one full)
 FEW_LAYERS = {"qwen3": {"layers": 1}, "gemma3": {"layers": 2, "sliding_window_pattern": 2}}
 
@@ -47,22 +53,34 @@ def long_exports(real_width_model, tmp_path_factory):
 
 def _embed_longest(e: Embedder) -> np.ndarray:
     """The embedding of a text of the export's max_length tokens (a longer one, truncated)."""
-    text = " ".join(f"word{i % 997} and more" for i in range(LONG))  # well over LONG tokens
-    assert len(e.tokenize([text])[0]) == e.manifest.max_length
-    vector = e.encode(text)
+    assert len(e.tokenize([LONG_TEXT])[0]) == e.manifest.max_length
+    vector = e.encode(LONG_TEXT)
     assert vector.shape == (e.dimension,) and np.all(np.isfinite(vector)) and np.linalg.norm(vector) > 0
     return vector
+
+
+def _same_export(a: Path, b: Path) -> None:
+    """Exports ``a`` and ``b`` compute the same function: the same graph, weight bytes and manifest (but
+    for the source it names), so one embedding of a text stands for both once their ids are equal."""
+    assert onnx.load(str(a / MODEL_NAME), load_external_data=False) == \
+        onnx.load(str(b / MODEL_NAME), load_external_data=False)
+    assert filecmp.cmp(a / EXTERNAL_DATA_NAME, b / EXTERNAL_DATA_NAME, shallow=False)
+    ma, mb = (json.loads((folder / MANIFEST_NAME).read_text()) for folder in (a, b))
+    assert ma.pop("source_model") != mb.pop("source_model") and ma == mb
 
 
 @pytest.mark.parametrize("arch", ARCHITECTURES)
 @pytest.mark.real_size
 def test_default_exports_embed_a_32768_token_text(long_exports, arch):
-    vectors = []
-    for folder in (long_exports[arch]["hf"], long_exports[arch]["gguf"]):
-        m = Manifest.read(folder)
-        assert (m.weights, m.attention, m.max_length) == ("f32", "fused", LONG)  # stock would not fit
-        vectors.append(_embed_longest(Embedder(folder, threads=2)))
-    np.testing.assert_allclose(vectors[0], vectors[1], atol=1e-5)  # the GGUF holds the same f32 model
+    hf, gguf = long_exports[arch]["hf"], long_exports[arch]["gguf"]
+    m = Manifest.read(hf)
+    assert (m.weights, m.attention, m.max_length) == ("f32", "fused", LONG)  # stock would not fit
+    # The GGUF holds the same f32 model: its export is the same graph and weights, and its tokenizer
+    # (rebuilt from the GGUF's vocabulary) gives the same ids, so the HF export's embedding is both's.
+    _same_export(hf, gguf)
+    embedders = Embedder(hf, threads=2), Embedder(gguf, threads=1)
+    assert embedders[0].tokenize([LONG_TEXT]) == embedders[1].tokenize([LONG_TEXT])
+    _embed_longest(embedders[0])
 
 
 @pytest.mark.parametrize("arch", ARCHITECTURES)

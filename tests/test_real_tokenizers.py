@@ -13,6 +13,7 @@ import heapq
 import pytest
 
 from bitnet_onnx.arch import ARCHITECTURES
+from bitnet_onnx.gguf_file import open_gguf
 from bitnet_onnx.testing.archs import TESTING_ARCHS
 from bitnet_onnx.testing.gemma3 import gemma3_gguf
 from bitnet_onnx.testing.qwen3 import QWEN3_ADDED
@@ -41,9 +42,7 @@ def gemma():
 @pytest.fixture(scope="module")
 def gemma_vocab():
     """tokens, scores, types of the GGUF the Gemma3 tokenizer was rebuilt from."""
-    import gguf
-
-    reader = gguf.GGUFReader(gemma3_gguf())
+    reader = open_gguf(gemma3_gguf())
     return tuple(reader.get_field(f"tokenizer.ggml.{k}").contents() for k in ("tokens", "scores", "token_type"))
 
 
@@ -203,7 +202,6 @@ def test_real_qwen_check_hashes_are_llama_cpps(qwen):
 @pytest.mark.slow
 def test_convert_gguf_writes_llama_cpps_pre_tokenizer(tmp_path, real_models, arch):
     from bitnet_onnx import cli
-    from bitnet_onnx.convert_gguf.inspect import open_gguf
 
     model, pre = TESTING_ARCHS[arch].gguf_tokenizer
     out = tmp_path / f"{arch}.gguf"
@@ -218,16 +216,13 @@ def test_convert_gguf_writes_llama_cpps_pre_tokenizer(tmp_path, real_models, arc
         assert tokens[:151669] == [tok.id_to_token(i) for i in range(151669)]
         assert len(field("tokenizer.ggml.merges")) == 151643 - 256
     elif arch == "gemma3":  # llama.cpp's own file of this vocabulary: the same tokens and types
-        import gguf
-
-        source = gguf.GGUFReader(gemma3_gguf())
+        source = open_gguf(gemma3_gguf())
         assert tokens == source.get_field("tokenizer.ggml.tokens").contents()
         assert field("tokenizer.ggml.token_type") == source.get_field("tokenizer.ggml.token_type").contents()
 
 
 @pytest.mark.slow
 def test_qwen3_embedding_tokenizer_converts(tmp_path, real_models, private_copy):
-    from bitnet_onnx.convert_gguf.inspect import open_gguf
     from bitnet_onnx.convert_gguf.writer import convert
 
     folder = private_copy(real_models["qwen3"])

@@ -15,6 +15,7 @@ from collections import Counter
 from pathlib import Path
 
 from bitnet_onnx.arch import FULL, SLIDING
+from bitnet_onnx.gguf_file import open_gguf
 from bitnet_onnx.testing.arch_testing import ArchTesting
 from bitnet_onnx.testing.corpus import training_lines
 from bitnet_onnx.testing.tokenizer_files import added_entry, added_tokens_decoder, decoder_of
@@ -87,9 +88,7 @@ def sentencepiece_merges(tokens: list[str], types: list[int], scores: list[float
 
 def real_tokenizer() -> tuple[dict, dict]:
     """tokenizer.json and tokenizer_config.json of Gemma3's tokenizer, from the GGUF's vocabulary."""
-    import gguf
-
-    reader = gguf.GGUFReader(gemma3_gguf())
+    reader = open_gguf(gemma3_gguf())
     if _gguf_value(reader, "tokenizer.ggml.model") != "llama":
         raise ValueError("gemma3 GGUF: tokenizer.ggml.model is not 'llama' (SentencePiece)")
     tokens = _gguf_value(reader, "tokenizer.ggml.tokens")
