@@ -128,6 +128,11 @@ class Manifest:
                 raise BitnetOnnxError(f"{path}: {name} must be a positive integer, got {value!r}")
         return m
 
+    def needs_op_library(self, text: bool = False) -> bool:
+        """Whether the folder's model (``text``: its strings-in model, whose tokenizer may be ours) uses
+        ops of our library."""
+        return self.needs_custom_ops or (text and bool(self.text_custom_ops))
+
     def batch_bytes(self, texts: int, width: int) -> int | None:
         """Peak activation bytes of one run of ``texts`` texts padded to ``width`` tokens (None: unknown)."""
         if self.activation_bytes_per_token is None or self.attention_bytes_per_token_pair is None:

@@ -169,8 +169,7 @@ def move_weights_into_layout(folder: Path, model: onnx.ModelProto, manifest: Man
         for tmp, _ in rewritten:
             tmp.unlink(missing_ok=True)
     for path in stale:
-        check_model(path, manifest.needs_custom_ops if path.name == MODEL_NAME
-                    else manifest.needs_custom_ops or bool(manifest.text_custom_ops))
+        check_model(path, manifest.needs_op_library(text=path != folder / MODEL_NAME))
 
 
 def _save_beside(model: onnx.ModelProto, path: Path) -> Path:

@@ -78,7 +78,7 @@ def write_folder(out_dir: Path, model: onnx.ModelProto, manifest: Manifest, sour
         path = save_model(model, tmp, weight_bytes)
         check_model(path, manifest.needs_custom_ops)
         if text_pre is not None:
-            check_model(save_text_model(tmp, text_pre, model), manifest.needs_custom_ops or bool(manifest.text_custom_ops))
+            check_model(save_text_model(tmp, text_pre, model), manifest.needs_op_library(text=True))
         copy_tokenizer(source, tmp)
         if add_files is not None:
             add_files(tmp)

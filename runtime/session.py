@@ -98,7 +98,7 @@ def manifest_session_options(manifest: Manifest, threads: int | None = None, tex
 
     try:
         return customops.session_options(threads=threads, extensions=text and manifest.text_needs_extensions,
-                                         op_library=manifest.needs_custom_ops or (text and bool(manifest.text_custom_ops)))
+                                         op_library=manifest.needs_op_library(text))
     except BitnetOnnxError:
         raise
     except Exception as e:  # ORT's Fail on a file that is not a loadable library, OSError, ...

@@ -4,7 +4,10 @@ transformers' AutoConfig and AutoTokenizer on the folder, ``onnx/model.onnx`` fe
 optimum's ORTModelForFeatureExtraction feeds (the session's input names) and read by its output
 name, then sentence-transformers' own Pooling / Dense / Normalize modules loaded from the layout's
 folders. The vectors equal ``Embedder.encode``'s for both architectures and every weight variant,
-the i2s graph with our library registered, int8 and nbits with no custom library."""
+the i2s graph with our library registered, int8 and nbits with no custom library. With weights in
+external data (the threshold at 0 on a tiny model), the layout, at export or after the fact, also
+after a cut-short run, leaves one data file that every graph names, and refuses a missing or foreign
+one in a line naming it."""
 
 from __future__ import annotations
 
@@ -317,3 +320,12 @@ def test_layout_names_a_missing_or_foreign_data_file(tiny_model, external_export
     with pytest.raises(BitnetOnnxError, match=r"model\.onnx: keeps its weights in weights\.bin, not in one of the "
                                               r"files an export writes \(model\.onnx\.data or onnx/model\.onnx_data\)$"):
         write_hf_layout(folder, tiny_model("qwen3"))
+
+
+def test_embedder_names_a_fifo_in_place_of_the_moved_weights(tiny_model, external_export):
+    """The runtime checks the layout's data file before onnxruntime opens it: a FIFO there would block the load."""
+    folder = external_export("fifo", layout="hf")
+    (folder / HF_EXTERNAL_DATA_FILE).unlink()
+    os.mkfifo(folder / HF_EXTERNAL_DATA_FILE)
+    with pytest.raises(BitnetOnnxError, match=rf"{HF_EXTERNAL_DATA_FILE}.*is a FIFO"):
+        Embedder(folder, threads=1)
