@@ -353,6 +353,15 @@ def atomic_file(path: str | Path, what: str = "output",
         raise
 
 
+def replace_together(moves: Iterable[tuple[Path, Path]]) -> None:
+    """``os.replace`` of each (source, target), in order, with exit_cleanly_on_termination's signals
+    held: a Ctrl-C or SIGTERM lands before the first rename or after the last, never between renames
+    that only together leave a consistent folder (a data file moved and the graphs that name it)."""
+    with _SIGNALS_HELD:
+        for source, target in moves:
+            os.replace(source, target)
+
+
 @contextmanager
 def atomic_folder(path: str | Path, overwrite: bool = False, what: str = "output",
                   ours: Callable[[Path], bool] | None = None) -> Iterator[Path]:

@@ -25,6 +25,15 @@ from bitnet_onnx.st_modules import POOLINGS
 MANIFEST_NAME = "bitnet_onnx.json"
 MODEL_NAME = "model.onnx"
 TEXT_MODEL_NAME = "model_text.onnx"  # export --text-input: strings in
+# Where an export keeps its weights past 64 MiB (export/writer.py), one file that every graph of the
+# folder points into: beside model.onnx, or with ``--layout hf`` moved into the layout's onnx/ folder,
+# under the name optimum fetches with onnx/model.onnx (export/hf_layout.py)
+EXTERNAL_DATA_NAME = MODEL_NAME + ".data"
+HF_ONNX_DIR = "onnx"
+HF_MODEL_FILE = f"{HF_ONNX_DIR}/{MODEL_NAME}"
+HF_EXTERNAL_DATA_NAME = MODEL_NAME + "_data"  # optimum downloads <file>_data next to a hub model's file
+HF_EXTERNAL_DATA_FILE = f"{HF_ONNX_DIR}/{HF_EXTERNAL_DATA_NAME}"
+EXTERNAL_DATA_FILES = (EXTERNAL_DATA_NAME, HF_EXTERNAL_DATA_FILE)  # relative to the export folder
 TEXT_INPUT, PROMPT_INPUT = "text", "prompt"  # its inputs: string [N], string [1] (optional)
 # model.onnx input of include_prompt=false models: int64 [batch], leading tokens left out of the pooling
 PROMPT_LENGTH_INPUT = "prompt_length"
@@ -118,6 +127,11 @@ class Manifest:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise BitnetOnnxError(f"{path}: {name} must be a positive integer, got {value!r}")
         return m
+
+    def needs_op_library(self, text: bool = False) -> bool:
+        """Whether the folder's model (``text``: its strings-in model, whose tokenizer may be ours) uses
+        ops of our library."""
+        return self.needs_custom_ops or (text and bool(self.text_custom_ops))
 
     def batch_bytes(self, texts: int, width: int) -> int | None:
         """Peak activation bytes of one run of ``texts`` texts padded to ``width`` tokens (None: unknown)."""

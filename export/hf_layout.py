@@ -10,9 +10,12 @@ local-model path load the folder with their own code (docs/integrations.md):
   Dense and Normalize are the libraries' own modules below. The top-level model.onnx has the same
   ``last_hidden_state`` output (export/graph.py): optimum finds two files named model.onnx, warns and
   takes one of them (the top-level one, as glob lists them), and either gives the same tensor, so
-  neither ``file_name`` nor ``subfolder`` is needed. Weights the export keeps in external data keep
-  their offsets: ``onnx/model.onnx_data`` (the one name optimum fetches with a model) is a copy of
-  ``model.onnx.data`` (save_token_model).
+  neither ``file_name`` nor ``subfolder`` is needed. Weights the export keeps in external data are on
+  disk once: the export's ``model.onnx.data`` moves to ``onnx/model.onnx_data`` (the one name optimum
+  fetches with a model), which ``onnx/model.onnx`` names beside it and the top-level graphs
+  (model.onnx, model_text.onnx) name as ``onnx/model.onnx_data``, the same offsets in the same file
+  (move_weights_into_layout). onnx.checker refuses a hard-linked data file and a location leading up
+  out of ``onnx/``; a location down into it is fine, and ONNX Runtime reads it relative to the graph.
 - ``config.json`` (the source's, for transformers' AutoConfig), ``modules.json``, ``1_Pooling/``,
   ``N_Dense/`` (the source's Dense layers as safetensors), ``N_Normalize/``,
   ``config_sentence_transformers.json`` (prompts), ``sentence_bert_config.json`` (max length).
@@ -27,7 +30,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -35,15 +37,15 @@ import onnx
 
 from bitnet_onnx.arch import ARCHITECTURES
 from bitnet_onnx.errors import BitnetOnnxError
-from bitnet_onnx.io import MAX_TOKENIZER_JSON_BYTES, check_input_file, read_json_object
-from bitnet_onnx.manifest import LAST_HIDDEN_STATE, MODEL_NAME, Manifest
+from bitnet_onnx.io import MAX_TOKENIZER_JSON_BYTES, check_input_file, read_json_object, replace_together
+from bitnet_onnx.manifest import (
+    EXTERNAL_DATA_FILES, EXTERNAL_DATA_NAME, HF_EXTERNAL_DATA_FILE, HF_EXTERNAL_DATA_NAME, HF_MODEL_FILE,
+    LAST_HIDDEN_STATE, MODEL_NAME, Manifest,
+)
 from bitnet_onnx.st_modules import DENSE_ACTIVATIONS, POOLING_FLAGS, UNSUPPORTED_POOLING_FLAGS, StModules
-from bitnet_onnx.export.writer import EXTERNAL_DATA_NAME, EXTERNAL_DATA_THRESHOLD, check_model
+from bitnet_onnx.export.writer import EXTERNAL_DATA_THRESHOLD, check_model
 
 LAYOUTS = ("bitnet", "hf")  # export --layout: our files only, or these added
-HF_ONNX_DIR = "onnx"
-HF_MODEL_FILE = f"{HF_ONNX_DIR}/{MODEL_NAME}"
-HF_EXTERNAL_DATA_NAME = "model.onnx_data"  # optimum downloads <file>_data next to a hub model's file
 HF_INPUTS = ("input_ids", "attention_mask")
 ST_TRANSFORMER = "sentence_transformers.models.Transformer"
 # short activation name -> the torch class path sentence-transformers' Dense config names
@@ -117,6 +119,7 @@ def add_hf_layout(folder: Path, manifest: Manifest, model: onnx.ModelProto, conf
     folder = Path(folder)
     if manifest.arch not in ARCHITECTURES:
         raise BitnetOnnxError(f"{folder}: manifest arch {manifest.arch!r} is not one of {', '.join(ARCHITECTURES)}")
+    move_weights_into_layout(folder, model, manifest)
     save_token_model(token_model(model), folder, manifest.needs_custom_ops)
     config = dict(config)
     config.setdefault("model_type", ARCHITECTURES[manifest.arch].model_types[0])
@@ -132,15 +135,60 @@ def add_hf_layout(folder: Path, manifest: Manifest, model: onnx.ModelProto, conf
     update_tokenizer_config(folder / "tokenizer_config.json", folder / "tokenizer.json", tok, manifest)
 
 
+def move_weights_into_layout(folder: Path, model: onnx.ModelProto, manifest: Manifest) -> None:
+    """Moves the export's external data file (model.onnx.data) to onnx/model.onnx_data and points the
+    folder's graphs at it (``model``, the top-level graph as held in memory, changes with its file), so
+    that one file serves model.onnx, model_text.onnx and the layout's onnx/model.onnx. Nothing to do
+    when the weights are inside the graph or already moved.
+
+    The rewritten graphs are written beside their files first; then the data file and they are
+    renamed in one step that Ctrl-C does not split (io.replace_together). Should a rename fail
+    between two others, a graph still naming model.onnx.data after the data moved to onnx/ is
+    rewritten when this runs again (write_hf_layout)."""
+    graphs = {folder / MODEL_NAME: model}
+    if manifest.text_model_file:
+        text_path = folder / manifest.text_model_file
+        graphs[text_path] = onnx.load(str(check_input_file(text_path)), load_external_data=False)
+    stale = {path: graph for path, graph in graphs.items() if _data_file(graph, path) == EXTERNAL_DATA_NAME}
+    if not stale:
+        return
+    source, target = folder / EXTERNAL_DATA_NAME, folder / HF_EXTERNAL_DATA_FILE
+    moves = []
+    if os.path.lexists(source):
+        moves.append((check_input_file(source), target))
+    else:  # moved by an earlier, interrupted run
+        check_input_file(target, missing=f" (the external data of {MODEL_NAME}), nor is {source.name} there")
+    target.parent.mkdir(exist_ok=True)
+    rewritten = []
+    try:
+        for path, graph in stale.items():
+            _point_at(graph, HF_EXTERNAL_DATA_FILE)
+            rewritten.append((_save_beside(graph, path), path))
+        replace_together(moves + rewritten)
+    finally:
+        for tmp, _ in rewritten:
+            tmp.unlink(missing_ok=True)
+    for path in stale:
+        check_model(path, manifest.needs_op_library(text=path != folder / MODEL_NAME))
+
+
+def _save_beside(model: onnx.ModelProto, path: Path) -> Path:
+    """``model`` saved to a temp name in ``path``'s folder (one name per file: a leftover of an
+    interrupted run is overwritten, not added to)."""
+    tmp = path.with_name(f".{path.name}.layout.tmp")
+    onnx.save_model(model, str(tmp))
+    return tmp
+
+
 def save_token_model(model: onnx.ModelProto, folder: Path, uses_custom_op: bool) -> Path:
-    """Writes ``model`` (token_model's) as ``onnx/model.onnx``. Weights that the export put in the
-    top folder's external data keep their offsets: the token model's tensors are a subset of the
-    export's, so ``onnx/model.onnx_data`` is a byte copy of that file (a relative location cannot
-    point up out of ``onnx/`` and onnx.checker refuses a hard-linked data file). Weights still in memory go to external data of their own
-    past the threshold."""
+    """Writes ``model`` (token_model's) as ``onnx/model.onnx``. The token model's tensors are a subset
+    of the export's, so weights the export keeps in external data are read where they are, at the
+    same offsets: from onnx/model.onnx_data beside it (move_weights_into_layout put the export's one
+    data file there). Weights still in memory go to external data of their own past the threshold."""
     path = folder / HF_MODEL_FILE
     path.parent.mkdir(exist_ok=True)
-    if _share_external_data(model, folder, path.parent):
+    if _data_file(model, folder / MODEL_NAME) is not None:
+        _point_at(model, HF_EXTERNAL_DATA_NAME)  # the same file, named from onnx/
         onnx.save_model(model, str(path))
     elif sum(_tensor_bytes(t) for t in model.graph.initializer) > EXTERNAL_DATA_THRESHOLD:
         onnx.save_model(model, str(path), save_as_external_data=True, all_tensors_to_one_file=True,
@@ -151,22 +199,31 @@ def save_token_model(model: onnx.ModelProto, folder: Path, uses_custom_op: bool)
     return path
 
 
-def _share_external_data(model: onnx.ModelProto, folder: Path, onnx_dir: Path) -> bool:
-    """Points ``model``'s tensors stored in ``folder``'s external data file at its copy in ``onnx_dir``; False when no tensor is stored outside the graph."""
-    external = [t for t in model.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL]
-    if not external:
-        return False
-    for t in external:
-        entry = next(e for e in t.external_data if e.key == "location")
-        if entry.value != EXTERNAL_DATA_NAME:
-            raise BitnetOnnxError(f"{folder / MODEL_NAME}: tensor {t.name!r} is stored in {entry.value!r}, "
-                                  f"not the export's {EXTERNAL_DATA_NAME}")
-        entry.value = HF_EXTERNAL_DATA_NAME
-    source, target = folder / EXTERNAL_DATA_NAME, onnx_dir / HF_EXTERNAL_DATA_NAME
-    if os.path.lexists(target):
-        os.unlink(target)
-    shutil.copyfile(source, target)  # not a hard link: onnx.checker refuses those (a "hardlink attack")
-    return True
+def _external_tensors(model: onnx.ModelProto) -> list[onnx.TensorProto]:
+    return [t for t in model.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL]
+
+
+def _data_file(model: onnx.ModelProto, path: Path) -> str | None:
+    """The one file, relative to the export folder, that ``model`` (read from ``path``) keeps its
+    external tensors in: one of the names the export gives it; None when every tensor is inline."""
+    files = {_location(t, path).value for t in _external_tensors(model)}
+    if len(files) > 1 or not files <= set(EXTERNAL_DATA_FILES):
+        raise BitnetOnnxError(f"{path}: keeps its weights in {', '.join(sorted(files))}, not in one of the "
+                              f"files an export writes ({' or '.join(EXTERNAL_DATA_FILES)})")
+    return next(iter(files), None)
+
+
+def _location(tensor: onnx.TensorProto, path: Path):
+    entry = next((e for e in tensor.external_data if e.key == "location"), None)
+    if entry is None:
+        raise BitnetOnnxError(f"{path}: tensor {tensor.name!r} is marked external but names no file")
+    return entry
+
+
+def _point_at(model: onnx.ModelProto, location: str) -> None:
+    """Every external tensor of ``model`` read from ``location`` (relative to the graph file's folder)."""
+    for tensor in _external_tensors(model):  # each names its file (_data_file checked it)
+        next(e for e in tensor.external_data if e.key == "location").value = location
 
 
 def _tensor_bytes(t: onnx.TensorProto) -> int:

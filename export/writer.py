@@ -18,10 +18,9 @@ import onnx
 
 from bitnet_onnx.errors import BitnetOnnxError
 from bitnet_onnx.io import atomic_folder, check_apart, check_input_file, check_replaceable_folder
-from bitnet_onnx.manifest import MANIFEST_NAME, MODEL_NAME, Manifest
+from bitnet_onnx.manifest import EXTERNAL_DATA_NAME, MANIFEST_NAME, MODEL_NAME, Manifest
 from bitnet_onnx.export.text_input import save_text_model
 
-EXTERNAL_DATA_NAME = MODEL_NAME + ".data"
 EXTERNAL_DATA_THRESHOLD = 64 << 20  # weight bytes above which they go to EXTERNAL_DATA_NAME
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model",
                    "vocab.json", "merges.txt", "added_tokens.json")
@@ -79,7 +78,7 @@ def write_folder(out_dir: Path, model: onnx.ModelProto, manifest: Manifest, sour
         path = save_model(model, tmp, weight_bytes)
         check_model(path, manifest.needs_custom_ops)
         if text_pre is not None:
-            check_model(save_text_model(tmp, text_pre, model), manifest.needs_custom_ops or bool(manifest.text_custom_ops))
+            check_model(save_text_model(tmp, text_pre, model), manifest.needs_op_library(text=True))
         copy_tokenizer(source, tmp)
         if add_files is not None:
             add_files(tmp)

@@ -13,7 +13,7 @@ from packaging.version import Version
 
 from bitnet_onnx.errors import BitnetOnnxError
 from bitnet_onnx.io import check_input_file
-from bitnet_onnx.manifest import PROMPT_INPUT, PROMPT_LENGTH_INPUT, TEXT_INPUT, Manifest
+from bitnet_onnx.manifest import EXTERNAL_DATA_FILES, PROMPT_INPUT, PROMPT_LENGTH_INPUT, TEXT_INPUT, Manifest
 
 INPUTS = ("input_ids", "attention_mask")
 TEXT_INPUTS = (TEXT_INPUT,)  # strings in
@@ -44,9 +44,10 @@ def create_session(folder: str | Path, manifest: Manifest, threads: int | None =
     if not os.path.lexists(model_path):
         raise BitnetOnnxError(f"{model_path}: model file missing")
     check_input_file(model_path)  # onnxruntime opens it itself: a FIFO would block it
-    external_data = model_path.with_name(model_path.name + ".data")  # the name export's writer gives it
-    if os.path.lexists(external_data):
-        check_input_file(external_data, f"{external_data} (the external data of {model_path.name})")
+    for name in EXTERNAL_DATA_FILES:  # where export's writer puts the weights; ORT opens them itself too
+        external_data = folder / name
+        if os.path.lexists(external_data):
+            check_input_file(external_data, f"{external_data} (the external data of {model_path.name})")
     if threads is not None and (not isinstance(threads, int) or threads < 1):
         raise BitnetOnnxError(f"threads must be a positive integer, got {threads!r}")
     _check_ort_version(ort.__version__, manifest.min_onnxruntime, folder)
@@ -97,7 +98,7 @@ def manifest_session_options(manifest: Manifest, threads: int | None = None, tex
 
     try:
         return customops.session_options(threads=threads, extensions=text and manifest.text_needs_extensions,
-                                         op_library=manifest.needs_custom_ops or (text and bool(manifest.text_custom_ops)))
+                                         op_library=manifest.needs_op_library(text))
     except BitnetOnnxError:
         raise
     except Exception as e:  # ORT's Fail on a file that is not a loadable library, OSError, ...

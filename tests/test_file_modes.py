@@ -1,8 +1,8 @@
 """Every file of every writer gets the umask's mode, so another account (a server's) can load it.
 
 Each writer of the command line (every export weight variant, the real-shape export whose weights go
-to model.onnx.data, the strings-in text graph, every GGUF outtype, every embed output format, the
-dataset parts) runs under umask 022 as the test's user and, when the test runs as root, as the
+to model.onnx.data, the same with the HF layout, which moves that file into onnx/, the strings-in text
+graph, every GGUF outtype, every embed output format, the dataset parts) runs under umask 022 as the test's user and, when the test runs as root, as the
 unprivileged ``nobody`` too. Every file must be 0644 and every folder 0755, and (as root) another
 unprivileged account must be able to read every byte of it: the deployment this protects, an export
 made by the deploy user and served by a service account.
@@ -48,6 +48,8 @@ WRITERS = [
       for w in ("i2s", "f32", "f16", "int8", "nbits")),
     Writer("export-f32-external-data", ("export", "{big}", "--weights", "f32", "-o", "{out}"), "out",
            ("model.onnx", "model.onnx.data")),
+    Writer("export-f32-external-data-hf-layout", ("export", "{big}", "--weights", "f32", "--layout", "hf", "-o", "{out}"),
+           "out", ("model.onnx", "onnx/model.onnx", "onnx/model.onnx_data")),  # the data file moved into onnx/
     Writer("export-text-input", ("export", "{model}", "--weights", "f32", "--text-input", "-o", "{out}"), "out",
            ("model.onnx", "model_text.onnx")),
     *(Writer(f"convert-gguf-{t}", ("convert-gguf", "{model}", "--outtype", t, "--pre-tokenizer", "qwen2",

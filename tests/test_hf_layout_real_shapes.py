@@ -1,8 +1,11 @@
 """``export --layout hf`` at the real widths and vocabularies (Qwen3-0.6B: 151,936 tokens; Gemma3-270M:
-262,144), where the weights go to external data: the verb succeeds, ``onnx/model.onnx_data`` is a byte copy
-of the top folder's weight file (same offsets), and its ``last_hidden_state`` equals the exported graph's
-``token_embeddings`` and ``last_hidden_state``. One export per (arch, weights), the real widths with the
-demo's few layers (tests/conftest.py's real_width_layout_export)."""
+262,144), where every weight variant's weights go to external data: the verb succeeds, the weights are
+on disk once (``onnx/model.onnx_data``, which both model.onnx files name: no ``model.onnx.data`` beside
+it), byte for byte the data file of the plain export of the same model, and the folder is the plain
+export's size plus less than one external data file could be; the layout's ``last_hidden_state``
+equals the exported graph's ``token_embeddings`` and ``last_hidden_state``, and ``Embedder`` gives the
+plain export's vectors. One export per (arch, weights), the real widths with the demo's few layers
+(tests/conftest.py's real_width_layout_export), and its plain twin made here (seconds each)."""
 
 from __future__ import annotations
 
@@ -10,18 +13,21 @@ import filecmp
 import os
 
 import numpy as np
+import onnx
 import onnxruntime as ort
 import pytest
 
-from bitnet_onnx import customops
+from bitnet_onnx import Embedder, customops
 from bitnet_onnx.arch import ARCHITECTURES
+from bitnet_onnx.cli import main
 from bitnet_onnx.export.hf_layout import HF_EXTERNAL_DATA_NAME, HF_MODEL_FILE, LAST_HIDDEN_STATE
-from bitnet_onnx.export.writer import EXTERNAL_DATA_NAME
-from bitnet_onnx.manifest import MODEL_NAME, Manifest
+from bitnet_onnx.export.writer import EXTERNAL_DATA_THRESHOLD
+from bitnet_onnx.formats import NAMES
+from bitnet_onnx.manifest import EXTERNAL_DATA_NAME, HF_EXTERNAL_DATA_FILE, MODEL_NAME, Manifest
 
 pytestmark = pytest.mark.real_size  # the suite's tiers: tests/suite_marks.py
 
-WEIGHTS = ("int8", "i2s")
+TEXTS = ["a short text", "Ternary weights make matrix products cheap: additions and subtractions. " * 8]
 
 
 def _session(path, needs_custom_ops):
@@ -29,13 +35,42 @@ def _session(path, needs_custom_ops):
     return ort.InferenceSession(str(path), options)
 
 
-@pytest.mark.parametrize("weights", WEIGHTS)
+def _locations(path) -> set[str]:
+    """The external data files ``path``'s tensors name (relative to its folder)."""
+    model = onnx.load(str(path), load_external_data=False)
+    return {e.value for t in model.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL
+            for e in t.external_data if e.key == "location"}
+
+
+def _folder_bytes(folder) -> int:
+    return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+
+
+@pytest.fixture
+def plain_export(real_width_model, tmp_path):
+    """plain_export(arch, weights) -> the default-layout export of the model real_width_layout_export exports."""
+
+    def make(arch: str, weights: str):
+        out = tmp_path / f"plain-{arch}-{weights}"
+        assert main(["export", str(real_width_model(arch)), "-o", str(out), "--weights", weights]) == 0
+        return out
+
+    return make
+
+
+@pytest.mark.parametrize("weights", NAMES)
 @pytest.mark.parametrize("arch", sorted(ARCHITECTURES))
-def test_layout_copies_the_exports_external_weights(real_width_layout_export, arch, weights):
-    out = real_width_layout_export(arch, weights)
-    top, shared = out / EXTERNAL_DATA_NAME, out / "onnx" / HF_EXTERNAL_DATA_NAME
-    assert top.stat().st_size > 64 << 20  # the case at hand: weights in external data
-    assert not os.path.samefile(top, shared) and filecmp.cmp(top, shared, shallow=False)
+def test_layout_stores_the_exports_weights_once(real_width_layout_export, plain_export, arch, weights):
+    out, plain = real_width_layout_export(arch, weights), plain_export(arch, weights)
+    data = out / HF_EXTERNAL_DATA_FILE
+    assert data.stat().st_size > EXTERNAL_DATA_THRESHOLD  # the case at hand: weights in external data
+    assert not os.path.lexists(out / EXTERNAL_DATA_NAME)
+    assert _locations(out / MODEL_NAME) == {HF_EXTERNAL_DATA_FILE}  # both graphs read the one file
+    assert _locations(out / HF_MODEL_FILE) == {HF_EXTERNAL_DATA_NAME}
+    assert filecmp.cmp(data, plain / EXTERNAL_DATA_NAME, shallow=False)  # the plain export's weights, offsets and all
+    added = _folder_bytes(out) - _folder_bytes(plain)
+    assert 0 < added < EXTERNAL_DATA_THRESHOLD, added  # the layout's own small files: no second weight file
+
     manifest = Manifest.read(out)
     full, token = _session(out / MODEL_NAME, manifest.needs_custom_ops), _session(out / HF_MODEL_FILE, manifest.needs_custom_ops)
     ids = np.array([[5, 17, 300, 9000, 2], [11, 12, 13, 0, 0]], dtype=np.int64)
@@ -46,3 +81,5 @@ def test_layout_copies_the_exports_external_weights(real_width_layout_export, ar
     (got,) = token.run([LAST_HIDDEN_STATE], feeds)
     np.testing.assert_array_equal(last, want)  # the top-level graph's own last_hidden_state, what optimum may pick
     np.testing.assert_array_equal(got, want)
+    del full, token
+    np.testing.assert_array_equal(Embedder(out, threads=1).encode(TEXTS), Embedder(plain, threads=1).encode(TEXTS))

@@ -4,11 +4,17 @@ transformers' AutoConfig and AutoTokenizer on the folder, ``onnx/model.onnx`` fe
 optimum's ORTModelForFeatureExtraction feeds (the session's input names) and read by its output
 name, then sentence-transformers' own Pooling / Dense / Normalize modules loaded from the layout's
 folders. The vectors equal ``Embedder.encode``'s for both architectures and every weight variant,
-the i2s graph with our library registered, int8 and nbits with no custom library."""
+the i2s graph with our library registered, int8 and nbits with no custom library. With weights in
+external data (the threshold at 0 on a tiny model), the layout, at export or after the fact, also
+after a cut-short run, leaves one data file that every graph names, and refuses a missing or foreign
+one in a line naming it."""
 
 from __future__ import annotations
 
+import filecmp
 import json
+import os
+import shutil
 
 import numpy as np
 import onnx
@@ -28,7 +34,9 @@ from bitnet_onnx.errors import BitnetOnnxError  # noqa: E402
 from bitnet_onnx.export.hf_layout import (  # noqa: E402
     HF_EXTERNAL_DATA_NAME, HF_MODEL_FILE, LAST_HIDDEN_STATE, token_model, write_hf_layout,
 )
-from bitnet_onnx.manifest import Manifest  # noqa: E402
+from bitnet_onnx.manifest import (  # noqa: E402
+    EXTERNAL_DATA_NAME, HF_EXTERNAL_DATA_FILE, MODEL_NAME, TEXT_MODEL_NAME, Manifest,
+)
 
 WEIGHTS = ("i2s", "int8", "nbits")
 ST_MODULES = {"Pooling": Pooling, "Dense": Dense, "Normalize": Normalize}
@@ -231,3 +239,93 @@ def test_real_gemma3_270m_gguf_layout_loads_in_transformers(gemma3_270m, gemma3_
     assert (config.query_pre_attn_scalar, config.vocab_size, config.hidden_size) == (256, 262144, 640)
     assert (folder / "onnx" / HF_EXTERNAL_DATA_NAME).stat().st_size > 100 << 20
     assert_same_vectors(embed_as_sentence_transformers_onnx(folder, TEXTS), Embedder(folder, threads=1).encode(TEXTS, prompt=""))
+
+
+# -- the weights on disk once: the export's data file moved into onnx/, named by every graph -----------
+
+
+@pytest.fixture
+def external_export(tiny_model, tmp_path, monkeypatch):
+    """external_export(name, **export options) -> a tiny Qwen3 int8 export with its weights in
+    model.onnx.data (the threshold at 0, as at the real sizes) and the strings-in graph, which names
+    that file too."""
+    import bitnet_onnx.export.writer as writer
+    from bitnet_onnx.export.exporter import export
+
+    monkeypatch.setattr(writer, "EXTERNAL_DATA_THRESHOLD", 0)
+    return lambda name, **options: export(tiny_model("qwen3"), tmp_path / name, weights="int8", text_input=True,
+                                          **options)
+
+
+def external_locations(path) -> set[str]:
+    model = onnx.load(str(path), load_external_data=False)
+    return {e.value for t in model.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL
+            for e in t.external_data if e.key == "location"}
+
+
+def assert_weights_once(folder) -> None:
+    """One data file, onnx/model.onnx_data, that the top-level graphs and the layout's read."""
+    assert not (folder / EXTERNAL_DATA_NAME).exists()
+    for graph in (MODEL_NAME, TEXT_MODEL_NAME):
+        assert external_locations(folder / graph) == {HF_EXTERNAL_DATA_FILE}, graph
+    assert external_locations(folder / HF_MODEL_FILE) == {HF_EXTERNAL_DATA_NAME}
+    ids = np.array([[2, 300, 301, 1]], dtype=np.int64)
+    feed = {"input_ids": ids, "attention_mask": np.ones_like(ids)}
+    top = ort.InferenceSession(str(folder / MODEL_NAME), session_options(folder))
+    token = ort.InferenceSession(str(folder / HF_MODEL_FILE), session_options(folder))
+    np.testing.assert_array_equal(token.run([LAST_HIDDEN_STATE], feed)[0], top.run(["token_embeddings"], feed)[0])
+
+
+def test_layout_after_the_fact_moves_the_weights_as_the_export_does(tiny_model, external_export):
+    folder = external_export("plain")
+    before = Embedder(folder, threads=1).encode(TEXTS)
+    write_hf_layout(folder, tiny_model("qwen3"))
+    assert_weights_once(folder)
+    np.testing.assert_array_equal(Embedder(folder, threads=1).encode(TEXTS), before)  # the strings-in graph
+    at_export = external_export("hf", layout="hf")
+    assert_weights_once(at_export)
+    assert sorted(p.relative_to(at_export) for p in at_export.rglob("*")) == \
+        sorted(p.relative_to(folder) for p in folder.rglob("*"))
+    assert filecmp.cmp(at_export / HF_EXTERNAL_DATA_FILE, folder / HF_EXTERNAL_DATA_FILE, shallow=False)
+
+
+@pytest.mark.parametrize("left_by", ["a move cut short", "the layout that copied the weights"])
+def test_layout_again_leaves_the_weights_once(tiny_model, external_export, left_by):
+    """write_hf_layout on a folder where the data file already moved but the graphs still name
+    model.onnx.data (a run stopped between its renames), or where an earlier bitnet-onnx put a copy
+    of it in onnx/: one data file after it, the same vectors."""
+    folder = external_export("plain")
+    before = Embedder(folder, threads=1).encode(TEXTS)
+    (folder / "onnx").mkdir()
+    move = os.replace if left_by == "a move cut short" else shutil.copyfile
+    move(folder / EXTERNAL_DATA_NAME, folder / HF_EXTERNAL_DATA_FILE)
+    write_hf_layout(folder, tiny_model("qwen3"))
+    assert_weights_once(folder)
+    np.testing.assert_array_equal(Embedder(folder, threads=1).encode(TEXTS), before)
+
+
+def test_layout_names_a_missing_or_foreign_data_file(tiny_model, external_export):
+    folder = external_export("missing")
+    (folder / EXTERNAL_DATA_NAME).unlink()
+    with pytest.raises(BitnetOnnxError, match=rf"{HF_EXTERNAL_DATA_FILE}: file not found \(the external data of "
+                                              rf"model\.onnx\), nor is model\.onnx\.data there$"):
+        write_hf_layout(folder, tiny_model("qwen3"))
+    folder = external_export("foreign")
+    model = onnx.load(str(folder / MODEL_NAME), load_external_data=False)
+    for t in model.graph.initializer:
+        for e in t.external_data:
+            if e.key == "location":
+                e.value = "weights.bin"
+    onnx.save_model(model, str(folder / MODEL_NAME))
+    with pytest.raises(BitnetOnnxError, match=r"model\.onnx: keeps its weights in weights\.bin, not in one of the "
+                                              r"files an export writes \(model\.onnx\.data or onnx/model\.onnx_data\)$"):
+        write_hf_layout(folder, tiny_model("qwen3"))
+
+
+def test_embedder_names_a_fifo_in_place_of_the_moved_weights(tiny_model, external_export):
+    """The runtime checks the layout's data file before onnxruntime opens it: a FIFO there would block the load."""
+    folder = external_export("fifo", layout="hf")
+    (folder / HF_EXTERNAL_DATA_FILE).unlink()
+    os.mkfifo(folder / HF_EXTERNAL_DATA_FILE)
+    with pytest.raises(BitnetOnnxError, match=rf"{HF_EXTERNAL_DATA_FILE}.*is a FIFO"):
+        Embedder(folder, threads=1)

@@ -28,8 +28,7 @@ from venvs import cached_venv, isolated_env, run_ok
 from bitnet_onnx import Embedder, customops
 from bitnet_onnx.cli import main
 from bitnet_onnx.export.hf_layout import HF_MODEL_FILE
-from bitnet_onnx.export.writer import EXTERNAL_DATA_NAME
-from bitnet_onnx.manifest import MODEL_NAME, Manifest
+from bitnet_onnx.manifest import HF_EXTERNAL_DATA_FILE, MODEL_NAME, Manifest
 
 pytestmark = pytest.mark.venv  # the suite's tiers: tests/suite_marks.py
 
@@ -169,8 +168,8 @@ def loaded(optimum_venv, tiny_model, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def loaded_real_width(optimum_venv, real_width_layout_export, tmp_path_factory):
-    """The same at the released widths and vocabularies (weights in external data, both model.onnx
-    files with their own weight file)."""
+    """The same at the released widths and vocabularies (weights in external data: one file,
+    onnx/model.onnx_data, that both model.onnx files name)."""
     exports = {(arch, weights): real_width_layout_export(arch, weights) for arch in ARCHS for weights in WEIGHTS}
     return run_loaders(optimum_venv, tmp_path_factory.mktemp("optimum-real"), exports)
 
@@ -237,5 +236,5 @@ def test_include_prompt_false_needs_the_file_name(optimum_venv, tiny_model, tmp_
 @pytest.mark.real_size
 def test_the_plain_calls_at_the_real_widths(loaded_real_width, arch, weights):
     folder, got, files = loaded_real_width[arch, weights]
-    assert (folder / EXTERNAL_DATA_NAME).stat().st_size > 64 << 20  # the weights are in external data
+    assert (folder / HF_EXTERNAL_DATA_FILE).stat().st_size > 64 << 20  # the weights are in external data
     check_loaders(folder, got, files)

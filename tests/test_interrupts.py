@@ -118,6 +118,30 @@ def test_signal_while_the_temp_output_is_made_leaves_nothing(make, writer, sig, 
     assert os.listdir(tmp_path) == []
 
 
+@pytest.mark.parametrize("sig", list(STATUS), ids=[s.name for s in STATUS])
+def test_signal_between_renames_that_go_together_waits_for_the_last(sig, tmp_path, monkeypatch, request):
+    """io.replace_together (the HF layout's data file and the graphs that name it): a signal after the
+    first rename is raised after the last, so no graph is left naming a file that moved."""
+    from bitnet_onnx import io
+
+    inherited = signal.signal(sig, signal.SIG_DFL)
+    request.addfinalizer(lambda: signal.signal(sig, inherited))
+    real = os.replace
+
+    def replace_then_signal(source, target):
+        real(source, target)
+        os.kill(os.getpid(), sig)
+
+    monkeypatch.setattr(os, "replace", replace_then_signal)
+    names = ("data", "model.onnx", "model_text.onnx")
+    for name in names:
+        (tmp_path / name).write_text(name)
+    with pytest.raises(KeyboardInterrupt if sig == signal.SIGINT else Terminated):
+        with io.exit_cleanly_on_termination():
+            io.replace_together([(tmp_path / name, tmp_path / f"{name}.new") for name in names])
+    assert sorted(os.listdir(tmp_path)) == sorted(f"{name}.new" for name in names)
+
+
 def _export_sighup_ignored(model: Path, out: Path) -> subprocess.Popen:
     def ignore_sighup() -> None:  # what nohup hands its command
         child_signals.reset_to_default()
