@@ -3,7 +3,9 @@
 - every default export serves its manifest's max_length: a 32768-token text embeds on each architecture,
   exported from a HF folder and from a GGUF (random-weight models of the real width and vocabulary, few
   layers: what is tested is the shapes); the stock attention, which would need hundreds of GiB there,
-  gives way to EncoderAttention, and an explicit ``--attention onnx`` gets a max_length it serves;
+  gives way to ONNX Runtime's own attention kernels (``--attention ort``), so the default int8 export loads
+  in a plain ``onnxruntime.InferenceSession``, and an explicit ``--attention onnx`` gets a max_length it serves;
+- ``--attention ort`` equals the stock attention at the real widths;
 - ``Embedder`` and ``serve`` cut batches by the export's activation bytes, and refuse in one line a text
   that alone exceeds the budget.
 """
@@ -13,6 +15,8 @@ from __future__ import annotations
 import logging
 
 import numpy as np
+import onnx
+import onnxruntime as ort
 import pytest
 
 from bitnet_onnx.arch import ARCHITECTURES
@@ -60,7 +64,8 @@ def test_default_exports_embed_a_32768_token_text(long_exports, arch):
     vectors = []
     for folder in (long_exports[arch]["hf"], long_exports[arch]["gguf"]):
         m = Manifest.read(folder)
-        assert (m.weights, m.attention, m.max_length) == ("f32", "fused", LONG)  # stock would not fit
+        assert (m.weights, m.attention, m.max_length) == ("f32", "ort", LONG)  # stock would not fit
+        assert not m.needs_custom_ops
         vectors.append(_embed_longest(Embedder(folder, threads=2)))
     np.testing.assert_allclose(vectors[0], vectors[1], atol=1e-5)  # the GGUF holds the same f32 model
 
@@ -84,6 +89,41 @@ def test_stock_attention_is_kept_to_a_length_it_serves(tmp_path, caplog, long_ex
     e = Embedder(out, threads=2)
     assert e.memory.texts_that_fit(served, 32) == 1  # one text of max_length fits the default budget
     _embed_longest(e)
+
+
+@pytest.mark.parametrize("arch", ARCHITECTURES)
+@pytest.mark.real_size
+@pytest.mark.slow
+def test_the_default_int8_export_runs_on_plain_onnx_runtime_at_32768(tmp_path, long_exports, arch):
+    """The variant for hosts without our op library (Java, C#, JS, mobile ORT builds): at max_length 32768
+    its graph holds only ai.onnx and com.microsoft nodes, and a session with no options embeds a text of
+    that length."""
+    out = export(long_exports[arch]["model"], tmp_path / "int8", weights="int8")
+    m = Manifest.read(out)
+    assert (m.attention, m.max_length, m.needs_custom_ops, m.custom_ops) == ("ort", LONG, False, [])
+    graph = onnx.load(str(out / m.model_file), load_external_data=False).graph
+    assert {n.domain or "ai.onnx" for n in graph.node} <= {"ai.onnx", "com.microsoft"}
+    text = " ".join(f"word{i % 997} and more" for i in range(LONG))
+    ids = np.array(Embedder(out).tokenize([text]), np.int64)
+    assert ids.shape == (1, LONG)
+    vector = ort.InferenceSession(str(out / m.model_file)).run(
+        ["sentence_embedding"], {"input_ids": ids, "attention_mask": np.ones_like(ids)})[0]
+    assert np.all(np.isfinite(vector)) and np.linalg.norm(vector) > 0
+
+
+@pytest.mark.parametrize("arch", ARCHITECTURES)
+@pytest.mark.real_size
+@pytest.mark.slow
+def test_ort_attention_equals_the_stock_one_at_real_widths(tmp_path, long_exports, arch):
+    """f32 exports of the real widths, a batch of mixed lengths (padded on the tokenizer's side, past
+    Gemma3's window): the same vectors as the stock decomposition."""
+    model = long_exports[arch]["model"]
+    texts = [" ".join(f"word{i % 97} or {i}" for i in range(n)) for n in (300, 41, 1)]
+    got, stock = (Embedder(export(model, tmp_path / name, attention_name=name), threads=2).encode(texts)
+                  for name in ("ort", "onnx"))
+    cos = (got * stock).sum(-1) / (np.linalg.norm(got, axis=-1) * np.linalg.norm(stock, axis=-1))
+    assert cos.min() >= 0.99999, cos
+    np.testing.assert_allclose(got, stock, atol=2e-5)
 
 
 def _runs(monkeypatch, folder, **kwargs) -> tuple[Embedder, list[int]]:
