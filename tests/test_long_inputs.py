@@ -162,7 +162,7 @@ def test_batches_are_cut_by_activation_bytes(tiny_model, tiny_export, monkeypatc
     np.testing.assert_allclose(e.encode(texts, batch_size=32), whole, atol=1e-5)
     assert max(sizes) == 3 and sum(sizes) == len(texts)
     tight = Embedder(folder, max_batch_bytes=m.batch_bytes(1, width) - 1)
-    with pytest.raises(BitnetOnnxError, match=rf"a text of {width} tokens needs .* over max_batch_bytes .*, or re-export with --attention fused$"):
+    with pytest.raises(BitnetOnnxError, match=rf"a text of {width} tokens needs .* over max_batch_bytes .*, or re-export with --attention ort \(no op library\) or fused$"):
         tight.encode(texts)
     with pytest.raises(BitnetOnnxError, match="max_batch_bytes must be a positive integer"):
         Embedder(folder, max_batch_bytes=0)
@@ -191,7 +191,7 @@ def test_serve_refuses_a_text_over_the_memory_budget(tiny_model, tiny_export):
         refused = client.post("/v1/embeddings", json={"model": "tiny", "input": [short, long]})
         assert refused.status_code == 413
         message = refused.json()["error"]["message"]
-        assert message.startswith("input[1]: a text of") and "--attention fused" in message
+        assert message.startswith("input[1]: a text of") and "--attention ort (no op library) or fused" in message
 
 
 def test_cli_max_batch_memory_is_checked(capsys, tiny_model, tiny_export):
