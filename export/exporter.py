@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import onnx
+from packaging.version import Version
 
 from bitnet_onnx import customops
 from bitnet_onnx.errors import BitnetOnnxError
@@ -104,10 +105,16 @@ def make_manifest(folder: ModelSource, st: StModules, tf: dict, variant: str, bi
         padding_side=tf["padding_side"], pad_token_id=tf["pad_token_id"],
         append_eos_token_id=tf["append_eos_token_id"], prompts=dict(st.prompts),
         default_prompt_name=st.default_prompt_name, nbits=bits if fmt.bits else None,
-        min_onnxruntime=fmt.min_onnxruntime(bits),
+        min_onnxruntime=min_onnxruntime(variant, bits, attention_name),
         ternarized=ternarize, attention=attention_name, custom_ops=custom_ops, needs_custom_ops=bool(custom_ops),
         source_model=folder.path.resolve().name, **cost_fields(cfg, attention_name),
     )
+
+
+def min_onnxruntime(variant: str, bits: int, attention_name: str) -> str:
+    """The newer of the weight format's ORT floor and the attention strategy's."""
+    floors = [FORMATS[variant].min_onnxruntime(bits), attention.STRATEGIES[attention_name].min_onnxruntime]
+    return max((f for f in floors if f), key=Version)
 
 
 def output_ranges_for(precision: str, given, width: int, layout: str):

@@ -32,7 +32,9 @@ class BatchMemory:
             return wanted
         if one > self.budget:
             attention = self.manifest.attention
-            hint = "" if attention == "fused" else ", or re-export with --attention fused"
+            # only an attention holding [B, H, S, S] scores grows with the square of the text
+            hint = ", or re-export with --attention ort (no op library) or fused" \
+                if self.manifest.attention_bytes_per_token_pair else ""
             raise BitnetOnnxError(
                 f"a text of {width} tokens needs about {_gib(one)} of activations with this export's attention "
                 f"({attention}), over max_batch_bytes (--max-batch-memory) {_gib(self.budget)}; shorten it or "

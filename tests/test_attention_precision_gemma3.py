@@ -5,8 +5,8 @@ attention precision, sentence embeddings of a 512-token text alone and in a padd
 307 and 64 tokens) within cosine 0.9999 of the f32-attention export. 2048 tokens:
 benchmarks/accuracy_attention_bf16.py (BENCHMARKS.md, "EncoderAttention precision").
 
-The f32-attention export is the suite's shared ``gemma3_270m_export("f32")`` (the exporter's default
-attention there is fused at f32): the same bytes as compare.attention_precision_export makes at f32,
+The f32-attention export is the suite's shared ``gemma3_270m_export("f32")`` (``--attention fused``
+named there, at f32): the same bytes as compare.attention_precision_export makes at f32,
 checked once here.
 """
 

@@ -2,8 +2,11 @@
 
 - every default export serves its manifest's max_length: a 32768-token text embeds on each architecture,
   exported from a HF folder, and the export of its GGUF is the same graph, weights and ids (random-weight
-  models of the real width and vocabulary, few layers: what is tested is the shapes); the stock attention, which would need hundreds of GiB there,
-  gives way to EncoderAttention, and an explicit ``--attention onnx`` gets a max_length it serves;
+  models of the real width and vocabulary, few layers: what is tested is the shapes); the stock attention,
+  which would need hundreds of GiB there, gives way to ONNX Runtime's own attention kernels (``--attention
+  ort``), so the default int8 export loads in a plain ``onnxruntime.InferenceSession``, and an explicit
+  ``--attention onnx`` gets a max_length it serves;
+- ``--attention ort`` equals the stock attention at the real widths;
 - ``Embedder`` and ``serve`` cut batches by the export's activation bytes, and refuse in one line a text
   that alone exceeds the budget.
 """
@@ -17,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import onnxruntime as ort
 import pytest
 
 from bitnet_onnx.arch import ARCHITECTURES
@@ -24,9 +28,8 @@ from bitnet_onnx.cli import main
 from bitnet_onnx.convert_gguf.writer import convert
 from bitnet_onnx.errors import BitnetOnnxError
 from bitnet_onnx.export.exporter import export
-from bitnet_onnx.export.writer import EXTERNAL_DATA_NAME
 from bitnet_onnx.export.memory import longest_served, one_text_bytes
-from bitnet_onnx.manifest import ACTIVATION_BUDGET_BYTES, MANIFEST_NAME, MODEL_NAME, Manifest
+from bitnet_onnx.manifest import ACTIVATION_BUDGET_BYTES, EXTERNAL_DATA_NAME, MANIFEST_NAME, MODEL_NAME, Manifest
 from bitnet_onnx.runtime.embedder import Embedder, plan_batches
 from bitnet_onnx.runtime.memory import BatchMemory
 from bitnet_onnx.weights import open_source
@@ -74,7 +77,8 @@ def _same_export(a: Path, b: Path) -> None:
 def test_default_exports_embed_a_32768_token_text(long_exports, arch):
     hf, gguf = long_exports[arch]["hf"], long_exports[arch]["gguf"]
     m = Manifest.read(hf)
-    assert (m.weights, m.attention, m.max_length) == ("f32", "fused", LONG)  # stock would not fit
+    assert (m.weights, m.attention, m.max_length) == ("f32", "ort", LONG)  # stock would not fit
+    assert not m.needs_custom_ops
     # The GGUF holds the same f32 model: its export is the same graph and weights, and its tokenizer
     # (rebuilt from the GGUF's vocabulary) gives the same ids, so the HF export's embedding is both's.
     _same_export(hf, gguf)
@@ -102,6 +106,40 @@ def test_stock_attention_is_kept_to_a_length_it_serves(tmp_path, caplog, long_ex
     e = Embedder(out, threads=2)
     assert e.memory.texts_that_fit(served, 32) == 1  # one text of max_length fits the default budget
     _embed_longest(e)
+
+
+@pytest.mark.parametrize("arch", ARCHITECTURES)
+@pytest.mark.real_size
+@pytest.mark.slow
+def test_the_default_int8_export_runs_on_plain_onnx_runtime_at_32768(tmp_path, long_exports, arch):
+    """The variant for hosts without our op library (Java, C#, JS, mobile ORT builds): at max_length 32768
+    its graph holds only ai.onnx and com.microsoft nodes, and a session with no options embeds a text of
+    that length."""
+    out = export(long_exports[arch]["model"], tmp_path / "int8", weights="int8")
+    m = Manifest.read(out)
+    assert (m.attention, m.max_length, m.needs_custom_ops, m.custom_ops) == ("ort", LONG, False, [])
+    graph = onnx.load(str(out / m.model_file), load_external_data=False).graph
+    assert {n.domain or "ai.onnx" for n in graph.node} <= {"ai.onnx", "com.microsoft"}
+    ids = np.array(Embedder(out).tokenize([LONG_TEXT]), np.int64)
+    assert ids.shape == (1, LONG)
+    vector = ort.InferenceSession(str(out / m.model_file)).run(
+        ["sentence_embedding"], {"input_ids": ids, "attention_mask": np.ones_like(ids)})[0]
+    assert np.all(np.isfinite(vector)) and np.linalg.norm(vector) > 0
+
+
+@pytest.mark.parametrize("arch", ARCHITECTURES)
+@pytest.mark.real_size
+@pytest.mark.slow
+def test_ort_attention_equals_the_stock_one_at_real_widths(tmp_path, long_exports, arch):
+    """f32 exports of the real widths, a batch of mixed lengths (padded on the tokenizer's side, past
+    Gemma3's window): the same vectors as the stock decomposition."""
+    model = long_exports[arch]["model"]
+    texts = [" ".join(f"word{i % 97} or {i}" for i in range(n)) for n in (300, 41, 1)]
+    got, stock = (Embedder(export(model, tmp_path / name, attention_name=name), threads=2).encode(texts)
+                  for name in ("ort", "onnx"))
+    cos = (got * stock).sum(-1) / (np.linalg.norm(got, axis=-1) * np.linalg.norm(stock, axis=-1))
+    assert cos.min() >= 0.99999, cos
+    np.testing.assert_allclose(got, stock, atol=2e-5)
 
 
 def _runs(monkeypatch, folder, **kwargs) -> tuple[Embedder, list[int]]:
@@ -140,7 +178,7 @@ def test_batches_are_cut_by_activation_bytes(tiny_model, tiny_export, monkeypatc
     np.testing.assert_allclose(e.encode(texts, batch_size=32), whole, atol=1e-5)
     assert max(sizes) == 3 and sum(sizes) == len(texts)
     tight = Embedder(folder, max_batch_bytes=m.batch_bytes(1, width) - 1)
-    with pytest.raises(BitnetOnnxError, match=rf"a text of {width} tokens needs .* over max_batch_bytes .*, or re-export with --attention fused$"):
+    with pytest.raises(BitnetOnnxError, match=rf"a text of {width} tokens needs .* over max_batch_bytes .*, or re-export with --attention ort \(no op library\) or fused$"):
         tight.encode(texts)
     with pytest.raises(BitnetOnnxError, match="max_batch_bytes must be a positive integer"):
         Embedder(folder, max_batch_bytes=0)
@@ -169,7 +207,7 @@ def test_serve_refuses_a_text_over_the_memory_budget(tiny_model, tiny_export):
         refused = client.post("/v1/embeddings", json={"model": "tiny", "input": [short, long]})
         assert refused.status_code == 413
         message = refused.json()["error"]["message"]
-        assert message.startswith("input[1]: a text of") and "--attention fused" in message
+        assert message.startswith("input[1]: a text of") and "--attention ort (no op library) or fused" in message
 
 
 def test_cli_max_batch_memory_is_checked(capsys, tiny_model, tiny_export):

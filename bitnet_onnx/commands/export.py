@@ -39,8 +39,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ternarize", action="store_true",
                    help="standard model: absmean-ternarize the projections (unit norms) as a speed stand-in")
     p.add_argument("--attention", choices=list(attention.STRATEGIES),
-                   help="attention core: onnx = stock ONNX ops (default unless the variant names another, or its "
-                        "S x S tensors would not fit max_length in memory: then fused)")
+                   help="attention core: onnx = stock ONNX ops; ort = ONNX Runtime's GroupQueryAttention / "
+                        "MultiHeadAttention (no S x S tensors, no op library); fused = our EncoderAttention (needs the "
+                        "op library; the i2s default). Default: the variant's, or ort where its S x S tensors would "
+                        "not fit max_length in memory (docs/attention.md)")
     p.add_argument("--attention-precision", choices=list(PRECISIONS),
                    help=f"what the fused attention op's q.k and p.v multiply: bf16 = operands rounded to bfloat16, "
                         f"float32 sums and softmax (AVX512-BF16 where the CPU has it) (default "
