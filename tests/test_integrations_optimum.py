@@ -11,7 +11,8 @@ optimum's ONNX Runtime part (PyPI optimum-onnx) pins transformers < 4.58, which 
 versions pinned below (tests/venvs.py, built once and kept under ~/.cache/bitnet-onnx-tests/): a child
 script there embeds TEXTS and writes .npy files; this process exports and compares. The child does not
 import bitnet_onnx: it registers our library (this checkout's, by path) with onnxruntime's
-``SessionOptions.register_custom_ops_library``, what ``bitnet_onnx.customops.session_options()`` does."""
+``SessionOptions.register_custom_ops_library``, what ``bitnet_onnx.customops.session_options()`` does.
+The venv's sentence-transformers 5.7.0 also quantizes to bitnet_onnx.precision's bytes (docs/precision.md)."""
 
 from __future__ import annotations
 
@@ -123,6 +124,25 @@ CHILD_PROMPT_LEFT_OUT = textwrap.dedent("""\
     model = SentenceTransformer(folder, backend="onnx", model_kwargs={"file_name": "onnx/model.onnx"})
     np.save(f"{out}/st.npy", model.encode(job["texts"]))
     np.save(f"{out}/st_query.npy", model.encode(job["texts"], prompt_name="query"))
+    """)
+
+
+# sentence-transformers 5.7.0's quantize_embeddings on the arrays this process writes (docs/precision.md
+# says which versions give our bytes; 6.x is the project venv's, tested in tests/test_precision.py)
+CHILD_QUANTIZE = textwrap.dedent("""\
+    import json, sys
+    import numpy as np
+    import sentence_transformers
+    from sentence_transformers.util.quantization import quantize_embeddings
+
+    job = json.load(open(sys.argv[1]))
+    ranges = np.load(job["ranges"])
+    for width in job["widths"]:
+        floats = np.load(f"{job['out']}/floats-{width}.npy")
+        for precision in job["precisions"]:
+            np.save(f"{job['out']}/{precision}-{width}.npy",
+                    quantize_embeddings(floats, precision=precision, ranges=ranges[:, :width]))
+    json.dump({"version": sentence_transformers.__version__}, open(f"{job['out']}/version.json", "w"))
     """)
 
 
@@ -241,3 +261,32 @@ def test_the_plain_calls_at_the_real_widths(loaded_real_width, arch, weights):
     assert (m.max_length, m.needs_custom_ops) == (32768, WEIGHTS[weights])
     assert (folder / HF_EXTERNAL_DATA_FILE).stat().st_size > 64 << 20  # the weights are in external data
     check_loaders(folder, got, files)
+
+
+def test_sentence_transformers_5_7_quantizes_to_our_bytes(optimum_venv, tmp_path):
+    """docs/precision.md's statement for sentence-transformers 5.7.0: every precision gives
+    bitnet_onnx.precision's bytes given float32 ranges: values outside the ranges clipped, a constant
+    dimension scaled by 1, each row's bits packed on their own (37 values: 5 bytes, the last padded;
+    40: whole bytes)."""
+    from bitnet_onnx.precision import NAMES, PRECISIONS, calibration_ranges, quantize
+
+    widths = (37, 40)
+    rng = np.random.default_rng(0)
+    floats = rng.standard_normal((64, max(widths))).astype(np.float32)
+    ranges = calibration_ranges(floats[:16])  # most rows fall outside these
+    ranges[:, 3] = 0.25  # a constant dimension: step 1
+    np.save(tmp_path / "ranges.npy", ranges)
+    for width in widths:
+        np.save(tmp_path / f"floats-{width}.npy", floats[:, :width])
+    job = {"out": str(tmp_path), "ranges": str(tmp_path / "ranges.npy"), "widths": widths, "precisions": NAMES}
+    (tmp_path / "job.json").write_text(json.dumps(job))
+    (tmp_path / "child.py").write_text(CHILD_QUANTIZE)
+    run_ok([optimum_venv / "bin" / "python", tmp_path / "child.py", tmp_path / "job.json"], timeout=600,
+           env=isolated_env(optimum_venv), cwd=tmp_path)
+    assert json.loads((tmp_path / "version.json").read_text())["version"] == "5.7.0"
+    for width in widths:
+        for name in NAMES:
+            theirs = np.load(tmp_path / f"{name}-{width}.npy")
+            ours = quantize(floats[:, :width], name, ranges[:, :width] if PRECISIONS[name].needs_ranges else None)
+            assert theirs.dtype == ours.dtype and theirs.shape == ours.shape, (name, width, theirs.dtype, theirs.shape)
+            assert theirs.tobytes() == ours.tobytes(), (name, width)

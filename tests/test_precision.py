@@ -1,8 +1,8 @@
 """Output precisions (bitnet_onnx.precision) against the real sentence-transformers package's
 ``quantize_embeddings``, byte for byte, on both architectures: the core functions, ``Embedder.encode``
 (Matryoshka first; batch == one by one), the ``embed`` and ``calibrate`` verbs, ``export
---output-precision`` (the graph's own bytes on plain ONNX Runtime), bad inputs, and one run at the
-real Qwen3-0.6B widths."""
+--output-precision`` (the graph's own bytes on plain ONNX Runtime; a Dense width that is not a multiple
+of 8 through its Pad), bad inputs, and one run at the real Qwen3-0.6B widths."""
 
 from __future__ import annotations
 
@@ -10,7 +10,11 @@ import json
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
+# the reference: a plain import (sentence-transformers is in the test extra), so a module that moves or
+# goes fails these tests instead of skipping them
+from sentence_transformers.util.quantization import quantize_embeddings
 
 from bitnet_onnx import Embedder
 from bitnet_onnx.arch import ARCHITECTURES
@@ -19,9 +23,6 @@ from bitnet_onnx.errors import BitnetOnnxError
 from bitnet_onnx.manifest import Manifest
 from bitnet_onnx.precision import (CALIBRATION_FILE, NAMES, PRECISIONS, calibration_ranges, check_ranges, quantize,
                                    read_ranges)
-
-st_quantization = pytest.importorskip("sentence_transformers.util.quantization")
-quantize_embeddings = st_quantization.quantize_embeddings
 
 TEXTS = [
     "a cat sat on the mat",
@@ -114,8 +115,9 @@ def test_the_export_folders_calibration_file_is_the_default(calibrated, private_
     assert "ranges of width 16" in capsys.readouterr().err
 
 
-def test_embed_verb_writes_npy_json_and_jsonl(calibrated, tmp_path, capsys):
-    folder, path, table = calibrated("gemma3")
+@pytest.mark.parametrize("arch", ARCHITECTURES)
+def test_embed_verb_writes_npy_json_and_jsonl(calibrated, tmp_path, capsys, arch):
+    folder, path, table = calibrated(arch)
     embedder = Embedder(folder, threads=1)
     inputs = tmp_path / "texts.txt"
     inputs.write_text("\n".join(TEXTS) + "\n", encoding="utf-8")
@@ -205,6 +207,30 @@ def test_in_graph_precision_equals_quantize_embeddings(calibrated, tiny_model, t
             quantized.encode(TEXTS, dimensions=8)
         with pytest.raises(BitnetOnnxError, match="from its graph"):
             quantized.encode(TEXTS, precision="float32" if name != "float32" else "int8")
+
+
+DENSE_WIDTH = 90  # 11 bytes of bits and 2 more: the last byte of each row is 6 bits of padding
+
+
+@pytest.mark.parametrize("arch", ARCHITECTURES)
+def test_in_graph_bits_of_a_width_not_a_multiple_of_8(tiny_model, tiny_export, arch):
+    """The hidden sizes are multiples of 128 (I2_S's block), so only a Dense layer's width reaches the
+    graph's Pad branch: the missing bits of the last byte are zeros after the row's own (numpy's
+    packbits per row); without the Pad, the Reshape to groups of 8 fails."""
+    model = tiny_model(arch, dense=True, dense_width=DENSE_WIDTH)
+    float_folder = tiny_export(model)
+    float_embedder = Embedder(float_folder, threads=1)
+    assert float_embedder.dimension == DENSE_WIDTH
+    floats = _graph_output(float_folder, float_embedder, TEXTS)
+    for name in ("binary", "ubinary"):
+        folder = tiny_export(model, output_precision=name)
+        graph = onnx.load(str(folder / "model.onnx"), load_external_data=False).graph
+        assert any(node.op_type == "Pad" and f"output_{name}" in node.name for node in graph.node), \
+            [node.name for node in graph.node if node.op_type == "Pad"]
+        want = _st(floats, name, None)
+        assert want.shape == (len(TEXTS), 12)
+        _same_bytes(_graph_output(folder, float_embedder, TEXTS), want)
+        _same_bytes(Embedder(folder, threads=1).encode(TEXTS), want)
 
 
 def test_in_graph_precision_with_strings_in(tiny_model, tiny_export, tmp_path):

@@ -1,7 +1,7 @@
 """``bitnet-onnx serve``'s ``output_dtype`` (Voyage AI's field) on /v1/embeddings and TEI's /embed: the
 real ``openai`` client and raw HTTP against sentence-transformers' ``quantize_embeddings`` byte for
-byte (lists of integers, base64 of the stored bytes), with ``dimensions``; 422 naming the field; the
-/metrics label; a graph-quantized export refused."""
+byte (lists of integers, base64 of the stored bytes), with ``dimensions``, on both architectures; 422
+naming the field; the /metrics label; a graph-quantized export refused."""
 
 from __future__ import annotations
 
@@ -13,9 +13,12 @@ import pytest
 pytest.importorskip("fastapi")
 httpx = pytest.importorskip("httpx")
 openai = pytest.importorskip("openai")
-quantize_embeddings = pytest.importorskip("sentence_transformers.util.quantization").quantize_embeddings
+# the reference: a plain import (sentence-transformers is in the test extra), so a module that moves or
+# goes fails these tests instead of skipping them
+from sentence_transformers.util.quantization import quantize_embeddings  # noqa: E402
 
 from bitnet_onnx import Embedder  # noqa: E402
+from bitnet_onnx.arch import ARCHITECTURES  # noqa: E402
 from bitnet_onnx.errors import BitnetOnnxError  # noqa: E402
 from bitnet_onnx.precision import PRECISIONS  # noqa: E402
 from bitnet_onnx.runtime.server import ServerConfig, create_app  # noqa: E402
@@ -26,15 +29,30 @@ DIM = 48  # a Matryoshka width of the tiny models
 
 
 @pytest.fixture(scope="module")
-def setup(tiny_model, tiny_export, tmp_path_factory):
-    folder = tiny_export(tiny_model("qwen3"))
-    embedder = Embedder(folder, threads=1)
-    path = tmp_path_factory.mktemp("serve-ranges") / "ranges.json"
-    calibration = [f"calibration {i}: " + "some words here " * (i % 7) for i in range(32)]
-    table = embedder.calibrate(calibration, dimensions=(None, DIM), path=path)
-    server = LiveServer(folder, ranges=str(path))
-    yield folder, embedder, table, server
-    server.close()
+def served(tiny_model, tiny_export, tmp_path_factory):
+    """served(arch) -> (its tiny export, an Embedder of it, calibration ranges by width, a live server
+    given those ranges); one server per architecture, started when first asked for."""
+    started = {}
+
+    def get(arch):
+        if arch not in started:
+            folder = tiny_export(tiny_model(arch))
+            embedder = Embedder(folder, threads=1)
+            path = tmp_path_factory.mktemp(f"serve-ranges-{arch}") / "ranges.json"
+            calibration = [f"calibration {i}: " + "some words here " * (i % 7) for i in range(32)]
+            table = embedder.calibrate(calibration, dimensions=(None, DIM), path=path)
+            started[arch] = folder, embedder, table, LiveServer(folder, ranges=str(path))
+        return started[arch]
+
+    yield get
+    for *_, server in started.values():
+        server.close()
+
+
+@pytest.fixture(scope="module")
+def setup(served):
+    """The Qwen3 server, for the checks that do not depend on the architecture (errors, refusals)."""
+    return served("qwen3")
 
 
 def _want(embedder: Embedder, table, output_dtype: str, dimensions=None, normalize=None) -> np.ndarray:
@@ -45,8 +63,9 @@ def _want(embedder: Embedder, table, output_dtype: str, dimensions=None, normali
 
 
 @pytest.mark.parametrize("output_dtype", list(OUTPUT_DTYPES))
-def test_openai_client_lists_and_base64(setup, output_dtype):
-    _, embedder, table, server = setup
+@pytest.mark.parametrize("arch", ARCHITECTURES)
+def test_openai_client_lists_and_base64(served, arch, output_dtype):
+    _, embedder, table, server = served(arch)
     client = openai.OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0)
     for dimensions in (None, DIM):
         want = _want(embedder, table, output_dtype, dimensions)
@@ -61,8 +80,9 @@ def test_openai_client_lists_and_base64(setup, output_dtype):
         assert b"".join(raw) == want.astype(want.dtype.newbyteorder("<")).tobytes()
 
 
-def test_raw_http_on_both_routes_and_the_metrics_label(setup):
-    _, embedder, table, server = setup
+@pytest.mark.parametrize("arch", ARCHITECTURES)
+def test_raw_http_on_both_routes_and_the_metrics_label(served, arch):
+    _, embedder, table, server = served(arch)
     before = _sample(server.metrics(), "bitnet_onnx_output_vectors_total", output_dtype="ubinary")
     r = httpx.post(server.url + "/v1/embeddings", json={"input": TEXTS, "output_dtype": "int8", "dimensions": DIM})
     assert r.status_code == 200

@@ -178,7 +178,7 @@ def _write_json(file: Path, data) -> None:
     file.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
-def _write_st_files(path: Path, hidden: int, pooling: str, normalize: bool, dense: bool,
+def _write_st_files(path: Path, hidden: int, pooling: str, normalize: bool, dense: bool, dense_width: int | None,
                     prompts: dict, max_seq: int, rng: np.random.Generator) -> None:
     modules = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"}]
     flags = {flag: POOLING_FLAGS[pooling] == flag for flag in (*POOLING_FLAGS.values(), *UNSUPPORTED_POOLING_FLAGS)}
@@ -187,7 +187,7 @@ def _write_st_files(path: Path, hidden: int, pooling: str, normalize: bool, dens
     if dense:  # like EmbeddingGemma: widen, then project to a width unlike hidden
         import safetensors.numpy
 
-        widths = [hidden, 2 * hidden, (3 * hidden) // 4]
+        widths = [hidden, 2 * hidden, dense_width or (3 * hidden) // 4]
         for k, (d_in, d_out) in enumerate(zip(widths, widths[1:])):
             folder = f"{len(modules)}_Dense"
             bias = k == 1
@@ -220,6 +220,7 @@ def make_model(
     pooling: str | None = None,
     normalize: bool = True,
     dense: bool = False,
+    dense_width: int | None = None,
     bidirectional: bool = False,
     layers: int | None = None,
     sliding_window: int | None = None,
@@ -234,10 +235,13 @@ def make_model(
 
     ``shape`` names an entry of SHAPES[arch] or is a dict of config keys laid over "tiny".
     ``pooling`` defaults to lasttoken (Qwen3) / mean (Gemma3). ``bitnet`` adds the seven
-    per-projection norms per layer. ``dense`` adds two sentence-transformers Dense layers.
+    per-projection norms per layer. ``dense`` adds two sentence-transformers Dense layers, the second
+    one's out_features ``dense_width`` (default 3/4 of hidden; the embedding's width).
     ``tokenizer``: a folder whose tokenizer.json + tokenizer_config.json are used instead of the
     trained one; vocab_size grows to cover its ids.
     """
+    if dense_width is not None and not dense:
+        raise ValueError("dense_width sets the Dense layers' output width: it needs dense=True")
     if arch not in ARCHITECTURES:
         raise ValueError(f"arch must be one of {sorted(ARCHITECTURES)}, got {arch!r}")
     if arch not in TESTING_ARCHS:
@@ -287,7 +291,7 @@ def make_model(
 
         rng = np.random.default_rng(seed)
         _write_weights(path, _weights(cfg, bitnet, rng, dtype == "bfloat16"), dtype == "bfloat16")
-        _write_st_files(path, cfg.hidden, pooling, normalize, dense,
+        _write_st_files(path, cfg.hidden, pooling, normalize, dense, dense_width,
                         TESTING_ARCHS[arch].prompts if prompts is None else prompts, max_seq, rng)
     except BaseException:
         shutil.rmtree(path, ignore_errors=True)
