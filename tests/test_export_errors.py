@@ -6,9 +6,12 @@ import json
 
 import numpy as np
 import pytest
+import onnx
 import safetensors.numpy
 
 from bitnet_onnx.cli import main
+from bitnet_onnx.errors import BitnetOnnxError
+from bitnet_onnx.export import writer
 
 
 def edit_tensors(folder, edit):
@@ -126,3 +129,33 @@ def test_sentence_transformers_module_the_graph_cannot_build(capsys, tmp_path, q
     (model / "modules.json").write_text(json.dumps([*modules, extra]))
     export_fails(capsys, tmp_path, model, match="('sentence_transformers.models.LayerNorm', path '9_LayerNorm') "
                                                 "is not a module the exported graph can build")
+
+
+def _with_a_dangling_node(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` plus a node reading a tensor nothing makes: onnx.checker refuses the graph."""
+    broken = onnx.ModelProto()
+    broken.CopyFrom(model)
+    broken.graph.node.append(onnx.helper.make_node("Relu", ["no_such_tensor"], ["dangling_output"]))
+    return broken
+
+
+def test_a_graph_onnx_checker_refuses_is_one_line_naming_the_file(tmp_path):
+    """writer.check_model on a saved file the checker really refuses: a BitnetOnnxError of one line
+    naming the file and the checker's first line, not its multi-line report."""
+    path = writer.save_model(_with_a_dangling_node(onnx.helper.make_model(onnx.helper.make_graph(
+        [], "empty", [], []))), tmp_path, weight_bytes=0)
+    with pytest.raises(BitnetOnnxError) as refused:
+        writer.check_model(path, uses_custom_op=False)
+    message = str(refused.value)
+    assert "\n" not in message, message
+    assert message.startswith(f"{path}: the written graph fails onnx.checker: ") and "no_such_tensor" in message
+    assert isinstance(refused.value.__cause__, onnx.checker.ValidationError)
+
+
+def test_export_of_a_graph_onnx_checker_refuses(capsys, tmp_path, qwen3_bitnet, monkeypatch):
+    """The export verb when its graph fails onnx.checker (a bug of ours, made here by adding a dangling
+    node before the save): one line naming model.onnx, exit 1, no folder left."""
+    save = writer.save_model
+    monkeypatch.setattr(writer, "save_model", lambda model, *args: save(_with_a_dangling_node(model), *args))
+    err = export_fails(capsys, tmp_path, qwen3_bitnet, match="the written graph fails onnx.checker: ")
+    assert "/model.onnx: the written graph" in err and "no_such_tensor" in err, err

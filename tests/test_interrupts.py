@@ -151,16 +151,42 @@ def _export_sighup_ignored(model: Path, out: Path) -> subprocess.Popen:
                             preexec_fn=ignore_sighup, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
 
 
+def _dispositions(pid: int) -> tuple[set[int], set[int]] | None:
+    """The signals process ``pid`` catches and ignores (/proc/PID/status SigCgt, SigIgn); None once it
+    has exited (a zombie keeps no handlers)."""
+    try:
+        fields = dict(line.split(":\t", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                      if ":\t" in line)
+    except FileNotFoundError:
+        return None
+    if fields["State"].startswith(("Z", "X")):
+        return None
+
+    def signals(mask: str) -> set[int]:
+        bits = int(mask, 16)
+        return {n for n in range(1, 65) if bits >> (n - 1) & 1}
+    return signals(fields["SigCgt"]), signals(fields["SigIgn"])
+
+
 def test_an_inherited_sighup_ignore_stays_ignored(tiny_model, tmp_path):
-    """Under nohup a hang-up must not stop the run: the export finishes as if no signal came."""
+    """Under nohup a hang-up must not stop the run: the export finishes as if no signal came. Hang-ups
+    count only when they land inside the run's handlers (SIGTERM caught: cli.main's block, the verb's
+    imports and work), the process alive on both sides of the kill; an export that ended before any
+    did would prove nothing, so at least one must."""
     out = tmp_path / "out"
     proc = _export_sighup_ignored(tiny_model("qwen3"), out)
-    for _ in range(5):  # over the run's start, imports and work; each lands on the ignore
-        time.sleep(0.3)
-        if proc.poll() is None:
+    landed, deadline = 0, time.monotonic() + 300
+    while proc.poll() is None and time.monotonic() < deadline:
+        seen = _dispositions(proc.pid)
+        if seen is not None and signal.SIGTERM in seen[0]:
+            assert signal.SIGHUP in seen[1], "the run's handlers replaced the inherited SIGHUP ignore"
             proc.send_signal(signal.SIGHUP)
+            after = _dispositions(proc.pid)
+            landed += after is not None and signal.SIGTERM in after[0]
+        time.sleep(0.1)
     _, stderr = proc.communicate(timeout=300)
     assert proc.returncode == 0, stderr
+    assert landed >= 1, "the export ended before a hang-up landed inside its handlers"
     assert (out / "bitnet_onnx.json").is_file() and (out / "model.onnx").is_file()
 
 

@@ -11,7 +11,8 @@ tests/kernel_vectors/make_kernel_vectors.py (bitnet_onnx.ternary):
              qemu-aarch64 (QEMU_RUNS): -cpu max for the i8mm (SMMLA) and dotprod (SDOT) paths,
              -cpu neoverse-n1 (dotprod, no i8mm), -cpu cortex-a72 (neither: the plain path); each
              run also checks the driver (quantize, thread tiling, epilogue) at 1 and 2 threads, on
-             every vector file but those made for an x86-only path (index.txt's third column).
+             every vector file but those made for an x86-only path (index.txt's third column); the
+             cheap runs' files include M = 15, 16, 17, 33 at N = 100, the job grid's edges.
 Release builds also run kernel_test's --extreme-k cases (built in memory): int8 extremes against
 +-1 weights at K around 2^19 (beyond which the one-token path of the int32-step x86 kernels used
 to wrap) and at the op's largest K, 2^24 - 128, where the sums reach the int32 limit.

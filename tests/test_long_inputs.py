@@ -7,8 +7,9 @@
   ort``), so the default int8 export loads in a plain ``onnxruntime.InferenceSession``, and an explicit
   ``--attention onnx`` gets a max_length it serves;
 - ``--attention ort`` equals the stock attention at the real widths;
-- ``Embedder`` and ``serve`` cut batches by the export's activation bytes, and refuse in one line a text
-  that alone exceeds the budget.
+- ``Embedder`` and the server's batcher cut batches by the export's activation bytes (the same vectors), as
+  do the ``embed`` and ``serve`` verbs given ``--max-batch-memory``, and refuse in one line a text that
+  alone exceeds the budget.
 """
 
 from __future__ import annotations
@@ -142,9 +143,9 @@ def test_ort_attention_equals_the_stock_one_at_real_widths(tmp_path, long_export
     np.testing.assert_allclose(got, stock, atol=2e-5)
 
 
-def _runs(monkeypatch, folder, **kwargs) -> tuple[Embedder, list[int]]:
-    """An Embedder of ``folder`` whose session records the batch size of each run (watched where the
-    session is made: the Embedder's session is private)."""
+def _count_runs(monkeypatch) -> list[int]:
+    """Until the patch is undone, every session the runtime makes records the batch size of each run
+    (watched where the session is made: an Embedder's session is private); the sizes, in order."""
     import bitnet_onnx.runtime.embedder as module
 
     sizes, create = [], module.create_session
@@ -160,8 +161,14 @@ def _runs(monkeypatch, folder, **kwargs) -> tuple[Embedder, list[int]]:
         def get_inputs(self):
             return self._wrapped.get_inputs()
 
+    monkeypatch.setattr(module, "create_session", lambda *a, **k: Counting(create(*a, **k)))
+    return sizes
+
+
+def _runs(monkeypatch, folder, **kwargs) -> tuple[Embedder, list[int]]:
+    """An Embedder of ``folder`` whose session records the batch size of each run."""
     with monkeypatch.context() as m:
-        m.setattr(module, "create_session", lambda *a, **k: Counting(create(*a, **k)))
+        sizes = _count_runs(m)
         return Embedder(folder, **kwargs), sizes
 
 
@@ -182,6 +189,33 @@ def test_batches_are_cut_by_activation_bytes(tiny_model, tiny_export, monkeypatc
         tight.encode(texts)
     with pytest.raises(BitnetOnnxError, match="max_batch_bytes must be a positive integer"):
         Embedder(folder, max_batch_bytes=0)
+
+
+def test_the_server_cuts_batches_by_activation_bytes(tiny_model, tiny_export, monkeypatch):
+    """The server's batcher plans with the Embedder's memory budget: eight texts of one request, queued
+    together, run three at most under a budget for three (one run of eight without it), the same vectors."""
+    from fastapi.testclient import TestClient
+
+    from bitnet_onnx.runtime.server import ServerConfig, create_app
+
+    folder = tiny_export(tiny_model("qwen3", bitnet=False))
+    texts = [f"text number {i} " * 20 for i in range(8)]
+    m = Manifest.read(folder)
+    width = max(len(x) for x in Embedder(folder).tokenize(texts))
+    config = ServerConfig(model_name="tiny", max_batch_size=32)
+
+    def serve_all(e: Embedder) -> np.ndarray:
+        with TestClient(create_app(e, config)) as client:
+            r = client.post("/v1/embeddings", json={"model": "tiny", "input": texts})
+            assert r.status_code == 200, r.text
+            return np.array([d["embedding"] for d in r.json()["data"]])
+
+    uncut, uncut_sizes = _runs(monkeypatch, folder)
+    uncut_vectors = serve_all(uncut)
+    assert uncut_sizes == [len(texts)]  # the token and count caps alone take all eight in one run
+    cut, cut_sizes = _runs(monkeypatch, folder, max_batch_bytes=3 * m.batch_bytes(1, width))
+    np.testing.assert_allclose(serve_all(cut), uncut_vectors, atol=1e-5)
+    assert max(cut_sizes) == 3 and sum(cut_sizes) == len(texts), cut_sizes
 
 
 def test_plan_batches_without_a_cost_model_uses_counts_only(tiny_model, tiny_export):
@@ -215,3 +249,59 @@ def test_cli_max_batch_memory_is_checked(capsys, tiny_model, tiny_export):
     assert main(["embed", str(folder), "a cat", "--max-batch-memory", "0"]) != 0
     err = capsys.readouterr().err
     assert "--max-batch-memory must be a positive number of GiB" in err and "Traceback" not in err
+
+
+def _gib_for(budget_bytes: int) -> str:
+    """--max-batch-memory's GiB for ``budget_bytes``: half a byte over, so the CLI's rounding down to
+    whole bytes lands on it."""
+    return repr((budget_bytes + 0.5) / (1 << 30))
+
+
+def test_cli_max_batch_memory_cuts_embed_batches(capsys, tiny_model, tiny_export, monkeypatch):
+    """``embed --max-batch-memory`` with room for three texts of the longest width: runs of at most three
+    (one run of eight without it), the same vectors."""
+    folder = tiny_export(tiny_model("qwen3", bitnet=False))
+    texts = [f"text number {i} " * 20 for i in range(8)]
+    width = max(len(x) for x in Embedder(folder).tokenize(texts))
+    budget = 3 * Manifest.read(folder).batch_bytes(1, width)
+    sizes = _count_runs(monkeypatch)
+
+    assert main(["embed", str(folder), *texts]) == 0
+    uncut = np.array(json.loads(capsys.readouterr().out))
+    assert sizes == [len(texts)]
+    sizes.clear()
+    assert main(["embed", str(folder), *texts, "--max-batch-memory", _gib_for(budget)]) == 0
+    np.testing.assert_allclose(np.array(json.loads(capsys.readouterr().out)), uncut, atol=1e-5)
+    assert max(sizes) == 3 and sum(sizes) == len(texts), sizes
+
+
+def test_cli_max_batch_memory_cuts_serve_batches(tiny_model, tiny_export, monkeypatch):
+    """``serve --max-batch-memory`` reaches the server's batcher: the app the verb would serve (uvicorn
+    stood in for by a test client) runs eight texts of one request at most three at a time, the same
+    vectors as without the option."""
+    from fastapi.testclient import TestClient
+
+    import bitnet_onnx.runtime.server as server
+
+    folder = tiny_export(tiny_model("qwen3", bitnet=False))
+    texts = [f"text number {i} " * 20 for i in range(8)]
+    width = max(len(x) for x in Embedder(folder).tokenize(texts))
+    budget = 3 * Manifest.read(folder).batch_bytes(1, width)
+    sizes = _count_runs(monkeypatch)
+    answers = []
+
+    def serve_one_request(app, sock, **kwargs):
+        sock.close()
+        with TestClient(app) as client:
+            r = client.post("/v1/embeddings", json={"model": "tiny", "input": texts})
+            assert r.status_code == 200, r.text
+            answers.append(np.array([d["embedding"] for d in r.json()["data"]]))
+
+    monkeypatch.setattr(server, "serve", serve_one_request)
+    argv = ["serve", str(folder), "--port", "0", "--model-name", "tiny", "--max-batch-size", "32"]
+    assert main(argv) == 0
+    assert sizes == [len(texts)]
+    sizes.clear()
+    assert main([*argv, "--max-batch-memory", _gib_for(budget)]) == 0
+    np.testing.assert_allclose(answers[1], answers[0], atol=1e-5)
+    assert max(sizes) == 3 and sum(sizes) == len(texts), sizes

@@ -135,6 +135,14 @@ def write_all(out: Path) -> list[tuple[str, int, str]]:
     add(f"rmsnorm_pairwise_k{k}_n7_m2", x, rng.integers(-1, 2, size=(7, k)).astype(np.int8),
         norm_w=np.ones(k, np.float32))
 
+    # The driver's job grid at its edges: M around the 16-token tiles (neon, lut-neon; 33 is three tiles),
+    # N = 100 in output tiles of 64 (neon) or of the 32 the driver halves dotprod's and i8mm's down to,
+    # the last one partial, so the 2-thread runs split each case into several jobs. Small K and N keep
+    # them in the cheap set that every qemu run emulates.
+    for m in (15, 16, 17, 33):
+        x, t, w = _random(rng, m, 100, 128)
+        add(f"tile_edges_k128_n100_m{m}", x, t, norm_w=w)
+
     (out / "index.txt").write_text("".join(f"{name} {macs} {cpus}\n" for name, macs, cpus in index))
     return index
 
