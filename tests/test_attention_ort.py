@@ -17,6 +17,7 @@ from bitnet_onnx.export.builder import MS_DOMAIN
 from bitnet_onnx.export.memory import choose_attention, longest_served
 from bitnet_onnx.manifest import Manifest
 from bitnet_onnx.weights import open_source
+from test_attention_export import batch  # padded id batches, either side: the same as the stock attention's tests
 
 LONG = 32768
 
@@ -25,16 +26,6 @@ def run(folder, ids, mask):
     """A plain session: no options, no op library."""
     sess = ort.InferenceSession(str(folder / "model.onnx"))
     return sess.run(["sentence_embedding", "token_embeddings"], {"input_ids": ids, "attention_mask": mask})
-
-
-def batch(lengths, seq, side, seed=0, vocab=500):
-    rng = np.random.default_rng(seed)
-    ids = np.zeros((len(lengths), seq), np.int64)
-    mask = np.zeros((len(lengths), seq), np.int64)
-    for r, n in enumerate(lengths):
-        cols = slice(seq - n, seq) if side == "left" else slice(0, n)
-        ids[r, cols], mask[r, cols] = rng.integers(3, vocab, n), 1
-    return ids, mask
 
 
 def domains(folder) -> set[str]:
