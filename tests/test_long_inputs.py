@@ -1,10 +1,11 @@
 """Long inputs bounded by design (export/memory.py, runtime/memory.py).
 
 - every default export serves its manifest's max_length: a 32768-token text embeds on each architecture,
-  exported from a HF folder, and the export of its GGUF is the same graph, weights and ids (random-weight
-  models of the real width and vocabulary, few layers: what is tested is the shapes); the stock attention,
-  which would need hundreds of GiB there, gives way to ONNX Runtime's own attention kernels (``--attention
-  ort``), so the default int8 export loads in a plain ``onnxruntime.InferenceSession``, and an explicit
+  through a BitNet model's i2s export (EncoderAttention) and a plain model's f32 export from its HF
+  folder, and the f32 export of its GGUF is the same graph, weights and ids (random-weight models of the
+  real width and vocabulary, few layers: what is tested is the shapes); the stock attention, which would
+  need hundreds of GiB there, gives way to ONNX Runtime's own attention kernels (``--attention ort``), so
+  the default int8 export loads in a plain ``onnxruntime.InferenceSession``, and an explicit
   ``--attention onnx`` gets a max_length it serves;
 - ``--attention ort`` equals the stock attention at the real widths;
 - ``Embedder`` and the server's batcher cut batches by the export's activation bytes (the same vectors), as
@@ -86,6 +87,18 @@ def test_default_exports_embed_a_32768_token_text(long_exports, arch):
     embedders = Embedder(hf, threads=2), Embedder(gguf, threads=1)
     assert embedders[0].tokenize([LONG_TEXT]) == embedders[1].tokenize([LONG_TEXT])
     _embed_longest(embedders[0])
+
+
+@pytest.mark.parametrize("arch", ARCHITECTURES)
+@pytest.mark.real_size
+@pytest.mark.slow
+def test_the_default_bitnet_export_embeds_a_32768_token_text(tmp_path, real_width_model, arch):
+    """What a BitNet checkpoint exports to by default, i2s with EncoderAttention (the model test_claims
+    shares), serves its max_length."""
+    out = export(real_width_model(arch, **FEW_LAYERS[arch]), tmp_path / "i2s")
+    m = Manifest.read(out)
+    assert (m.weights, m.attention, m.max_length, m.needs_custom_ops) == ("i2s", "fused", LONG, True)
+    _embed_longest(Embedder(out, threads=2))
 
 
 @pytest.mark.parametrize("arch", ARCHITECTURES)
