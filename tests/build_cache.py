@@ -5,6 +5,7 @@ it) so that another checkout of the same sources compiles nothing again. One pla
 Layout of CACHE:
   builds/<checkout>/        build_cache(name): this checkout's CMake build folders
   builds/<checkout>/checkout  a link to the checkout: what those builds read their sources through
+                            (a folder whose link dangles, its clone deleted, is removed on the next build)
   ccache/                   the compiler cache of every build (CCACHE_DIR)
   <name>/                   shared_cache(name): what does not depend on a checkout (downloads, ...)
 
@@ -19,6 +20,7 @@ to the build folder, and through the link those are the same in every checkout
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import shutil
@@ -37,6 +39,7 @@ def build_cache(name: str) -> Path:
     """builds/<checkout>/<name>, created: a build folder (or a parent of several) of this checkout.
     Concurrent sessions of one checkout building the same folder take venvs.locked(<folder>.lock)."""
     _link_checkout()
+    _prune_once()
     folder = CHECKOUT_BUILDS / name
     folder.mkdir(parents=True, exist_ok=True)
     return folder
@@ -48,6 +51,22 @@ def shared_cache(name: str) -> Path:
     folder = CACHE / name
     folder.mkdir(parents=True, exist_ok=True)
     return folder
+
+
+def prune_gone_checkouts(builds: Path) -> list[Path]:
+    """Removes the build folders under ``builds`` whose checkout link points at a folder that is gone
+    (a deleted clone: nothing can build there again, and each holds ~100 MB of objects); returns them.
+    A folder without its link yet (being made) or whose checkout exists is left alone."""
+    gone = [folder for folder in sorted(builds.iterdir()) if folder.is_dir() and not folder.is_symlink()
+            and (folder / "checkout").is_symlink() and not (folder / "checkout").exists()]
+    for folder in gone:
+        shutil.rmtree(folder, ignore_errors=True)  # another session may be pruning the same one
+    return gone
+
+
+@functools.cache  # once per session
+def _prune_once() -> None:
+    prune_gone_checkouts(CHECKOUT_BUILDS.parent)
 
 
 def _link_checkout() -> None:
