@@ -171,8 +171,7 @@ def test_recipe_real_shape_and_testing_record(name):
     pre_tokenizers = {*KNOWN_PRE_TOKENIZERS.values(), SPM_PRE_TOKENIZER}
     assert record.gguf_tokenizer[1] in pre_tokenizers and record.llama_cpp_pre_tokenizer in {*pre_tokenizers, None}
     for shape in (REAL_SHAPES[name].config, record.tiny_shape):
-        v5, v4 = (ModelConfig.from_dict(factory._config(spec, shape, style, "bfloat16", False, {}), spec)
-                  for style in ("v5", "v4"))
+        v5, v4 = (factory.model_config(name, shape, style) for style in ("v5", "v4"))
         assert v5 == v4, f"{name}: the transformers-5 and -4 configs of {shape} differ"
 
 

@@ -51,9 +51,7 @@ def test_int8_equals_i2s_with_the_same_attention_at_real_shapes(tmp_path, real_w
 
 def _released_config(arch: str, bidirectional: bool = False) -> ModelConfig:
     """The ModelConfig of arch.REAL_SHAPES[arch] (all its layers), as the factory writes its config.json."""
-    spec = ARCHITECTURES[arch]
-    return ModelConfig.from_dict(factory._config(spec, REAL_SHAPES[arch].config, "v5", "bfloat16", bidirectional, {}),
-                                 spec)
+    return factory.model_config(arch, REAL_SHAPES[arch].config, bidirectional=bidirectional)
 
 
 def _lowered_max_length(caplog, requested: str | None, cfg: ModelConfig) -> int:

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import safetensors.numpy
 
-from bitnet_onnx.arch import ARCHITECTURES, FULL, LINEAR, NORM, NORM_IN, REAL_SHAPES, SLIDING, ModelConfig
+from bitnet_onnx.arch import ARCHITECTURES, FULL, LINEAR, NORM, NORM_IN, REAL_SHAPES, SLIDING
 from bitnet_onnx.errors import BitnetOnnxError
 from bitnet_onnx.st_modules import read_module_stack, read_st_modules
 from bitnet_onnx.testing import factory, make_model
@@ -116,8 +116,7 @@ def test_factory_options(tmp_path):
 
 def test_real_shape_configs():
     for arch, real in REAL_SHAPES.items():
-        config = factory._config(ARCHITECTURES[arch], factory.SHAPES[arch][real.name], "v5", "bfloat16", False, {})
-        cfg = ModelConfig.from_dict(config, ARCHITECTURES[arch])
+        cfg = factory.model_config(arch, factory.SHAPES[arch][real.name])
         if arch == "qwen3":
             assert (cfg.hidden, cfg.dims["q_dim"], cfg.vocab, cfg.n_layers) == (1024, 2048, 151936, 28)
         elif arch == "gemma3":

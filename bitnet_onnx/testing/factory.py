@@ -210,6 +210,13 @@ def _write_st_files(path: Path, hidden: int, pooling: str, normalize: bool, dens
     _write_json(path / "sentence_bert_config.json", {"max_seq_length": max_seq, "do_lower_case": False})
 
 
+def model_config(arch: str, dims: dict, style: str = "v5", bidirectional: bool = False) -> ModelConfig:
+    """The ModelConfig of the config.json make_model writes for ``dims`` (a SHAPES entry or the like; bfloat16,
+    ``style`` "v5" or "v4" as transformers 5 / 4 write it), without building a model: for shapes too large to build."""
+    spec = ARCHITECTURES[arch]
+    return ModelConfig.from_dict(_config(spec, dims, style, "bfloat16", bidirectional, {}), spec)
+
+
 def make_model(
     path: str | Path,
     arch: str = "qwen3",
