@@ -1,5 +1,5 @@
-"""Shared by tests/test_integrations_*.py: exports with the HF layout, texts of mixed lengths, the
-cosine check against ``Embedder.encode``. No network: HF_HUB_OFFLINE is set on import."""
+"""Shared by tests/test_integrations_*.py and the HF layout's tests: exports with the HF layout, texts of
+mixed lengths, the cosine check against ``Embedder.encode``, the data files a graph names. No network: HF_HUB_OFFLINE is set on import."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import numpy as np
+import onnx
 
 os.environ["HF_HUB_OFFLINE"] = "1"  # every loader reads the local folder; nothing may reach a hub
 
@@ -58,3 +59,10 @@ def assert_same_vectors(got, want) -> None:
     assert got.shape == want.shape, (got.shape, want.shape)
     cos = (got * want).sum(-1) / (np.linalg.norm(got, axis=-1) * np.linalg.norm(want, axis=-1))
     assert np.all(cos >= MIN_COSINE), cos
+
+
+def external_locations(path) -> set[str]:
+    """The external data files the tensors of graph ``path`` name (relative to its folder)."""
+    model = onnx.load(str(path), load_external_data=False)
+    return {e.value for t in model.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL
+            for e in t.external_data if e.key == "location"}

@@ -13,9 +13,9 @@ import filecmp
 import os
 
 import numpy as np
-import onnx
 import onnxruntime as ort
 import pytest
+from integrations_support import external_locations
 
 from bitnet_onnx import Embedder, customops
 from bitnet_onnx.arch import ARCHITECTURES
@@ -33,13 +33,6 @@ TEXTS = ["a short text", "Ternary weights make matrix products cheap: additions 
 def _session(path, needs_custom_ops):
     options = customops.session_options() if needs_custom_ops else ort.SessionOptions()
     return ort.InferenceSession(str(path), options)
-
-
-def _locations(path) -> set[str]:
-    """The external data files ``path``'s tensors name (relative to its folder)."""
-    model = onnx.load(str(path), load_external_data=False)
-    return {e.value for t in model.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL
-            for e in t.external_data if e.key == "location"}
 
 
 def _folder_bytes(folder) -> int:
@@ -65,8 +58,8 @@ def test_layout_stores_the_exports_weights_once(real_width_layout_export, plain_
     data = out / HF_EXTERNAL_DATA_FILE
     assert data.stat().st_size > EXTERNAL_DATA_THRESHOLD  # the case at hand: weights in external data
     assert not os.path.lexists(out / EXTERNAL_DATA_NAME)
-    assert _locations(out / MODEL_NAME) == {HF_EXTERNAL_DATA_FILE}  # both graphs read the one file
-    assert _locations(out / HF_MODEL_FILE) == {HF_EXTERNAL_DATA_NAME}
+    assert external_locations(out / MODEL_NAME) == {HF_EXTERNAL_DATA_FILE}  # both graphs read the one file
+    assert external_locations(out / HF_MODEL_FILE) == {HF_EXTERNAL_DATA_NAME}
     assert filecmp.cmp(data, plain / EXTERNAL_DATA_NAME, shallow=False)  # the plain export's weights, offsets and all
     added = _folder_bytes(out) - _folder_bytes(plain)
     assert 0 < added < EXTERNAL_DATA_THRESHOLD, added  # the layout's own small files: no second weight file

@@ -21,7 +21,7 @@ import onnx
 import onnxruntime as ort
 import pytest
 
-from integrations_support import ARCHS, TEXTS, LayoutExports, assert_same_vectors
+from integrations_support import ARCHS, TEXTS, LayoutExports, assert_same_vectors, external_locations
 
 pytest.importorskip("sentence_transformers")
 import torch  # noqa: E402
@@ -255,12 +255,6 @@ def external_export(tiny_model, tmp_path, monkeypatch):
     monkeypatch.setattr(writer, "EXTERNAL_DATA_THRESHOLD", 0)
     return lambda name, **options: export(tiny_model("qwen3"), tmp_path / name, weights="int8", text_input=True,
                                           **options)
-
-
-def external_locations(path) -> set[str]:
-    model = onnx.load(str(path), load_external_data=False)
-    return {e.value for t in model.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL
-            for e in t.external_data if e.key == "location"}
 
 
 def assert_weights_once(folder) -> None:

@@ -152,16 +152,21 @@ def optimum_venv():
     return cached_venv("optimum-venv", OPTIMUM_VENV_REQUIREMENTS)
 
 
+def run_child(venv, root, script: str, job: dict, timeout: int):
+    """``script`` run by the venv's python in ``root`` on ``job`` (root/job.json); its CompletedProcess."""
+    (root / "job.json").write_text(json.dumps(job))
+    (root / "child.py").write_text(script)
+    return run_ok([venv / "bin" / "python", root / "child.py", root / "job.json"], timeout=timeout,
+                  env=isolated_env(venv), cwd=root)
+
+
 def run_loaders(venv, root, exports: dict) -> dict:
     """CHILD over ``exports`` ((arch, weights) -> folder) in one run: (arch, weights) -> (folder,
     {result name: vectors}, {loader: the model file it loaded, relative to the folder})."""
     job = {"library": customops.library_path(), "texts": TEXTS,
            "exports": [{"folder": str(folder), "custom_ops": Manifest.read(folder).needs_custom_ops,
                         "out": str(root / f"out-{arch}-{weights}")} for (arch, weights), folder in exports.items()]}
-    (root / "job.json").write_text(json.dumps(job))
-    (root / "child.py").write_text(CHILD)
-    res = run_ok([venv / "bin" / "python", root / "child.py", root / "job.json"], timeout=1800,
-                 env=isolated_env(venv), cwd=root)
+    res = run_child(venv, root, CHILD, job, timeout=1800)
     # the loaders really were optimum's: sentence-transformers' Transformer module holds an ORTModel
     assert res.stdout.count("ORTModelForFeatureExtraction") == len(exports), res.stdout
     results = {}
@@ -238,10 +243,8 @@ def test_include_prompt_false_needs_the_file_name(optimum_venv, tiny_model, tmp_
     pooling_file.write_text(json.dumps({**json.loads(pooling_file.read_text()), "include_prompt": False}))
     folder = tmp_path / "out"
     assert main(["export", str(model), "-o", str(folder), "--weights", "int8", "--layout", "hf"]) == 0
-    (tmp_path / "job.json").write_text(json.dumps({"folder": str(folder), "out": str(tmp_path), "texts": TEXTS}))
-    (tmp_path / "child.py").write_text(CHILD_PROMPT_LEFT_OUT)
-    run_ok([optimum_venv / "bin" / "python", tmp_path / "child.py", tmp_path / "job.json"], timeout=900,
-           env=isolated_env(optimum_venv), cwd=tmp_path)
+    run_child(optimum_venv, tmp_path, CHILD_PROMPT_LEFT_OUT, {"folder": str(folder), "out": str(tmp_path), "texts": TEXTS},
+              timeout=900)
     assert "prompt_length" in json.loads((tmp_path / "plain.json").read_text())["plain_call_error"]
     embedder = Embedder(folder, threads=1)
     assert embedder.prompt_length(embedder.prompts["query"]) > 0  # the query's tokens are left out
@@ -279,10 +282,7 @@ def test_sentence_transformers_5_7_quantizes_to_our_bytes(optimum_venv, tmp_path
     for width in widths:
         np.save(tmp_path / f"floats-{width}.npy", floats[:, :width])
     job = {"out": str(tmp_path), "ranges": str(tmp_path / "ranges.npy"), "widths": widths, "precisions": NAMES}
-    (tmp_path / "job.json").write_text(json.dumps(job))
-    (tmp_path / "child.py").write_text(CHILD_QUANTIZE)
-    run_ok([optimum_venv / "bin" / "python", tmp_path / "child.py", tmp_path / "job.json"], timeout=600,
-           env=isolated_env(optimum_venv), cwd=tmp_path)
+    run_child(optimum_venv, tmp_path, CHILD_QUANTIZE, job, timeout=600)
     assert json.loads((tmp_path / "version.json").read_text())["version"] == "5.7.0"
     for width in widths:
         for name in NAMES:

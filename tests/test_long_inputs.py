@@ -38,6 +38,7 @@ from bitnet_onnx.weights import open_source
 
 LONG = 32768
 LONG_TEXT = " ".join(f"word{i % 997} and more" for i in range(LONG))  # well over LONG tokens
+BATCH_TEXTS = [f"text number {i} " * 20 for i in range(8)]  # the batch-cutting tests' texts
 # a real-width, real-vocabulary model with as few layers as hold each layer kind (Gemma3: one sliding, one full)
 FEW_LAYERS = {"qwen3": {"layers": 1}, "gemma3": {"layers": 2, "sliding_window_pattern": 2}}
 
@@ -185,21 +186,39 @@ def _runs(monkeypatch, folder, **kwargs) -> tuple[Embedder, list[int]]:
         return Embedder(folder, **kwargs), sizes
 
 
+def _width(folder) -> int:
+    return max(len(x) for x in Embedder(folder).tokenize(BATCH_TEXTS))
+
+
+def _three_texts_budget(folder) -> int:
+    """max_batch_bytes for three of BATCH_TEXTS at their longest one's width."""
+    return 3 * Manifest.read(folder).batch_bytes(1, _width(folder))
+
+
+def _embed_by_request(app) -> np.ndarray:
+    """BATCH_TEXTS embedded by one /v1/embeddings request to ``app``."""
+    from fastapi.testclient import TestClient
+
+    with TestClient(app) as client:
+        r = client.post("/v1/embeddings", json={"model": "tiny", "input": BATCH_TEXTS})
+        assert r.status_code == 200, r.text
+        return np.array([d["embedding"] for d in r.json()["data"]])
+
+
 def test_batches_are_cut_by_activation_bytes(tiny_model, tiny_export, monkeypatch):
     """Stock attention on a tiny model: a budget for three texts of the longest width makes runs of at
     most three, the same vectors as one run each; a budget below one text is a one-line error."""
     folder = tiny_export(tiny_model("qwen3", bitnet=False))
-    texts = [f"text number {i} " * 20 for i in range(8)]
-    whole = Embedder(folder).encode(texts, batch_size=1)
+    whole = Embedder(folder).encode(BATCH_TEXTS, batch_size=1)
     m = Manifest.read(folder)
     assert m.attention == "onnx" and m.attention_bytes_per_token_pair > 0 and m.activation_bytes_per_token > 0
-    width = max(len(x) for x in Embedder(folder).tokenize(texts))
-    e, sizes = _runs(monkeypatch, folder, max_batch_bytes=3 * m.batch_bytes(1, width))
-    np.testing.assert_allclose(e.encode(texts, batch_size=32), whole, atol=1e-5)
-    assert max(sizes) == 3 and sum(sizes) == len(texts)
+    e, sizes = _runs(monkeypatch, folder, max_batch_bytes=_three_texts_budget(folder))
+    np.testing.assert_allclose(e.encode(BATCH_TEXTS, batch_size=32), whole, atol=1e-5)
+    assert max(sizes) == 3 and sum(sizes) == len(BATCH_TEXTS)
+    width = _width(folder)
     tight = Embedder(folder, max_batch_bytes=m.batch_bytes(1, width) - 1)
     with pytest.raises(BitnetOnnxError, match=rf"a text of {width} tokens needs .* over max_batch_bytes .*, or re-export with --attention ort \(no op library\) or fused$"):
-        tight.encode(texts)
+        tight.encode(BATCH_TEXTS)
     with pytest.raises(BitnetOnnxError, match="max_batch_bytes must be a positive integer"):
         Embedder(folder, max_batch_bytes=0)
 
@@ -207,28 +226,16 @@ def test_batches_are_cut_by_activation_bytes(tiny_model, tiny_export, monkeypatc
 def test_the_server_cuts_batches_by_activation_bytes(tiny_model, tiny_export, monkeypatch):
     """The server's batcher plans with the Embedder's memory budget: eight texts of one request, queued
     together, run three at most under a budget for three (one run of eight without it), the same vectors."""
-    from fastapi.testclient import TestClient
-
     from bitnet_onnx.runtime.server import ServerConfig, create_app
 
     folder = tiny_export(tiny_model("qwen3", bitnet=False))
-    texts = [f"text number {i} " * 20 for i in range(8)]
-    m = Manifest.read(folder)
-    width = max(len(x) for x in Embedder(folder).tokenize(texts))
     config = ServerConfig(model_name="tiny", max_batch_size=32)
-
-    def serve_all(e: Embedder) -> np.ndarray:
-        with TestClient(create_app(e, config)) as client:
-            r = client.post("/v1/embeddings", json={"model": "tiny", "input": texts})
-            assert r.status_code == 200, r.text
-            return np.array([d["embedding"] for d in r.json()["data"]])
-
     uncut, uncut_sizes = _runs(monkeypatch, folder)
-    uncut_vectors = serve_all(uncut)
-    assert uncut_sizes == [len(texts)]  # the token and count caps alone take all eight in one run
-    cut, cut_sizes = _runs(monkeypatch, folder, max_batch_bytes=3 * m.batch_bytes(1, width))
-    np.testing.assert_allclose(serve_all(cut), uncut_vectors, atol=1e-5)
-    assert max(cut_sizes) == 3 and sum(cut_sizes) == len(texts), cut_sizes
+    uncut_vectors = _embed_by_request(create_app(uncut, config))
+    assert uncut_sizes == [len(BATCH_TEXTS)]  # the token and count caps alone take all eight in one run
+    cut, cut_sizes = _runs(monkeypatch, folder, max_batch_bytes=_three_texts_budget(folder))
+    np.testing.assert_allclose(_embed_by_request(create_app(cut, config)), uncut_vectors, atol=1e-5)
+    assert max(cut_sizes) == 3 and sum(cut_sizes) == len(BATCH_TEXTS), cut_sizes
 
 
 def test_plan_batches_without_a_cost_model_uses_counts_only(tiny_model, tiny_export):
@@ -274,47 +281,38 @@ def test_cli_max_batch_memory_cuts_embed_batches(capsys, tiny_model, tiny_export
     """``embed --max-batch-memory`` with room for three texts of the longest width: runs of at most three
     (one run of eight without it), the same vectors."""
     folder = tiny_export(tiny_model("qwen3", bitnet=False))
-    texts = [f"text number {i} " * 20 for i in range(8)]
-    width = max(len(x) for x in Embedder(folder).tokenize(texts))
-    budget = 3 * Manifest.read(folder).batch_bytes(1, width)
+    budget = _three_texts_budget(folder)
     sizes = _count_runs(monkeypatch)
 
-    assert main(["embed", str(folder), *texts]) == 0
+    assert main(["embed", str(folder), *BATCH_TEXTS]) == 0
     uncut = np.array(json.loads(capsys.readouterr().out))
-    assert sizes == [len(texts)]
+    assert sizes == [len(BATCH_TEXTS)]
     sizes.clear()
-    assert main(["embed", str(folder), *texts, "--max-batch-memory", _gib_for(budget)]) == 0
+    assert main(["embed", str(folder), *BATCH_TEXTS, "--max-batch-memory", _gib_for(budget)]) == 0
     np.testing.assert_allclose(np.array(json.loads(capsys.readouterr().out)), uncut, atol=1e-5)
-    assert max(sizes) == 3 and sum(sizes) == len(texts), sizes
+    assert max(sizes) == 3 and sum(sizes) == len(BATCH_TEXTS), sizes
 
 
 def test_cli_max_batch_memory_cuts_serve_batches(tiny_model, tiny_export, monkeypatch):
     """``serve --max-batch-memory`` reaches the server's batcher: the app the verb would serve (uvicorn
     stood in for by a test client) runs eight texts of one request at most three at a time, the same
     vectors as without the option."""
-    from fastapi.testclient import TestClient
-
     import bitnet_onnx.runtime.server as server
 
     folder = tiny_export(tiny_model("qwen3", bitnet=False))
-    texts = [f"text number {i} " * 20 for i in range(8)]
-    width = max(len(x) for x in Embedder(folder).tokenize(texts))
-    budget = 3 * Manifest.read(folder).batch_bytes(1, width)
+    budget = _three_texts_budget(folder)
     sizes = _count_runs(monkeypatch)
     answers = []
 
     def serve_one_request(app, sock, **kwargs):
         sock.close()
-        with TestClient(app) as client:
-            r = client.post("/v1/embeddings", json={"model": "tiny", "input": texts})
-            assert r.status_code == 200, r.text
-            answers.append(np.array([d["embedding"] for d in r.json()["data"]]))
+        answers.append(_embed_by_request(app))
 
     monkeypatch.setattr(server, "serve", serve_one_request)
     argv = ["serve", str(folder), "--port", "0", "--model-name", "tiny", "--max-batch-size", "32"]
     assert main(argv) == 0
-    assert sizes == [len(texts)]
+    assert sizes == [len(BATCH_TEXTS)]
     sizes.clear()
     assert main([*argv, "--max-batch-memory", _gib_for(budget)]) == 0
     np.testing.assert_allclose(answers[1], answers[0], atol=1e-5)
-    assert max(sizes) == 3 and sum(sizes) == len(texts), sizes
+    assert max(sizes) == 3 and sum(sizes) == len(BATCH_TEXTS), sizes
