@@ -7,7 +7,7 @@ the released widths and vocabularies with few layers (weights in external data),
 read or write model files. ``gemma3_270m`` / ``gemma3_270m_export(kind)``: the real Gemma3-270M GGUF and
 its exports, made once for every module that reads them. ``reference_loads_once``: verify's PyTorch
 reference loads each model into transformers once per module. ``host_programs`` builds the C and C++
-examples (examples/).
+examples (examples/). ``optimum_venv``: optimum's pinned venv (tests/optimum_support.py).
 
 Tests over every architecture parametrize with ``bitnet_onnx.arch.ARCHITECTURES`` itself
 (``@pytest.mark.parametrize("arch", ARCHITECTURES)``), never a list of names: a new architecture
@@ -28,7 +28,7 @@ import pytest
 
 from build_cache import build_cache, ccache_cmake_args, ccache_env, via_checkout_link
 from suite_marks import tier_fixture
-from venvs import locked
+from venvs import cached_venv, locked
 
 # the suite's tiers and the rule that keeps their marks true; how xdist workers split the suite
 pytest_plugins = ["suite_marks", "suite_groups"]
@@ -187,6 +187,15 @@ def real_width_layout_export(real_width_model, tmp_path_factory):
 
     yield get
     _check_unchanged(states)
+
+
+@tier_fixture("venv", scope="session")
+def optimum_venv() -> Path:
+    """optimum's pinned venv (tests/optimum_support.py), built once per machine and reused while the pins
+    stay; a failed pip fails here."""
+    from optimum_support import OPTIMUM_VENV_REQUIREMENTS  # imports bitnet_onnx: not at collection
+
+    return cached_venv("optimum-venv", OPTIMUM_VENV_REQUIREMENTS)
 
 
 @tier_fixture("qemu", scope="session")

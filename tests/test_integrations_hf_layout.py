@@ -4,7 +4,8 @@ transformers' AutoConfig and AutoTokenizer on the folder, ``onnx/model.onnx`` fe
 optimum's ORTModelForFeatureExtraction feeds (the session's input names) and read by its output
 name, then sentence-transformers' own Pooling / Dense / Normalize modules loaded from the layout's
 folders. The vectors equal ``Embedder.encode``'s for both architectures and every weight variant,
-the i2s graph with our library registered, int8 and nbits with no custom library. With weights in
+the i2s graph with our library registered, int8 and nbits with no custom library; at the real size (the
+real Gemma3-270M GGUF's export) optimum's own plain calls load it too, in its venv. With weights in
 external data (the threshold at 0 on a tiny model), the layout, at export or after the fact, also
 after a cut-short run, leaves one data file that every graph names, and refuses a missing or foreign
 one in a line naming it."""
@@ -22,6 +23,7 @@ import onnxruntime as ort
 import pytest
 
 from integrations_support import ARCHS, TEXTS, LayoutExports, assert_same_vectors, external_locations
+from optimum_support import check_loaders, run_loaders
 
 pytest.importorskip("sentence_transformers")
 import torch  # noqa: E402
@@ -229,16 +231,24 @@ def test_gguf_source_layout_loads_in_transformers(tiny_model, tmp_path):
 
 
 @pytest.mark.real_size
-def test_real_gemma3_270m_gguf_layout_loads_in_transformers(gemma3_270m, gemma3_270m_export, private_copy):
+@pytest.mark.venv
+def test_real_gemma3_270m_gguf_layout_loads_with_the_plain_calls(gemma3_270m, gemma3_270m_export, private_copy,
+                                                                 optimum_venv, tmp_path):
     """The same at the real size: the Q4_K_M Gemma3-270M GGUF (262,144-token vocabulary, external data)
     ternarized to i2s, the layout added (write_hf_layout, what --layout hf writes: test_integrations_cli.py)
-    to a copy of the suite's shared export; transformers reads its config and tokenizer, and the layout's
-    token model with the modules after it gives Embedder's vectors."""
+    to a copy of the suite's shared export. transformers 5 reads its config and tokenizer, and the layout's
+    token model with the modules after it gives Embedder's vectors; so do sentence-transformers' and
+    optimum's plain calls in optimum's venv (tests/optimum_support.py), our library in their session options."""
     folder = write_hf_layout(private_copy(gemma3_270m_export("ternarized-i2s")), gemma3_270m)
     config = AutoConfig.from_pretrained(folder)
     assert (config.query_pre_attn_scalar, config.vocab_size, config.hidden_size) == (256, 262144, 640)
-    assert (folder / "onnx" / HF_EXTERNAL_DATA_NAME).stat().st_size > 100 << 20
+    assert (folder / HF_EXTERNAL_DATA_FILE).stat().st_size > 100 << 20
     assert_same_vectors(embed_as_sentence_transformers_onnx(folder, TEXTS), Embedder(folder, threads=1).encode(TEXTS, prompt=""))
+    root = tmp_path / "optimum"
+    root.mkdir()
+    ((_, got, files),) = run_loaders(optimum_venv, root, {"gemma3-270m": folder}).values()
+    assert Manifest.read(folder).needs_custom_ops and "st_query" not in got  # i2s; a GGUF names no prompts
+    check_loaders(folder, got, files)
 
 
 # -- the weights on disk once: the export's data file moved into onnx/, named by every graph -----------

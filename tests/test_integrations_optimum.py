@@ -6,13 +6,8 @@ the tiny models and at the released widths (weights in external data): the expor
 int8 at the real widths, whose attention is ours) with our op library registered in the session
 options they take, the tiny int8 export with no argument at all.
 
-optimum's ONNX Runtime part (PyPI optimum-onnx) pins transformers < 4.58, which the project's venv
-(transformers 5, sentence-transformers 6) cannot hold, so the loaders run in a separate venv of the
-versions pinned below (tests/venvs.py, built once and kept under ~/.cache/bitnet-onnx-tests/): a child
-script there embeds TEXTS and writes .npy files; this process exports and compares. The child does not
-import bitnet_onnx: it registers our library (this checkout's, by path) with onnxruntime's
-``SessionOptions.register_custom_ops_library``, what ``bitnet_onnx.customops.session_options()`` does.
-The venv's sentence-transformers 5.7.0 also quantizes to bitnet_onnx.precision's bytes (docs/precision.md)."""
+optimum-onnx pins transformers < 4.58, so the loaders run in a separate venv (tests/optimum_support.py
+says how). The venv's sentence-transformers 5.7.0 also quantizes to bitnet_onnx.precision's bytes (docs/precision.md)."""
 
 from __future__ import annotations
 
@@ -23,86 +18,17 @@ import numpy as np
 import pytest
 
 from integrations_support import ARCHS, TEXTS, assert_same_vectors
-from suite_marks import tier_fixture
-from venvs import cached_venv, isolated_env, run_ok
+from optimum_support import OPTIMUM_VENV_REQUIREMENTS, check_loaders, run_child, run_loaders
 
-from bitnet_onnx import Embedder, customops
+from bitnet_onnx import Embedder
 from bitnet_onnx.cli import main
-from bitnet_onnx.export.hf_layout import HF_MODEL_FILE
-from bitnet_onnx.manifest import HF_EXTERNAL_DATA_FILE, MODEL_NAME, Manifest
+from bitnet_onnx.manifest import HF_EXTERNAL_DATA_FILE, Manifest
 
 pytestmark = pytest.mark.venv  # the suite's tiers: tests/suite_marks.py
 
-# The newest optimum-onnx and what it allows: transformers < 4.58 (so sentence-transformers 5,
-# whose ONNX backend is optimum's); onnxruntime as in the project's venv; torch's CPU wheel.
-OPTIMUM_VENV_REQUIREMENTS = [
-    "optimum-onnx==0.1.0",
-    "transformers==4.57.6",
-    "sentence-transformers==5.7.0",
-    "onnxruntime==1.32.0",
-    "torch==2.13.0",
-]
-# weights -> its tiny export's graph needs our op library (at the real widths int8 needs it too: its
-# attention is our EncoderAttention, the stock one not serving max_length within the activation budget)
+# weights -> its export's graph needs our op library (at the real widths' max_length, 32768, int8's
+# attention is ONNX Runtime's own: still no library)
 WEIGHTS = {"i2s": True, "int8": False}
-
-CHILD = textwrap.dedent("""\
-    import json, os, sys
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    import numpy as np, onnxruntime as ort, torch
-    from optimum.onnxruntime import ORTModelForFeatureExtraction
-    from sentence_transformers import SentenceTransformer
-    from transformers import AutoTokenizer
-
-    torch.set_num_threads(1)
-    job = json.load(open(sys.argv[1]))
-    texts = job["texts"]
-
-    def options(custom_ops):
-        # what a user must add: our op library for a graph with our ops; nothing else (no file_name, no subfolder)
-        if not custom_ops:
-            return {}
-        so = ort.SessionOptions()
-        so.intra_op_num_threads = 1
-        so.register_custom_ops_library(job["library"])
-        return {"session_options": so}
-
-    def loaded_file(ort_model):
-        return os.path.relpath(ort_model.session._model_path, folder)
-
-    for export in job["exports"]:
-        folder, out = export["folder"], export["out"]
-        os.makedirs(out, exist_ok=True)
-        kwargs = options(export["custom_ops"])
-        # the plain call, as for any sentence-transformers ONNX model
-        model = SentenceTransformer(folder, backend="onnx", **({"model_kwargs": kwargs} if kwargs else {}))
-        np.save(f"{out}/st.npy", model.encode(texts))
-        np.save(f"{out}/st_query.npy", model.encode(texts, prompt_name="query"))
-        files = {"st": loaded_file(model[0].auto_model)}
-
-        # optimum alone: its last_hidden_state, pooled by the layout's own modules after the Transformer;
-        # the plain call, and subfolder="onnx" (the other model.onnx: both must give the same vectors)
-        tokenizer = AutoTokenizer.from_pretrained(folder)
-        for name, subfolder in (("optimum", None), ("optimum_subfolder", "onnx")):
-            optimum = ORTModelForFeatureExtraction.from_pretrained(
-                folder, **kwargs, **({"subfolder": subfolder} if subfolder else {}))
-            files[name] = loaded_file(optimum)
-            for suffix, prompt in (("", ""), ("_query", model.prompts["query"])):
-                enc = tokenizer([prompt + t for t in texts], padding=True, truncation=True,
-                                max_length=model.max_seq_length, return_tensors="pt")
-                with torch.inference_mode():
-                    features = {"token_embeddings": optimum(**enc).last_hidden_state,
-                                "attention_mask": enc["attention_mask"]}
-                    for module in list(model)[1:]:
-                        features = module(features)
-                np.save(f"{out}/{name}{suffix}.npy", features["sentence_embedding"].numpy())
-            del optimum
-        json.dump(files, open(f"{out}/files.json", "w"))
-        print(folder, type(model[0].auto_model).__name__)
-        del model
-    """)
-RESULTS = ("st", "st_query", "optimum", "optimum_query", "optimum_subfolder", "optimum_subfolder_query")
-
 
 # include_prompt: false exports: the top-level graph takes prompt_length, which optimum does not feed,
 # so the plain call fails by name and file_name="onnx/model.onnx" is the documented way in
@@ -146,37 +72,6 @@ CHILD_QUANTIZE = textwrap.dedent("""\
     """)
 
 
-@tier_fixture("venv", scope="module")
-def optimum_venv():
-    """The pinned venv (built once per machine, reused while the pins stay); a failed pip fails here."""
-    return cached_venv("optimum-venv", OPTIMUM_VENV_REQUIREMENTS)
-
-
-def run_child(venv, root, script: str, job: dict, timeout: int):
-    """``script`` run by the venv's python in ``root`` on ``job`` (root/job.json); its CompletedProcess."""
-    (root / "job.json").write_text(json.dumps(job))
-    (root / "child.py").write_text(script)
-    return run_ok([venv / "bin" / "python", root / "child.py", root / "job.json"], timeout=timeout,
-                  env=isolated_env(venv), cwd=root)
-
-
-def run_loaders(venv, root, exports: dict) -> dict:
-    """CHILD over ``exports`` ((arch, weights) -> folder) in one run: (arch, weights) -> (folder,
-    {result name: vectors}, {loader: the model file it loaded, relative to the folder})."""
-    job = {"library": customops.library_path(), "texts": TEXTS,
-           "exports": [{"folder": str(folder), "custom_ops": Manifest.read(folder).needs_custom_ops,
-                        "out": str(root / f"out-{arch}-{weights}")} for (arch, weights), folder in exports.items()]}
-    res = run_child(venv, root, CHILD, job, timeout=1800)
-    # the loaders really were optimum's: sentence-transformers' Transformer module holds an ORTModel
-    assert res.stdout.count("ORTModelForFeatureExtraction") == len(exports), res.stdout
-    results = {}
-    for (arch, weights), folder in exports.items():
-        out = root / f"out-{arch}-{weights}"
-        results[arch, weights] = (folder, {name: np.load(out / f"{name}.npy") for name in RESULTS},
-                                  json.loads((out / "files.json").read_text()))
-    return results
-
-
 @pytest.fixture(scope="module")
 def loaded(optimum_venv, tiny_model, tmp_path_factory):
     """The tiny models' exports, every loader of CHILD."""
@@ -199,22 +94,6 @@ def loaded_real_width(optimum_venv, real_width_layout_export, tmp_path_factory):
     return run_loaders(optimum_venv, tmp_path_factory.mktemp("optimum-real"), exports)
 
 
-def check_loaders(folder, got, files):
-    """Every loader of CHILD gave Embedder.encode's vectors; the plain calls loaded the top-level
-    model.onnx (optimum lists the folder's own files before onnx/'s and takes the first of the two
-    model.onnx), subfolder="onnx" the layout's."""
-    assert files == {"st": MODEL_NAME, "optimum": MODEL_NAME, "optimum_subfolder": HF_MODEL_FILE}, files
-    embedder = Embedder(folder, threads=1)
-    assert embedder.prompts.get("query"), "the test models' query prompt is what the query checks exercise"
-    plain, query = embedder.encode(TEXTS, prompt=""), embedder.encode(TEXTS, prompt_name="query")
-    assert not np.allclose(plain, query, atol=1e-3)  # the prompt changes the vectors: its checks mean something
-    assert_same_vectors(got["st"], embedder.encode(TEXTS))  # both take the export's default prompt, if any
-    assert_same_vectors(got["st_query"], query)
-    for name in ("optimum", "optimum_subfolder"):
-        assert_same_vectors(got[name], plain)
-        assert_same_vectors(got[f"{name}_query"], query)
-
-
 def test_venv_holds_the_pinned_versions(optimum_venv):
     installed = json.loads((optimum_venv / "bitnet-onnx-venv-complete.json").read_text())["installed"]
     for requirement in OPTIMUM_VENV_REQUIREMENTS:
@@ -229,6 +108,7 @@ def test_venv_holds_the_pinned_versions(optimum_venv):
 def test_optimum_and_sentence_transformers_onnx_give_the_embedders_vectors(loaded, arch, weights):
     folder, got, files = loaded[arch, weights]
     assert Manifest.read(folder).needs_custom_ops == WEIGHTS[weights]
+    assert "st_query" in got  # the test models have a query prompt: the loaders honour it
     check_loaders(folder, got, files)
 
 
@@ -263,6 +143,7 @@ def test_the_plain_calls_at_the_real_widths(loaded_real_width, arch, weights):
     m = Manifest.read(folder)
     assert (m.max_length, m.needs_custom_ops) == (32768, WEIGHTS[weights])
     assert (folder / HF_EXTERNAL_DATA_FILE).stat().st_size > 64 << 20  # the weights are in external data
+    assert "st_query" in got
     check_loaders(folder, got, files)
 
 
