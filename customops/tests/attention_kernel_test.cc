@@ -97,52 +97,90 @@ bool run(const Path& path, Problem p, bool reverse) {
 }
 
 int passed = 0, failed = 0;
-double worst = 0.0, worst_scalar = 0.0;  // per path: largest rel err to the reference / to scalar bf16
 
-void check(const Path& path, const Case& c, std::mt19937& rng) {
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  const size_t nq = static_cast<size_t>(c.batch * c.seq * c.q_heads * c.head_dim);
-  const size_t nkv = static_cast<size_t>(c.batch * c.seq * c.kv_heads * c.head_dim);
+// One case's inputs and what every path is checked against: made once, shared by all paths (the
+// float64 references cost more than the kernels, most of all under the sanitizers).
+struct Prepared {
+  Case c;
+  std::vector<float> q, k, v;
+  std::vector<int64_t> mask;
+  float scale = 1.0f;
+  std::vector<double> ref_f32, ref_bf16;  // the reference on the operands as given / bf16-rounded
+  std::vector<float> scalar_bf16;         // the scalar bf16 path's output
+
+  Prepared(const Case& cs, std::mt19937& rng) : c(cs), mask(make_mask(cs)) {
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    q.resize(static_cast<size_t>(c.batch * c.seq * c.q_heads * c.head_dim));
+    k.resize(static_cast<size_t>(c.batch * c.seq * c.kv_heads * c.head_dim));
+    v.resize(k.size());
+    for (float& x : q) x = 2.0f * normal(rng);  // wide enough for peaked softmax rows
+    for (float& x : k) x = normal(rng);
+    for (float& x : v) x = normal(rng);
+    scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  }
+
+  Problem problem(float* out) const {
+    Problem p;
+    p.q = q.data();
+    p.k = k.data();
+    p.v = v.data();
+    p.mask = mask.data();
+    p.out = out;
+    p.batch = c.batch;
+    p.seq = c.seq;
+    p.q_heads = c.q_heads;
+    p.kv_heads = c.kv_heads;
+    p.head_dim = c.head_dim;
+    p.scale = scale;
+    p.before = c.before;
+    p.after = c.after;
+    return p;
+  }
+
+  const std::vector<double>& reference_f32() {
+    if (ref_f32.empty()) ref_f32 = reference(c, q, k, v, mask, scale);
+    return ref_f32;
+  }
+
+  // the exact attention of the rounded operands (the scale folded into q first, as the op does)
+  const std::vector<double>& reference_bf16() {
+    if (ref_bf16.empty()) {
+      std::vector<float> qr(q), kr(k), vr(v);
+      for (float& x : qr) x = round_bf16(x * scale);
+      for (float& x : kr) x = round_bf16(x);
+      for (float& x : vr) x = round_bf16(x);
+      ref_bf16 = reference(c, qr, kr, vr, mask, 1.0f);
+    }
+    return ref_bf16;
+  }
+
+  const std::vector<float>& scalar_bf16_out() {
+    if (scalar_bf16.empty()) {
+      scalar_bf16.assign(q.size(), NAN);
+      run(Path{"scalar:bf16", scalar_tile_ops(), nullptr, Precision::kBf16}, problem(scalar_bf16.data()), false);
+    }
+    return scalar_bf16;
+  }
+};
+
+struct PathResult {
+  int failed = 0;
+  double worst = 0.0, worst_scalar = 0.0;  // largest rel err to the reference / to scalar bf16
+};
+
+void check(const Path& path, Prepared& prep, PathResult& result) {
+  const Case& c = prep.c;
+  const size_t nq = prep.q.size();
   // Exact-size buffers: ASan catches any read or write past them.
-  std::vector<float> q(nq), k(nkv), v(nkv), out(nq, NAN), again(nq, NAN);
-  for (float& x : q) x = 2.0f * normal(rng);  // wide enough for peaked softmax rows
-  for (float& x : k) x = normal(rng);
-  for (float& x : v) x = normal(rng);
-  const std::vector<int64_t> mask = make_mask(c);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-  Problem p;
-  p.q = q.data();
-  p.k = k.data();
-  p.v = v.data();
-  p.mask = mask.data();
-  p.out = out.data();
-  p.batch = c.batch;
-  p.seq = c.seq;
-  p.q_heads = c.q_heads;
-  p.kv_heads = c.kv_heads;
-  p.head_dim = c.head_dim;
-  p.scale = scale;
-  p.before = c.before;
-  p.after = c.after;
+  std::vector<float> out(nq, NAN), again(nq, NAN);
   char name[160];
   std::snprintf(name, sizeof name, "%s B=%lld S=%lld Hq=%lld Hkv=%lld D=%lld band=(%lld,%lld)", path.name.c_str(),
                 (long long)c.batch, (long long)c.seq, (long long)c.q_heads, (long long)c.kv_heads,
                 (long long)c.head_dim, (long long)c.before, (long long)c.after);
-  const bool ok1 = run(path, p, false);
-  p.out = again.data();
-  const bool ok2 = run(path, p, true);
+  const bool ok1 = run(path, prep.problem(out.data()), false);
+  const bool ok2 = run(path, prep.problem(again.data()), true);
   const bool bf16 = path.precision == Precision::kBf16;
-  std::vector<double> ref;
-  if (bf16) {  // the exact attention of the rounded operands (the scale folded into q first, as the op does)
-    std::vector<float> qr(q), kr(k), vr(v);
-    for (float& x : qr) x = round_bf16(x * scale);
-    for (float& x : kr) x = round_bf16(x);
-    for (float& x : vr) x = round_bf16(x);
-    ref = reference(c, qr, kr, vr, mask, 1.0f);
-  } else {
-    ref = reference(c, q, k, v, mask, scale);
-  }
-  auto rel_to = [&](auto&& want) {
+  auto rel_to = [&](const auto& want) {
     double max_ref = 0.0, max_err = 0.0;
     for (size_t i = 0; i < nq; ++i) {
       max_ref = std::fmax(max_ref, std::fabs(static_cast<double>(want[i])));
@@ -150,25 +188,20 @@ void check(const Path& path, const Case& c, std::mt19937& rng) {
     }
     return max_ref > 0 ? max_err / max_ref : max_err;
   };
-  const double rel = rel_to(ref);
-  double rel_scalar = 0.0;  // bf16: to the scalar bf16 reference (same roundings, other summation order)
-  if (bf16) {
-    std::vector<float> scalar_out(nq, NAN);
-    p.out = scalar_out.data();
-    Path scalar{"scalar:bf16", scalar_tile_ops(), nullptr, Precision::kBf16};
-    run(scalar, p, false);
-    rel_scalar = rel_to(scalar_out);
-  }
+  const double rel = rel_to(bf16 ? prep.reference_bf16() : prep.reference_f32());
+  // bf16: to the scalar bf16 reference (same roundings, other summation order)
+  const double rel_scalar = bf16 ? rel_to(prep.scalar_bf16_out()) : 0.0;
   const bool same = std::memcmp(out.data(), again.data(), nq * sizeof(float)) == 0;
   bool finite = true;
   for (float x : out) finite = finite && std::isfinite(x);
   const bool close = bf16 ? rel <= 4e-3 && rel_scalar <= 2e-3 : rel <= 1e-5;
-  worst = std::fmax(worst, rel);
-  worst_scalar = std::fmax(worst_scalar, rel_scalar);
+  result.worst = std::fmax(result.worst, rel);
+  result.worst_scalar = std::fmax(result.worst_scalar, rel_scalar);
   if (ok1 && ok2 && same && finite && close) {
     ++passed;
   } else {
     ++failed;
+    ++result.failed;
     std::printf("FAIL %s: rel err %.3g (to scalar %.3g), order-independent %d, finite %d\n", name, rel, rel_scalar,
                 same, finite);
   }
@@ -251,14 +284,15 @@ int main(int argc, char** argv) {
           cases.push_back({4, s, hg[0], hg[1], d, band[0], band[1]});
         }
   std::mt19937 rng(1234);
-  for (const Path& path : selected) {
-    const int before = failed;
-    worst = worst_scalar = 0.0;
-    for (const Case& c : cases) check(path, c, rng);
-    if (failed == before)
-      std::printf("path %s: ok (%zu cases; worst rel err %.2g, to scalar bf16 %.2g)\n", path.name.c_str(),
-                  cases.size(), worst, worst_scalar);
+  std::vector<PathResult> results(selected.size());
+  for (const Case& c : cases) {  // case by case: its inputs and references serve every path
+    Prepared prep(c, rng);
+    for (size_t i = 0; i < selected.size(); ++i) check(selected[i], prep, results[i]);
   }
+  for (size_t i = 0; i < selected.size(); ++i)
+    if (results[i].failed == 0)
+      std::printf("path %s: ok (%zu cases; worst rel err %.2g, to scalar bf16 %.2g)\n", selected[i].name.c_str(),
+                  cases.size(), results[i].worst, results[i].worst_scalar);
   std::printf("%d passed, %d failed\n", passed, failed);
   return failed == 0 ? 0 : 1;
 }

@@ -1,0 +1,54 @@
+"""How the workers split the suite (tests/suite_groups.py), run on a small suite of its own with two
+xdist workers, as scripts/test.sh runs: every module is one unit of work, the modules sharing an expensive
+session fixture are one unit, and xdist really sends each unit to one worker. That last part broke
+silently once: pytest 9.2's structured node ids ignore the group suffix pytest-xdist 3.8 writes
+(pytest-dev/pytest-xdist#1386), so every test went its own way and each worker built the shared
+fixtures again; pyproject.toml keeps pytest below 9.2 until xdist carries the group another way."""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+TESTS = Path(__file__).resolve().parent
+
+CONFTEST = """
+import pytest
+
+pytest_plugins = ["suite_groups"]
+
+@pytest.fixture(scope="session")
+def real_width_model():  # a name SHARED_FIXTURE_GROUPS knows: its users form one group
+    return "model"
+"""
+# four tests per module, so a split of a unit would show
+SHARED_USER = "".join(f"def test_{i}(real_width_model):\n    pass\n" for i in range(4))
+PLAIN = "".join(f"def test_{i}():\n    pass\n" for i in range(4))
+
+
+def _workers_by_unit(lines: list[str]) -> dict[str, set[str]]:
+    """unit (the @group suffix of the node id) -> the workers that ran its tests, from -v output."""
+    units: dict[str, set[str]] = defaultdict(set)
+    for line in lines:
+        found = re.match(r"\[(gw\d+)\] .*PASSED (\S+)", line)
+        if found:
+            worker, nodeid = found.groups()
+            units[nodeid.rsplit("@", 1)[1] if "@" in nodeid else nodeid].add(worker)
+    return units
+
+
+def test_each_unit_of_work_runs_on_one_worker(pytester: pytest.Pytester, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", str(TESTS))  # suite_groups, as tests/conftest.py loads it
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_shared_a=SHARED_USER, test_shared_b=SHARED_USER, test_plain_a=PLAIN, test_plain_b=PLAIN)
+    result = pytester.runpytest_subprocess("-n", "2", "--dist", "loadgroup", "-v", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=16)
+    units = _workers_by_unit(result.outlines)
+    # the node ids carry their unit: a module, or the shared fixture's group for its users
+    assert set(units) == {"real-width", "test_plain_a.py", "test_plain_b.py"}, result.outlines
+    assert all(len(workers) == 1 for workers in units.values()), units
