@@ -189,6 +189,8 @@ class _Header:
         import gguf
 
         register_i2s()
+        if 0 in dims:  # no model tensor is empty, and numpy cannot shape one whose other dimensions overflow
+            raise self.fail(f"tensor {name!r}: shape {list(reversed(dims))} has a dimension of 0")
         count = 1
         for d in dims:
             count *= d

@@ -517,6 +517,49 @@ std::vector<std::string> split(const std::string& s, char sep) {
   return parts;
 }
 
+// ---- the lookup family's rules on avx2, as docs/op.md ("Kernel families") states them: at N >= 512
+// (80% of the multiply kernel's cost per 16-token block) and N = 256-511 (90%) these M stay on the
+// multiply kernel and every other M up to 256 runs lookups; below N = 256 multiply always runs. Only
+// the rules are asked (every family gets a candidate), so every build and CPU checks them.
+struct MSpan {
+  int64_t first, last;
+};
+
+bool in_spans(const std::vector<MSpan>& spans, int64_t m) {
+  for (const MSpan& s : spans)
+    if (m >= s.first && m <= s.last) return true;
+  return false;
+}
+
+void check_family_rules() {
+  namespace i2s = bitnet_onnx::i2s;
+  i2s::Candidates every;
+  i2s::Family lut = i2s::kBaseFamily;
+  for (i2s::Family f = i2s::kBaseFamily; f < i2s::kFamilyCount; ++f) {
+    every.kernel[f] = i2s::family_kernel(f, bitnet_onnx::kIsaScalar);
+    if (std::strcmp(i2s::family_name(f), "lut") == 0) lut = f;
+  }
+  report(lut != i2s::kBaseFamily, "family rules", "no family named lut");
+  const std::vector<MSpan> multiply_at_512 = {{1, 12}, {17, 25}, {33, 38}, {49, 51}};
+  const std::vector<MSpan> multiply_at_256 = {{1, 14},  {17, 28},  {33, 43},   {49, 57},   {65, 72},
+                                              {81, 86}, {97, 100}, {113, 115}, {129, 129}};
+  const std::vector<MSpan> multiply_always = {{1, 256}};
+  const struct {
+    int64_t n;
+    const std::vector<MSpan>* multiply;
+  } widths[] = {{512, &multiply_at_512}, {3072, &multiply_at_512}, {256, &multiply_at_256},
+                {511, &multiply_at_256}, {255, &multiply_always}};
+  for (const auto& w : widths) {
+    std::string wrong;
+    for (int64_t m = 1; m <= 256; ++m) {
+      const i2s::Family want = in_spans(*w.multiply, m) ? i2s::kBaseFamily : lut;
+      if (i2s::select_family(every, bitnet_onnx::kIsaAvx2, m, 1024, w.n) != want && wrong.empty())
+        wrong = fmt("M = %" PRId64 " should run %s", m, i2s::family_name(want));
+    }
+    report(wrong.empty(), fmt("family rules avx2 N = %" PRId64, w.n), wrong);
+  }
+}
+
 // ---- --threads (the driver: quantization, tiling over the host's threads, epilogue)
 
 // A pool of `threads` std::threads taking job indices from a shared counter (threads == 1: a loop).
@@ -632,6 +675,7 @@ int main(int argc, char** argv) {
              fk ? "not built, but has a kernel" : "no scalar reference kernel");
     }
   }
+  check_family_rules();
 
   std::vector<Vectors> cases(files.size());
   for (size_t f = 0; f < files.size(); ++f) {

@@ -582,6 +582,9 @@ CORRUPT_CASES = [
          setup=texts_file("bad.gguf", b"GGML" + bytes(64))),
     Case("gguf-i2s-k-not-multiple-of-block", 5, ["inspect", "t.gguf"], r"t\.gguf: .*tensor 'blk\.0\.ffn_up\.weight': I2_S needs K % 128 == 0, got K=100",
          setup=texts_file("t.gguf", gguf_file([], 1, gguf_tensor("blk.0.ffn_up.weight", (100, 4), 36)) + bytes(256))),
+    # found by tests/test_fuzz.py: an empty I2_S tensor whose other dimension overflows numpy's shapes
+    Case("gguf-tensor-dimension-of-zero", 5, ["inspect", "t.gguf"], r"t\.gguf: .*tensor 'blk\.0\.ffn_up\.weight': shape \[0, 12970366926827028480\] has a dimension of 0",
+         setup=texts_file("t.gguf", gguf_file([], 1, gguf_tensor("blk.0.ffn_up.weight", (0xB400000000000000, 0), 36)) + bytes(64))),
     Case("gguf-tensor-data-beyond-end", 5, ["export", "t.gguf", "-o", "out"], r"t\.gguf: .*tensor 'token_embd\.weight': data ends at byte",
          setup=texts_file("t.gguf", gguf_file([], 1, gguf_tensor("token_embd.weight", (32, 512), 1)) + bytes(64))),
     Case("gguf-empty", 5, ["inspect", "e.gguf"], r"e\.gguf: not a readable GGUF", setup=texts_file("e.gguf", b"")),
