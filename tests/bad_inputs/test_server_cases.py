@@ -189,7 +189,10 @@ def test_clients_that_go_away_have_their_texts_dropped(start):
 
     asyncio.run(_send_and_close(server.url, bodies, all_in))
     deadline = time.monotonic() + HANG_GUARD_S
-    while (m := server.metrics())["bitnet_onnx_requests_in_progress"] > 1 or m["bitnet_onnx_queue_inputs"]:
+    # idle: no request but this metrics one, nothing queued, and the stopped run's texts counted (its
+    # texts leave running_inputs only when the run has stopped: reading earlier raced with it)
+    while ((m := server.metrics())["bitnet_onnx_requests_in_progress"] > 1 or m["bitnet_onnx_queue_inputs"]
+           or m["bitnet_onnx_running_inputs"]):
         assert time.monotonic() < deadline, f"still busy: {m}"
         time.sleep(0.05)
     embedded, abandoned = m["bitnet_onnx_inputs_total"], m["bitnet_onnx_abandoned_inputs_total"]
