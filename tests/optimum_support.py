@@ -112,15 +112,19 @@ def run_loaders(venv, root, exports: dict) -> dict:
                   json.loads((outs[key] / "files.json").read_text())) for key, folder in exports.items()}
 
 
-def check_loaders(folder, got, files):
-    """Every loader of CHILD gave Embedder.encode's vectors, with the export's query prompt too (an export
-    without one, as from a GGUF, gives the plain vectors there); the plain calls loaded the top-level
-    model.onnx (optimum lists the folder's own files before onnx/'s and takes the first of the two
-    model.onnx), subfolder="onnx" the layout's."""
+def check_loaders(folder, got, files, query_prompt: bool = True):
+    """Every loader of CHILD gave Embedder.encode's vectors; the plain calls loaded the top-level model.onnx
+    (optimum lists the folder's own files before onnx/'s and takes the first of the two model.onnx),
+    subfolder="onnx" the layout's. ``query_prompt``: the export has a query prompt, which changes the
+    vectors (so the loaders' query checks mean something); else it has none (as from a GGUF) and the
+    loaders' query call gives the plain vectors."""
     assert files == {"st": MODEL_NAME, "optimum": MODEL_NAME, "optimum_subfolder": HF_MODEL_FILE}, files
     embedder = Embedder(folder, threads=1)
     plain = embedder.encode(TEXTS, prompt="")
-    query = embedder.encode(TEXTS, prompt_name="query") if "query" in embedder.prompts else plain
+    assert ("query" in embedder.prompts) == query_prompt, embedder.prompts
+    query = embedder.encode(TEXTS, prompt_name="query") if query_prompt else plain
+    if query_prompt:
+        assert not np.allclose(plain, query, atol=1e-3)
     assert_same_vectors(got["st"], embedder.encode(TEXTS))  # both take the export's default prompt, if any
     assert_same_vectors(got["st_query"], query)
     for name in ("optimum", "optimum_subfolder"):

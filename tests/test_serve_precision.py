@@ -23,7 +23,7 @@ from bitnet_onnx.errors import BitnetOnnxError  # noqa: E402
 from bitnet_onnx.precision import PRECISIONS  # noqa: E402
 from bitnet_onnx.runtime.server import ServerConfig, create_app  # noqa: E402
 from bitnet_onnx.runtime.server.service import OUTPUT_DTYPES  # noqa: E402
-from test_serve import TEXTS, LiveServer, _metrics, _sample  # noqa: E402
+from test_serve import TEXTS, LiveServer, _sample  # noqa: E402
 
 DIM = 48  # a Matryoshka width of the tiny models
 
