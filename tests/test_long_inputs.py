@@ -147,11 +147,13 @@ def test_the_default_int8_export_runs_on_plain_onnx_runtime_at_32768(tmp_path, l
 @pytest.mark.slow
 def test_ort_attention_equals_the_stock_one_at_real_widths(tmp_path, long_exports, arch):
     """f32 exports of the real widths, a batch of mixed lengths (padded on the tokenizer's side, past
-    Gemma3's window): the same vectors as the stock decomposition."""
-    model = long_exports[arch]["model"]
+    Gemma3's window): the same vectors as the stock decomposition. The ORT side is the default export,
+    which is f32 with ``--attention ort`` (test_default_exports_embed_a_32768_token_text)."""
+    ort_export = long_exports[arch]["hf"]
+    assert (Manifest.read(ort_export).weights, Manifest.read(ort_export).attention) == ("f32", "ort")
+    stock_export = export(long_exports[arch]["model"], tmp_path / "onnx", attention_name="onnx")
     texts = [" ".join(f"word{i % 97} or {i}" for i in range(n)) for n in (300, 41, 1)]
-    got, stock = (Embedder(export(model, tmp_path / name, attention_name=name), threads=2).encode(texts)
-                  for name in ("ort", "onnx"))
+    got, stock = (Embedder(folder, threads=2).encode(texts) for folder in (ort_export, stock_export))
     cos = (got * stock).sum(-1) / (np.linalg.norm(got, axis=-1) * np.linalg.norm(stock, axis=-1))
     assert cos.min() >= 0.99999, cos
     np.testing.assert_allclose(got, stock, atol=2e-5)

@@ -8,6 +8,7 @@ GGUF's vocabulary and scores; decode(encode(s)) == s; a few ids checked by hand 
 from __future__ import annotations
 
 import json
+import functools
 import heapq
 
 import pytest
@@ -25,8 +26,12 @@ tokenizers = pytest.importorskip("tokenizers")
 CHECK_TEXT_SHA256 = "a36179c1e2b1cfcfbfad1dc779addad2ffc778201e4cf0d538bddeafa2c526da"
 
 
-def _load(arch):
+def _fresh(arch):
+    """The real tokenizer of ``arch`` as a new object, one a test may change."""
     return tokenizers.Tokenizer.from_file(str(real_tokenizer_dir(arch) / "tokenizer.json"))
+
+
+_load = functools.cache(_fresh)  # for reading only: shared, as a real vocabulary takes about a second to parse
 
 
 @pytest.fixture(scope="module")
@@ -190,7 +195,7 @@ def test_real_qwen_check_hashes_are_llama_cpps(qwen):
     plain = check_hash(qwen)  # Qwen2/Qwen3's tokenizer.json: llama.cpp's Qwen1.5-7B entry
     assert plain == "e636dc30a262dcc0d8c323492e32ae2b70728f4df7dfe9737d9f920a282b8aea"
     # Qwen3-Embedding's tokenizer.json appends <|endoftext|>: llama.cpp's Qwen3-Embedding-0.6B entry
-    qwen_embedding = _load("qwen3")
+    qwen_embedding = _fresh("qwen3")
     qwen_embedding.post_processor = processors.TemplateProcessing(
         single="$A <|endoftext|>", pair="$A <|endoftext|> $B <|endoftext|>", special_tokens=[("<|endoftext|>", 151643)])
     appended = check_hash(qwen_embedding)
