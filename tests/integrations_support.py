@@ -15,16 +15,22 @@ from bitnet_onnx.arch import ARCHITECTURES  # noqa: E402
 
 ARCHS = sorted(ARCHITECTURES)
 MIN_COSINE = 0.99999
+# past the tiny models' 256 tokens: every library cuts the text and keeps the special tokens (Gemma3's
+# trailing <eos>, Qwen3's EOS), as transformers does (bitnet_onnx/special_tokens.py)
+LONG_TEXT = "Ternary weights make matrix products cheap: additions and subtractions, no multiplications. " * 40
 TEXTS = [
     "a",
     "What is the capital of France? Paris is the capital and largest city of France.",
     "Ternary weights",
     "The quick brown fox jumps over the lazy dog. " * 5,
     "Le renard brun rapide saute par-dessus le chien paresseux. Où est la bibliothèque ?",
-    # past the tiny models' 256 tokens: every library cuts the text and keeps the special tokens
-    # (Gemma3's trailing <eos>, Qwen3's EOS), as transformers does (bitnet_onnx/special_tokens.py)
-    "Ternary weights make matrix products cheap: additions and subtractions, no multiplications. " * 40,
+    LONG_TEXT,
 ]
+# The real-size loads (real widths, 150k-262k vocabularies) take every text but LONG_TEXT: it is there to be
+# cut at the tiny models' 256 tokens, which an export of max_length 32768 never does, and padding a batch
+# to its ~640 tokens was most of a real-size load's time. The batch is still padded: one word to five
+# sentences.
+REAL_SIZE_TEXTS = [t for t in TEXTS if t is not LONG_TEXT]
 
 
 def export_with_layout(root: Path, model_dir: Path, weights: str) -> Path:

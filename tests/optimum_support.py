@@ -98,11 +98,11 @@ def run_child(venv, root, script: str, job: dict, timeout: int):
                   env=isolated_env(venv), cwd=root)
 
 
-def run_loaders(venv, root, exports: dict) -> dict:
-    """CHILD over ``exports`` (key -> folder) in one run: key -> (folder, {result name: vectors}, {loader:
-    the model file it loaded, relative to the folder})."""
+def run_loaders(venv, root, exports: dict, texts: list[str] = TEXTS) -> dict:
+    """CHILD over ``exports`` (key -> folder) in one run on ``texts``: key -> (folder, {result name: vectors},
+    {loader: the model file it loaded, relative to the folder})."""
     outs = {key: root / f"out-{index}" for index, key in enumerate(exports)}
-    job = {"library": customops.library_path(), "texts": TEXTS,
+    job = {"library": customops.library_path(), "texts": texts,
            "exports": [{"folder": str(folder), "custom_ops": Manifest.read(folder).needs_custom_ops,
                         "out": str(outs[key])} for key, folder in exports.items()]}
     res = run_child(venv, root, CHILD, job, timeout=1800)
@@ -112,20 +112,23 @@ def run_loaders(venv, root, exports: dict) -> dict:
                   json.loads((outs[key] / "files.json").read_text())) for key, folder in exports.items()}
 
 
-def check_loaders(folder, got, files, query_prompt: bool = True):
+def check_loaders(folder, got, files, query_prompt: bool = True, texts: list[str] = TEXTS):
     """Every loader of CHILD gave Embedder.encode's vectors; the plain calls loaded the top-level model.onnx
     (optimum lists the folder's own files before onnx/'s and takes the first of the two model.onnx),
     subfolder="onnx" the layout's. ``query_prompt``: the export has a query prompt, which changes the
     vectors (so the loaders' query checks mean something); else it has none (as from a GGUF) and the
-    loaders' query call gives the plain vectors."""
+    loaders' query call gives the plain vectors. ``texts``: run_loaders' texts."""
     assert files == {"st": MODEL_NAME, "optimum": MODEL_NAME, "optimum_subfolder": HF_MODEL_FILE}, files
     embedder = Embedder(folder, threads=1)
-    plain = embedder.encode(TEXTS, prompt="")
+    plain = embedder.encode(texts, prompt="")
     assert ("query" in embedder.prompts) == query_prompt, embedder.prompts
-    query = embedder.encode(TEXTS, prompt_name="query") if query_prompt else plain
+    query = embedder.encode(texts, prompt_name="query") if query_prompt else plain
     if query_prompt:
         assert not np.allclose(plain, query, atol=1e-3)
-    assert_same_vectors(got["st"], embedder.encode(TEXTS))  # both take the export's default prompt, if any
+    # both take the export's default prompt, if any (with none, encode's vectors are the plain ones: an
+    # encode fewer, seconds at the real widths)
+    default = embedder.encode(texts) if embedder.manifest.default_prompt_name else plain
+    assert_same_vectors(got["st"], default)
     assert_same_vectors(got["st_query"], query)
     for name in ("optimum", "optimum_subfolder"):
         assert_same_vectors(got[name], plain)

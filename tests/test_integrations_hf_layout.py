@@ -22,7 +22,7 @@ import onnx
 import onnxruntime as ort
 import pytest
 
-from integrations_support import ARCHS, TEXTS, LayoutExports, assert_same_vectors, external_locations
+from integrations_support import ARCHS, REAL_SIZE_TEXTS, TEXTS, LayoutExports, assert_same_vectors, external_locations
 from optimum_support import check_loaders, run_loaders
 
 pytest.importorskip("sentence_transformers")
@@ -246,9 +246,9 @@ def test_real_gemma3_270m_gguf_layout_loads_with_the_plain_calls(gemma3_270m, ge
     assert_same_vectors(embed_as_sentence_transformers_onnx(folder, TEXTS), Embedder(folder, threads=1).encode(TEXTS, prompt=""))
     root = tmp_path / "optimum"
     root.mkdir()
-    ((_, got, files),) = run_loaders(optimum_venv, root, {"gemma3-270m": folder}).values()
+    ((_, got, files),) = run_loaders(optimum_venv, root, {"gemma3-270m": folder}, REAL_SIZE_TEXTS).values()
     assert Manifest.read(folder).needs_custom_ops  # i2s: our library in the loaders' session options
-    check_loaders(folder, got, files, query_prompt=False)  # a GGUF names no prompts
+    check_loaders(folder, got, files, query_prompt=False, texts=REAL_SIZE_TEXTS)  # a GGUF names no prompts
 
 
 # -- the weights on disk once: the export's data file moved into onnx/, named by every graph -----------

@@ -17,7 +17,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from integrations_support import ARCHS, TEXTS, assert_same_vectors
+from integrations_support import ARCHS, REAL_SIZE_TEXTS, TEXTS, assert_same_vectors
 from optimum_support import OPTIMUM_VENV_REQUIREMENTS, check_loaders, run_child, run_loaders
 
 from bitnet_onnx import Embedder
@@ -91,7 +91,7 @@ def loaded_real_width(optimum_venv, real_width_layout_export, tmp_path_factory):
     """The same at the released widths and vocabularies (weights in external data: one file,
     onnx/model.onnx_data, that both model.onnx files name)."""
     exports = {(arch, weights): real_width_layout_export(arch, weights) for arch in ARCHS for weights in WEIGHTS}
-    return run_loaders(optimum_venv, tmp_path_factory.mktemp("optimum-real"), exports)
+    return run_loaders(optimum_venv, tmp_path_factory.mktemp("optimum-real"), exports, REAL_SIZE_TEXTS)
 
 
 def test_venv_holds_the_pinned_versions(optimum_venv):
@@ -142,7 +142,7 @@ def test_the_plain_calls_at_the_real_widths(loaded_real_width, arch, weights):
     m = Manifest.read(folder)
     assert (m.max_length, m.needs_custom_ops) == (32768, WEIGHTS[weights])
     assert (folder / HF_EXTERNAL_DATA_FILE).stat().st_size > 64 << 20  # the weights are in external data
-    check_loaders(folder, got, files)
+    check_loaders(folder, got, files, texts=REAL_SIZE_TEXTS)
 
 
 def test_sentence_transformers_5_7_quantizes_to_our_bytes(optimum_venv, tmp_path):
