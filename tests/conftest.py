@@ -228,7 +228,7 @@ def private_copy(tmp_path):
 # kind -> export options of the Q4_K_M GGUF (it names no pooling: mean, as EmbeddingGemma pools)
 GEMMA3_270M_EXPORTS = {
     # fused named: the attention-precision module's f32 twin (compare.attention_precision_export, byte for byte)
-    "f32": {"weights": "f32", "attention_name": "fused", "pooling": "mean"},
+    "f32": {"weights": "f32", "attention_name": "fused", "attention_precision": "f32", "pooling": "mean"},
     "f32-ort": {"weights": "f32", "pooling": "mean"},  # the f32 default at max_length 32768: ORT's own attention
     "ternarized-f32": {"weights": "f32", "ternarize": True, "pooling": "mean"},
     "ternarized-i2s": {"ternarize": True, "pooling": "mean"},  # i2s: the exporter's choice for a ternarized model
