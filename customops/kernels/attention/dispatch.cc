@@ -1,5 +1,7 @@
-// select_tile_ops: each record of the ISA table (isa.h) mapped onto an attention path.
+// select_tile_ops: each record of the ISA table (isa.h) mapped onto an attention path; the bf16 path of
+// each record (select_bf16_tile_ops) and what precision = "auto" runs (auto_precision).
 #include <cstring>
+#include <initializer_list>
 #include <string>
 
 #include "attention.h"
