@@ -16,6 +16,7 @@ from pathlib import Path
 from bitnet_onnx.version import __version__
 from bitnet_onnx.customops import DOMAIN as OP_DOMAIN
 from bitnet_onnx.customops import DOMAIN_VERSION as OP_DOMAIN_VERSION
+from bitnet_onnx.customops.encoder_attention import PRECISIONS as ATTENTION_PRECISIONS
 from bitnet_onnx.errors import BitnetOnnxError
 from bitnet_onnx.formats import MIN_ONNXRUNTIME
 from bitnet_onnx.io import read_json_object, resolve
@@ -66,6 +67,9 @@ class Manifest:
     nbits: int | None = None  # bits of MatMulNBits when weights == "nbits"
     ternarized: bool = False  # post-training ternarization of a standard model (speed stand-in)
     attention: str = "onnx"  # the exporter's attention strategy (export --attention)
+    # export --attention-precision: what the fused op was asked to multiply in (f32, bf16, or auto: the op
+    # library's choice on the host that runs it); f32 for the other strategies, which are float32 throughout
+    attention_precision: str = "f32"
     custom_ops: list[str] = field(default_factory=lambda: ["I2STernaryMatMul"])  # our library's ops in the graph
     needs_custom_ops: bool = True  # custom_ops is not empty: register the op library (hosts read this flag)
     # export --text-input: the strings-in graph (text [N], prompt [1] -> ...); our library's ops in it
@@ -120,6 +124,9 @@ class Manifest:
         if m.output_precision not in PRECISIONS:
             raise BitnetOnnxError(f"{path}: output_precision must be one of {', '.join(PRECISIONS)}, "
                                   f"got {m.output_precision!r}")
+        if m.attention_precision not in ATTENTION_PRECISIONS:
+            raise BitnetOnnxError(f"{path}: attention_precision must be one of {', '.join(ATTENTION_PRECISIONS)}, "
+                                  f"got {m.attention_precision!r}")
         if m.padding_side not in ("left", "right"):
             raise BitnetOnnxError(f"{path}: padding_side must be 'left' or 'right', got {m.padding_side!r}")
         for name in ("max_length", "dimension", "hidden_size"):

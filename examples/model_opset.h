@@ -28,7 +28,8 @@
 #include <unistd.h>
 
 /* The op library's domain and the versions of it its ops implement. The library does not export
- * them (its symbols: RegisterCustomOps, bitnet_onnx_op_names, bitnet_onnx_kernel_names), so they are
+ * them (its symbols: RegisterCustomOps, bitnet_onnx_op_names, bitnet_onnx_kernel_names,
+ * bitnet_onnx_attention_auto_precision), so they are
  * copied from customops/ort/domain.h (kDomain, kDomainVersionFirst, kDomainVersionLast);
  * tests/test_examples.py checks that they agree. */
 #define BITNET_ONNX_DOMAIN "bitnet_onnx"

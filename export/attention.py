@@ -154,8 +154,8 @@ def fused_attention(b: GraphBuilder, q: str, k: str, v: str, layer_type: str, am
                     precision: str = "f32") -> str:
     """One EncoderAttention node of the bitnet_onnx op library (docs/attention.md): flash-style, no
     [B, H, S, S] tensors, key tiles outside the band skipped; reads the mask itself (no bias).
-    ``precision``: the op's attribute, what q.k and p.v multiply (f32, or bf16 operands; written only
-    when not f32, so f32 graphs stay the ones older libraries read)."""
+    ``precision``: the op's attribute, what q.k and p.v multiply (f32, bf16 operands, or auto: the library's
+    choice for its host; written only when not f32, so f32 graphs stay the ones older libraries read)."""
     cfg = am.cfg
     before, after = cfg.key_span(layer_type)
     band = {name: span for name, span in (("window_left", before), ("window_right", after)) if span is not None}
@@ -248,11 +248,11 @@ STRATEGIES: dict[str, AttentionStrategy] = {
 }
 
 
-# --attention-precision: what the fused op's q.k and p.v multiply, when none is given. f32: bf16 passes the
-# accuracy gate on a trained model but moves the untrained i2s test models' embeddings to cos 0.9996-0.9998
-# of the stock attention (tests/test_attention_export.py asks 0.999999), and is slower than f32 where the
-# CPU has AVX512-BF16 without AMX-BF16 (docs/attention.md, "Precision").
-DEFAULT_PRECISION = "f32"
+# --attention-precision: what the fused op's q.k and p.v multiply, when none is given. auto: the op library
+# picks on the host that runs the graph (bf16 where its bf16 path is measured faster than f32, AMX-BF16 today;
+# f32 elsewhere: docs/attention.md, "Precision"), since an export cannot know its host. f32 and bf16 stay
+# explicit choices.
+DEFAULT_PRECISION = "auto"
 
 
 def choose_precision(precision: str | None, strategy: str) -> str:

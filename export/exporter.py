@@ -148,7 +148,7 @@ def export(model_dir: str | Path, out_dir: str | Path, arch: str | None = None, 
     sentence-transformers / optimum / fastembed files (export/hf_layout.py, docs/integrations.md).
     ``output_precision`` (bitnet_onnx.precision) quantizes sentence_embedding in the graph, int8 / uint8
     by ``output_ranges`` (an array [2, dimension] or a calibration file's path). ``attention_precision``
-    (f32 / bf16; None: the default for the strategy, export/attention.py) is what the fused attention op's
+    (f32 / bf16 / auto; None: the default for the strategy, export/attention.py) is what the fused attention op's
     q.k and p.v multiply. Raises BitnetOnnxError on bad input.
     """
     if layout not in LAYOUTS:
@@ -173,6 +173,7 @@ def export(model_dir: str | Path, out_dir: str | Path, arch: str | None = None, 
     manifest = make_manifest(folder, st, tf, variant, bits, ternarize, attention_name, custom_ops_used(model),
                              max_length)
     manifest.output_precision = output_precision
+    manifest.attention_precision = attention_precision
     text_pre = text_input_for(parsed, manifest, model) if text_input else None
     parsed = None  # the graph holds what it needs of it
     add_files = (lambda tmp: add_hf_layout(tmp, manifest, model, folder.config, st)) if layout == "hf" else None

@@ -35,6 +35,13 @@ pytest_plugins = ["suite_marks", "suite_groups"]
 
 REPO = Path(__file__).resolve().parents[1]
 
+# Exports default to EncoderAttention precision "auto", which the op library resolves per host: bf16 on
+# AMX-BF16, f32 elsewhere. The suite's bounds against the stock attention and the reference are f32's, and
+# a test must not pass or fail by the host's CPU, so the whole session (and every process it starts, which
+# inherit the variable; tests/venvs.py's isolated_env keeps it) runs auto as f32. Tests of auto itself set
+# or clear the variable (tests/test_attention_op.py, test_attention_export.py, test_bench_lib.py).
+os.environ["BITNET_ONNX_ATTENTION_PRECISION"] = "f32"
+
 
 def _key(options: dict) -> str:
     return json.dumps(options, sort_keys=True, default=str)  # str: Path values
@@ -221,7 +228,7 @@ def private_copy(tmp_path):
 # kind -> export options of the Q4_K_M GGUF (it names no pooling: mean, as EmbeddingGemma pools)
 GEMMA3_270M_EXPORTS = {
     # fused named: the attention-precision module's f32 twin (compare.attention_precision_export, byte for byte)
-    "f32": {"weights": "f32", "attention_name": "fused", "pooling": "mean"},
+    "f32": {"weights": "f32", "attention_name": "fused", "attention_precision": "f32", "pooling": "mean"},
     "f32-ort": {"weights": "f32", "pooling": "mean"},  # the f32 default at max_length 32768: ORT's own attention
     "ternarized-f32": {"weights": "f32", "ternarize": True, "pooling": "mean"},
     "ternarized-i2s": {"ternarize": True, "pooling": "mean"},  # i2s: the exporter's choice for a ternarized model

@@ -87,7 +87,7 @@ def test_attention_precision_option(tiny_model, tiny_export, tmp_path, capsys):
     from bitnet_onnx.cli import main
 
     folder = tiny_model("gemma3", bitnet=False)
-    f32 = tiny_export(folder, "f32", attention_name="fused")
+    f32 = tiny_export(folder, "f32", attention_name="fused", attention_precision="f32")
     bf16 = tiny_export(folder, "f32", attention_name="fused", attention_precision="bf16")
     nodes = [n for n in onnx.load(str(bf16 / "model.onnx")).graph.node if n.op_type == FUSED_OP]
     assert nodes and all({a.name: a.s for a in n.attribute}.get("precision") == b"bf16" for n in nodes)
@@ -99,3 +99,57 @@ def test_attention_precision_option(tiny_model, tiny_export, tmp_path, capsys):
     err = capsys.readouterr().err
     assert code != 0 and "--attention-precision bf16 needs --attention fused" in err, err
     assert not out.exists()
+
+
+def _precisions(folder) -> list:
+    """Each EncoderAttention node's precision attribute (None: absent, which is f32)."""
+    nodes = [n for n in onnx.load(str(folder / "model.onnx"), load_external_data=False).graph.node
+             if n.op_type == FUSED_OP]
+    assert nodes
+    return [{a.name: a.s.decode() for a in n.attribute if a.name == "precision"}.get("precision") for n in nodes]
+
+
+def test_fused_default_precision_is_auto_and_runs_what_the_library_picks(tiny_model, tiny_export, monkeypatch):
+    """--attention fused without --attention-precision writes precision="auto" on every node and "auto" in
+    the manifest; explicit f32 writes no attribute (the graph older libraries read); the stock attention
+    records f32. Run with BITNET_ONNX_ATTENTION_PRECISION forced, the auto export gives the bytes of the
+    explicit export of that precision, and unforced those of the one the library names for this host."""
+    folder = tiny_model("gemma3", bitnet=False)
+    auto = tiny_export(folder, "f32", attention_name="fused")
+    explicit = {p: tiny_export(folder, "f32", attention_name="fused", attention_precision=p) for p in ("f32", "bf16")}
+    assert set(_precisions(auto)) == {"auto"} and Manifest.read(auto).attention_precision == "auto"
+    assert set(_precisions(explicit["f32"])) == {None} and Manifest.read(explicit["f32"]).attention_precision == "f32"
+    assert set(_precisions(explicit["bf16"])) == {"bf16"}
+    assert Manifest.read(tiny_export(folder, "f32", attention_name="onnx")).attention_precision == "f32"
+    ids, mask = batch([40, 23], 40, "left")
+    want = {p: run(explicit[p], ids, mask)[0].tobytes() for p in ("f32", "bf16")}
+    assert want["f32"] != want["bf16"]
+    for forced in ("f32", "bf16"):
+        monkeypatch.setenv(customops.ATTENTION_PRECISION_ENV, forced)
+        assert run(auto, ids, mask)[0].tobytes() == want[forced], forced
+    monkeypatch.delenv(customops.ATTENTION_PRECISION_ENV)
+    assert run(auto, ids, mask)[0].tobytes() == want[customops.attention_auto_precision()]
+
+
+def test_attention_precision_choices_and_refusals(tiny_model, tmp_path, capsys):
+    """--attention-precision takes f32, bf16 and auto (the fused default, as --help says); anything else
+    is refused in one line before anything is written; auto with the stock attention is refused as bf16 is."""
+    from bitnet_onnx.cli import main
+    from bitnet_onnx.export.attention import DEFAULT_PRECISION, choose_precision
+
+    assert DEFAULT_PRECISION == "auto" and choose_precision(None, "fused") == "auto"
+    assert [choose_precision(p, "fused") for p in ("f32", "bf16", "auto")] == ["f32", "bf16", "auto"]
+    assert choose_precision(None, "onnx") == choose_precision("f32", "ort") == "f32"
+    with pytest.raises(SystemExit):
+        main(["export", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "--attention-precision {f32,bf16,auto}" in help_text and "(default auto with --attention fused" in help_text
+    folder = tiny_model("gemma3", bitnet=False)
+    with pytest.raises(SystemExit) as exit_code:  # argparse's refusal of a value outside the choices
+        main(["export", str(folder), "-o", str(tmp_path / "fp8"), "--attention-precision", "fp8"])
+    assert exit_code.value.code != 0 and "invalid choice: 'fp8'" in capsys.readouterr().err
+    out = tmp_path / "auto"
+    code = main(["export", str(folder), "-o", str(out), "--weights", "f32", "--attention", "onnx",
+                 "--attention-precision", "auto"])
+    assert code != 0 and "--attention-precision auto needs --attention fused" in capsys.readouterr().err
+    assert not out.exists() and not (tmp_path / "fp8").exists()

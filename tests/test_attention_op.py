@@ -20,7 +20,7 @@ from onnx import TensorProto, helper
 from bitnet_onnx import customops
 from bitnet_onnx.customops import DOMAIN as OP_DOMAIN
 from bitnet_onnx.customops.encoder_attention import NAME as OP_NAME
-from cpu_isas import ALL_ISAS, isas_of_this_cpu
+from cpu_isas import ALL_ISAS, cpu_flags, isas_of_this_cpu
 
 # One BITNET_ONNX_ISA value per attention path this CPU has.
 _PATH_OF = {"scalar": "scalar", "avx2": "avx2", "avxvnni": "avx2", "avx512vnni": "avx512", "amx": "avx512"}
@@ -351,15 +351,18 @@ def test_error_mask_dtype(monkeypatch):
     ({"hq": 4, "hkv": 2, "window_left": -1}, "'window_left' must be >= 0"),
     ({"hq": 4, "hkv": 2, "causal": 2}, "'causal' must be 0 or 1"),
     ({"hq": 4, "hkv": 2, "scale": float("inf")}, "'scale' must be finite"),
-    ({"hq": 4, "hkv": 2, "precision": "fp16"}, "attribute 'precision' must be \"f32\" or \"bf16\", got \"fp16\""),
-    ({"hq": 4, "hkv": 2, "precision": ""}, "attribute 'precision' must be \"f32\" or \"bf16\""),
+    ({"hq": 4, "hkv": 2, "precision": "fp8"}, "attribute 'precision' must be \"f32\", \"bf16\" or \"auto\", got \"fp8\""),
+    ({"hq": 4, "hkv": 2, "precision": ""}, "attribute 'precision' must be \"f32\", \"bf16\" or \"auto\", got \"\""),
     ({"hq": 4, "hkv": 2, "precision": 16}, "attribute 'precision' must be a string"),
 ])
 def test_error_attributes(attrs, message, monkeypatch):
+    """At session creation, in one line. An unknown precision is refused so: a library from before
+    precision "auto" (the check is as old as the attribute) refuses an auto graph the way this one refuses fp8."""
     monkeypatch.delenv(customops.ISA_ENV, raising=False)
     with pytest.raises(Exception) as err:
         session(make_model(**attrs))
     assert message in str(err.value), str(err.value)
+    assert "\n" not in str(err.value)[str(err.value).index("EncoderAttention node"):], str(err.value)
 
 
 @pytest.mark.parametrize("isa", ["nonesuch"] + [isa for isa in ALL_ISAS if isa not in isas_of_this_cpu()])
@@ -368,3 +371,72 @@ def test_error_isa_unknown_or_missing(isa, monkeypatch):
     with pytest.raises(Exception) as err:
         session(make_model(4, 2))
     assert f"BITNET_ONNX_ISA={isa}" in str(err.value), str(err.value)
+
+
+# ---------------------------------------------------------------------------------------------
+# precision = "auto": the library's choice for this host (dispatch.cc, auto_precision), forced with
+# BITNET_ONNX_ATTENTION_PRECISION
+
+
+def _auto_rule_from_cpuinfo(isa: str) -> str:
+    """What docs/attention.md says auto runs: bf16 on the AMX-BF16 path only (the amx record on a CPU with
+    amx_bf16), f32 elsewhere (AVX512-BF16 alone is slower than f32)."""
+    return "bf16" if isa == "amx" and "amx_bf16" in cpu_flags() else "f32"
+
+
+@pytest.mark.parametrize("isa", isas_of_this_cpu())
+def test_auto_resolves_by_the_dispatch_rule(isa, monkeypatch):
+    """The library's answer (customops.attention_auto_precision) against the rule read from /proc/cpuinfo, for
+    every ISA this CPU runs, and unforced: the best one's (on this project's AMX-BF16 machine: bf16)."""
+    monkeypatch.delenv(customops.ATTENTION_PRECISION_ENV, raising=False)
+    assert customops.attention_auto_precision({customops.ISA_ENV: isa}) == _auto_rule_from_cpuinfo(isa)
+    assert customops.attention_auto_precision({}) == _auto_rule_from_cpuinfo(isas_of_this_cpu()[-1])
+    monkeypatch.setenv(customops.ISA_ENV, isa)
+    assert customops.attention_auto_precision() == _auto_rule_from_cpuinfo(isa)  # this process's environment
+
+
+@pytest.mark.parametrize("isa", isas_of_this_cpu())  # amx too: the AMX-BF16 path is the one auto picks
+@pytest.mark.parametrize("forced", [None, "f32", "bf16"])
+def test_auto_gives_the_bytes_of_the_precision_it_resolves_to(isa, forced, monkeypatch):
+    """auto unforced, or forced to f32 or bf16, computes exactly what the explicit attribute it resolves to
+    computes, on every attention path; the variable leaves explicit f32 and bf16 nodes alone."""
+    monkeypatch.setenv(customops.ISA_ENV, isa)
+    hq, hkv, d = 8, 2, 64
+    q, k, v, mask = inputs(2, 100, hq, hkv, d, seed=11)
+    feeds = {"q": q, "k": k, "v": v, "mask": mask}
+    monkeypatch.delenv(customops.ATTENTION_PRECISION_ENV, raising=False)
+    explicit = {p: session(make_model(hq, hkv, causal=1, precision=p)).run(None, feeds)[0] for p in ("f32", "bf16")}
+    assert not np.array_equal(explicit["f32"], explicit["bf16"])
+    if forced is not None:
+        monkeypatch.setenv(customops.ATTENTION_PRECISION_ENV, forced)
+    resolved = customops.attention_auto_precision()
+    assert resolved == (forced or _auto_rule_from_cpuinfo(isa))
+    auto = session(make_model(hq, hkv, causal=1, precision="auto")).run(None, feeds)[0]
+    assert auto.tobytes() == explicit[resolved].tobytes()
+    for p in ("f32", "bf16"):
+        assert session(make_model(hq, hkv, causal=1, precision=p)).run(None, feeds)[0].tobytes() == explicit[p].tobytes()
+
+
+@pytest.mark.parametrize("value", ["fp8", "BF16", "auto"])
+def test_error_attention_precision_variable(value, monkeypatch):
+    """An invalid BITNET_ONNX_ATTENTION_PRECISION fails an auto node's session creation in one line naming the
+    variable (the library's query says the same); explicit precisions do not read it."""
+    monkeypatch.delenv(customops.ISA_ENV, raising=False)
+    monkeypatch.setenv(customops.ATTENTION_PRECISION_ENV, value)
+    message = f"BITNET_ONNX_ATTENTION_PRECISION={value}: unknown attention precision; expected f32 or bf16"
+    with pytest.raises(Exception) as err:
+        session(make_model(4, 2, precision="auto"))
+    assert message in str(err.value) and "EncoderAttention node" in str(err.value), str(err.value)
+    assert "\n" not in str(err.value)[str(err.value).index("EncoderAttention node"):], str(err.value)
+    with pytest.raises(customops.BitnetOnnxError, match=f"^{message}$"):
+        customops.attention_auto_precision()
+    session(make_model(4, 2, precision="f32")).run(None, _feeds())
+
+
+def test_auto_with_an_isa_this_cpu_lacks_names_bitnet_onnx_isa(monkeypatch):
+    monkeypatch.setenv(customops.ISA_ENV, "nonesuch")
+    monkeypatch.delenv(customops.ATTENTION_PRECISION_ENV, raising=False)
+    with pytest.raises(Exception, match="BITNET_ONNX_ISA=nonesuch: unknown kernel name"):
+        session(make_model(4, 2, precision="auto"))
+    with pytest.raises(customops.BitnetOnnxError, match="BITNET_ONNX_ISA=nonesuch: unknown kernel name"):
+        customops.attention_auto_precision()

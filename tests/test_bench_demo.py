@@ -11,7 +11,7 @@ import pytest
 from bitnet_onnx.arch import ARCHITECTURES, REAL_SHAPES
 from bitnet_onnx.bench import cache as bench_cache
 from bitnet_onnx.cli import main
-from bitnet_onnx.customops import selected_isa
+from bitnet_onnx.customops import attention_auto_precision, selected_isa
 from bitnet_onnx.manifest import Manifest
 
 
@@ -30,8 +30,12 @@ def test_bench_table_json_and_cache(gemma3_bitnet, tmp_path, capsys, monkeypatch
     kernels = {v: m.get("kernels") for v, m in result["variants"].items()}
     assert kernels["i2s"] == f"{selected_isa()}/auto" and kernels["f32"] is None  # f32: no op of ours
     assert lines[2].startswith("op kernels (ISA/family") and f"{kernels['i2s']} (i2s" in lines[2]
-    assert lines[3].split()[:5] == ["batch", "seq", "variant", "ms/batch", "tokens/s"]
-    assert len(lines) == 5 + 4 * 3  # title, attention, kernels, header, rule, one row per (batch, seq, variant)
+    # i2s's fused attention at the export default, auto: what the library resolves it to here (the suite: f32)
+    assert result["variants"]["i2s"]["attention_precision"] == f"auto -> {attention_auto_precision()}"
+    assert lines[3] == ("EncoderAttention precision (auto = the op library's choice on this host): "
+                        f"auto -> {attention_auto_precision()} (i2s)")
+    assert lines[4].split()[:5] == ["batch", "seq", "variant", "ms/batch", "tokens/s"]
+    assert len(lines) == 6 + 4 * 3  # title, attention, kernels, precision, header, rule, a row per (batch, seq, variant)
 
     rows = result["rows"]
     assert {(r["batch"], r["seq"], r["variant"]) for r in rows} == {

@@ -89,8 +89,11 @@ def test_header_names_the_op_kernels_each_variant_ran(qwen3_bitnet, tiny_export,
     assert ours["op_library"] is True and stock["op_library"] is False
     monkeypatch.setenv(ISA_ENV, "scalar")
     monkeypatch.delenv(KERNEL_ENV, raising=False)
-    assert op_kernels(ours, variants.VARIANTS["i2s"].env) == {"kernels": "scalar/auto"}
-    assert op_kernels(ours, variants.VARIANTS["i2s-lut"].env) == {"kernels": "scalar/lut"}
+    # the tiny i2s export's attention is fused at the default precision, auto: f32 on the scalar ISA
+    assert ours["attention_precision"] == "auto" and stock["attention_precision"] is None
+    assert op_kernels(ours, variants.VARIANTS["i2s"].env) == {"kernels": "scalar/auto",
+                                                              "attention_precision": "auto -> f32"}
+    assert op_kernels(ours, variants.VARIANTS["i2s-lut"].env)["kernels"] == "scalar/lut"
     assert op_kernels(stock, ()) == {}
     assert op_kernels({"file_bytes": 1, "attention": "llama.cpp"}, ()) == {}  # llama.cpp's facts
     configs, names = [(1, 16)], ["i2s", "i2s-lut", "f32"]
@@ -98,6 +101,26 @@ def test_header_names_the_op_kernels_each_variant_ran(qwen3_bitnet, tiny_export,
     result["variants"]["i2s"]["kernels"], result["variants"]["i2s-lut"]["kernels"] = "scalar/auto", "scalar/lut"
     assert report.header(result)[1] == ("op kernels (ISA/family, auto = the op's per-call rules): "
                                         "scalar/auto (i2s), scalar/lut (i2s-lut)")
+
+
+def test_header_says_what_auto_attention_precision_runs(qwen3_bitnet, tiny_export, monkeypatch):
+    """The precision line: an auto export's resolution as the library gives it for the worker's
+    environment (BITNET_ONNX_ATTENTION_PRECISION of the variant over the inherited one), beside explicit ones."""
+    from bitnet_onnx.bench.measure import op_kernels
+    from bitnet_onnx.customops import ATTENTION_PRECISION_ENV, ISA_ENV, attention_auto_precision
+
+    ours = report.export_facts(tiny_export(qwen3_bitnet, "i2s"))
+    monkeypatch.delenv(ISA_ENV, raising=False)
+    monkeypatch.delenv(ATTENTION_PRECISION_ENV, raising=False)
+    here = attention_auto_precision()
+    assert op_kernels(ours, ())["attention_precision"] == f"auto -> {here}"
+    assert op_kernels(ours, ((ATTENTION_PRECISION_ENV, "bf16"),))["attention_precision"] == "auto -> bf16"
+    configs, names = [(1, 16)], ["i2s", "nbits", "f32"]
+    result = _result({(v, c): [1.0] for v in names for c in configs}, names, configs)
+    result["variants"]["i2s"]["attention_precision"] = f"auto -> {here}"
+    result["variants"]["nbits"]["attention_precision"] = "f32"
+    assert report.header(result)[-1] == ("EncoderAttention precision (auto = the op library's choice on this host): "
+                                         f"auto -> {here} (i2s), f32 (nbits)")
 
 
 def test_model_shapes_come_from_the_factory():

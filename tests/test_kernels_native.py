@@ -320,7 +320,8 @@ def test_aarch64_op_library_builds():
     res = _run([_tool("aarch64-linux-gnu-nm"), "-D", "--defined-only", str(libs[0])])
     assert res.returncode == 0, res.stderr
     symbols = {line.split()[-1] for line in res.stdout.splitlines() if line.strip()}
-    assert symbols == {"RegisterCustomOps", "bitnet_onnx_kernel_names", "bitnet_onnx_op_names"}, symbols
+    assert symbols == {"RegisterCustomOps", "bitnet_onnx_kernel_names", "bitnet_onnx_op_names",
+                       "bitnet_onnx_attention_auto_precision"}, symbols
     res = _run([_tool("aarch64-linux-gnu-objdump"), "-d", str(libs[0])])
     assert "sdot" in res.stdout, "the SDOT kernel is missing from the aarch64 library"
     assert "smmla" in res.stdout, "the SMMLA (i8mm) kernel is missing from the aarch64 library"

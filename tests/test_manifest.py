@@ -54,3 +54,16 @@ def test_fields_of_the_wrong_type_are_one_line_errors(tmp_path, field, value, me
     (tmp_path / MANIFEST_NAME).write_text(json.dumps(data), encoding="utf-8")
     with pytest.raises(BitnetOnnxError, match=message):
         Manifest.read(tmp_path)
+
+
+def test_attention_precision_is_one_of_the_ops_values_and_absent_means_f32(tmp_path):
+    """attention_precision (export --attention-precision) is one of the fused op's precisions; a manifest
+    written before the field reads as f32, the default then (an explicit bf16 export of that time is not told apart)."""
+    data = json.loads(json.dumps(_manifest().__dict__))
+    del data["attention_precision"]
+    (tmp_path / MANIFEST_NAME).write_text(json.dumps(data), encoding="utf-8")
+    assert Manifest.read(tmp_path).attention_precision == "f32"
+    data["attention_precision"] = "fp8"
+    (tmp_path / MANIFEST_NAME).write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(BitnetOnnxError, match=r"attention_precision must be one of f32, bf16, auto, got 'fp8'$"):
+        Manifest.read(tmp_path)

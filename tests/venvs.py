@@ -33,8 +33,10 @@ def run_ok(cmd: list, timeout: int = 600, **kw) -> subprocess.CompletedProcess:
 
 def isolated_env(venv: Path) -> dict[str, str]:
     """The environment of a user of that venv alone: the venv alone on PATH (no compiler, no cmake),
-    none of our variables, nothing of this checkout on sys.path."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("BITNET_ONNX_", "PYTHON", "VIRTUAL_ENV"))}
+    none of our variables but the attention precision the suite runs auto at (conftest.py: f32, so the
+    venv's embeddings compare with this process's on any CPU), nothing of this checkout on sys.path."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("BITNET_ONNX_", "PYTHON", "VIRTUAL_ENV"))
+           or k == "BITNET_ONNX_ATTENTION_PRECISION"}
     env["PATH"] = str(venv / "bin")
     return env
 

@@ -56,13 +56,18 @@ def measure(folders: dict[str, Path], configs: list[tuple[int, int]], threads: i
 def op_kernels(facts: dict, env: tuple[tuple[str, str], ...]) -> dict:
     """{"kernels": "<ISA>/<family>"} for an export whose graph runs our op library (its runner's facts
     say "op_library"), as its worker's environment (this one's plus the variant's ``env``) selects
-    them; family "auto" is the op's per-call rule table (docs/op.md, "Kernel families"). {} otherwise."""
-    from bitnet_onnx.customops import KERNEL_ENV, selected_isa
+    them; family "auto" is the op's per-call rule table (docs/op.md, "Kernel families"). {} otherwise.
+    An export whose EncoderAttention nodes say precision "auto" also gets "attention_precision":
+    "auto -> f32|bf16", what the library resolves it to in that environment."""
+    from bitnet_onnx.customops import KERNEL_ENV, attention_auto_precision, selected_isa
 
     if not facts.get("op_library"):
         return {}
     environ = {**os.environ, **dict(env)}
-    return {"kernels": f"{selected_isa(environ)}/{environ.get(KERNEL_ENV) or 'auto'}"}
+    kernels = {"kernels": f"{selected_isa(environ)}/{environ.get(KERNEL_ENV) or 'auto'}"}
+    if facts.get("attention_precision") == "auto":  # the library's answer for the worker's environment
+        kernels["attention_precision"] = f"auto -> {attention_auto_precision(environ)}"
+    return kernels
 
 
 def profile(folders: dict[str, Path], configs: list[tuple[int, int]], threads: int, reps: int,

@@ -5,6 +5,7 @@ A result is a dict (also written as JSON by ``bench --json``)::
     {"threads", "reps", "onnxruntime", "bitnet_onnx", "cpu",
      "variants": {name: {"file_bytes", "attention", "op_library" (the export needs our op library),
                          "kernels" (those that do: "<ISA>/<family>"),
+                         "attention_precision" (fused attention: f32, bf16, or "auto -> f32|bf16"),
                          "base_rss_bytes", "load_rss_bytes", "peak_rss_bytes",
                          "folder"}},
      "rows": [{"variant", "batch", "seq", "ms_per_batch", "tokens_per_s", "ms_all", "x_<base>"...}],
@@ -114,6 +115,9 @@ def header(result: dict) -> list[str]:
     kernels = _grouped(result["variants"], "kernels")
     if kernels:
         lines.append(f"op kernels (ISA/family, auto = the op's per-call rules): {kernels}")
+    precision = _grouped(result["variants"], "attention_precision")
+    if precision:
+        lines.append(f"EncoderAttention precision (auto = the op library's choice on this host): {precision}")
     return lines
 
 
@@ -137,6 +141,7 @@ def export_facts(folder: Path) -> dict:
 
     manifest = Manifest.read(folder)
     return {"file_bytes": model_bytes(folder), "attention": manifest.attention,
+            "attention_precision": manifest.attention_precision if manifest.attention == "fused" else None,
             "op_library": manifest.needs_custom_ops}
 
 

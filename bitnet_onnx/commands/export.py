@@ -45,7 +45,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "not fit max_length in memory (docs/attention.md)")
     p.add_argument("--attention-precision", choices=list(PRECISIONS),
                    help=f"what the fused attention op's q.k and p.v multiply: bf16 = operands rounded to bfloat16, "
-                        f"float32 sums and softmax (AVX512-BF16 where the CPU has it) (default "
+                        f"float32 sums and softmax; auto = the op library picks on the host that runs the model "
+                        f"(bf16 where its bf16 path is faster than f32: AMX-BF16; else f32) (default "
                         f"{attention.DEFAULT_PRECISION} with --attention fused; docs/attention.md)")
     p.add_argument("--pooling", choices=POOLINGS,
                    help="pooling for a model that names none (no 1_Pooling module, no GGUF pooling_type)")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from bitnet_onnx.customops import byte_fallback_bpe, encoder_attention, i2s_matmul, normalize_nfc
 from bitnet_onnx.customops.library import (
+    ATTENTION_PRECISION_ENV,
     DOMAIN,
     DOMAIN_VERSION,
     ISA_ENV,
@@ -22,6 +23,7 @@ from bitnet_onnx.customops.library import (
     LIBRARY_ENV,
     LIBRARY_NAME,
     KernelIsa,
+    attention_auto_precision,
     extensions_library_path,
     library_kernels,
     library_ops,
@@ -32,9 +34,9 @@ from bitnet_onnx.customops.library import (
 from bitnet_onnx.errors import BitnetOnnxError
 
 __all__ = [
-    "DOMAIN", "DOMAIN_VERSION", "ISA_ENV", "KERNEL_ENV", "LIBRARY_ENV", "LIBRARY_NAME", "SCHEMAS", "BitnetOnnxError", "KernelIsa",
-    "extensions_library_path", "library_kernels", "library_ops", "library_path", "register_onnx_schema",
-    "selected_isa", "session_options",
+    "ATTENTION_PRECISION_ENV", "DOMAIN", "DOMAIN_VERSION", "ISA_ENV", "KERNEL_ENV", "LIBRARY_ENV", "LIBRARY_NAME",
+    "SCHEMAS", "BitnetOnnxError", "KernelIsa", "attention_auto_precision", "extensions_library_path",
+    "library_kernels", "library_ops", "library_path", "register_onnx_schema", "selected_isa", "session_options",
 ]
 
 # op_type -> function building its onnx OpSchema: one row per op of the domain

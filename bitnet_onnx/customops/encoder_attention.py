@@ -13,8 +13,9 @@ _DOC = (
 
 _INPUTS = ("Q", "K", "V", "attention_mask")
 
-# The `precision` attribute's values (docs/attention.md, "Precision"); absent = "f32".
-PRECISIONS = ("f32", "bf16")
+# The `precision` attribute's values (docs/attention.md, "Precision"); absent = "f32". "auto": the library
+# picks f32 or bf16 for the host it runs on (customops.attention_auto_precision says which).
+PRECISIONS = ("f32", "bf16", "auto")
 PRECISIONS_BYTES = tuple(p.encode() for p in PRECISIONS)
 
 
@@ -93,7 +94,8 @@ def schema(domain: str, version: int):
             attr("window_right", ints, "query i sees keys j <= i + window_right (absent: unbounded)",
                  required=False),
             attr("precision", helper.make_attribute("precision", "f32"),
-                 "what q.k and p.v multiply: f32, or bf16 (q, k, p, v rounded to bfloat16, float32 sums)"),
+                 "what q.k and p.v multiply: f32, bf16 (q, k, p, v rounded to bfloat16, float32 sums), or auto "
+                 "(bf16 where the host's bf16 path is faster than f32, else f32)"),
         ],
     )
     schema.set_type_and_shape_inference_function(_infer)

@@ -20,6 +20,8 @@ LIBRARY_NAME = "libbitnet_onnx_ops.so"
 LIBRARY_ENV = "BITNET_ONNX_LIBRARY"  # path of the library to use instead of the installed one
 ISA_ENV = "BITNET_ONNX_ISA"  # read by the library: force one kernel ISA (README, environment variables)
 KERNEL_ENV = "BITNET_ONNX_KERNEL"  # read by the library: force a kernel family, lut or mul (docs/op.md)
+# read by the library: what EncoderAttention's precision "auto" runs, f32 or bf16 (docs/attention.md)
+ATTENTION_PRECISION_ENV = "BITNET_ONNX_ATTENTION_PRECISION"
 
 
 @dataclass(frozen=True)
@@ -95,6 +97,26 @@ def selected_isa(environ: Mapping[str, str] | None = None) -> str:
         raise BitnetOnnxError(f"{ISA_ENV}={forced}: {why}; this library runs "
                               f"{', '.join(r.name for r in records if r.built and r.runs)}")
     return record.name
+
+
+def attention_auto_precision(environ: Mapping[str, str] | None = None) -> str:
+    """What EncoderAttention's ``precision="auto"`` runs in a process with ``environ`` (default: this one's),
+    "f32" or "bf16", as the library itself decides it (its ``bitnet_onnx_attention_auto_precision``: the
+    rule of customops/kernels/attention/dispatch.cc under BITNET_ONNX_ISA and BITNET_ONNX_ATTENTION_PRECISION).
+    BitnetOnnxError with the op's own message when either variable would fail the session."""
+    environ = os.environ if environ is None else environ
+    path = library_path()
+    try:
+        function = ctypes.CDLL(path).bitnet_onnx_attention_auto_precision
+    except AttributeError:
+        raise BitnetOnnxError(f"op library {path} has no bitnet_onnx_attention_auto_precision (an older build): "
+                              "rebuild it") from None
+    function.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+    function.restype = ctypes.c_char_p
+    answer = function(*(environ.get(name, "").encode() for name in (ISA_ENV, ATTENTION_PRECISION_ENV))).decode()
+    if answer not in ("f32", "bf16"):
+        raise BitnetOnnxError(answer)
+    return answer
 
 
 def library_ops() -> tuple[str, list[str]]:

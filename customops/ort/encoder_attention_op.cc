@@ -167,18 +167,25 @@ void init_state(EncoderAttentionKernelState& s, const OrtKernelInfo* raw) {
   }
   if (causal) s.after = 0;  // the band is the intersection of causality and the window
   // precision: what q.k and p.v multiply (docs/attention.md); absent = f32, the op before the attribute.
+  // "auto": the attention dispatch's rule for this host (attention::auto_precision), read per kernel so a
+  // test can set BITNET_ONNX_ATTENTION_PRECISION between sessions.
   std::string precision = "f32";
   int64_t as_int = 0;
   float as_float = 0.0f;
   if (!string_attribute(raw, "precision", &precision) &&
       (int_attribute(raw, "precision", &as_int) || float_attribute(raw, "precision", &as_float)))
-    throw InvalidInput{"attribute 'precision' must be a string, \"f32\" or \"bf16\""};
+    throw InvalidInput{"attribute 'precision' must be a string, \"f32\", \"bf16\" or \"auto\""};
   if (precision == "bf16") {
     s.precision = attention::Precision::kBf16;
-    s.bf16_ops = attention::select_bf16_tile_ops(std::getenv("BITNET_ONNX_ISA"));
+  } else if (precision == "auto") {
+    if (!attention::auto_precision(std::getenv("BITNET_ONNX_ISA"), std::getenv(attention::kPrecisionEnv),
+                                   &s.precision, &error))
+      throw InvalidInput{error};
   } else if (precision != "f32") {
-    throw InvalidInput{"attribute 'precision' must be \"f32\" or \"bf16\", got \"" + precision + "\""};
+    throw InvalidInput{"attribute 'precision' must be \"f32\", \"bf16\" or \"auto\", got \"" + precision + "\""};
   }
+  if (s.precision == attention::Precision::kBf16)
+    s.bf16_ops = attention::select_bf16_tile_ops(std::getenv("BITNET_ONNX_ISA"));
 }
 
 }  // namespace

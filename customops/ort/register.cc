@@ -1,11 +1,13 @@
 // The library's exported symbols: RegisterCustomOps adds the "bitnet_onnx" domain to a session's
 // options (SessionOptions.register_custom_ops_library / RegisterCustomOpsLibrary), and
-// bitnet_onnx_op_names lists the domain's ops and bitnet_onnx_kernel_names the kernel ISA table
-// for tools (Python reads both with ctypes).
+// bitnet_onnx_op_names lists the domain's ops, bitnet_onnx_kernel_names the kernel ISA table and
+// bitnet_onnx_attention_auto_precision what EncoderAttention's precision "auto" runs, for tools (Python
+// reads them with ctypes).
 #include <exception>
 #include <mutex>
 #include <string>
 
+#include "attention.h"
 #include "isa.h"
 #include "op_table.h"
 #include "ort_api.h"
@@ -59,4 +61,16 @@ extern "C" __attribute__((visibility("default"))) const char* bitnet_onnx_op_nam
 extern "C" __attribute__((visibility("default"))) const char* bitnet_onnx_kernel_names() {
   static const std::string text = bitnet_onnx::isa_table_text();
   return text.c_str();
+}
+
+// What EncoderAttention's precision = "auto" runs on this CPU (attention::auto_precision, the rule the op
+// applies), with BITNET_ONNX_ISA = forced_isa and BITNET_ONNX_ATTENTION_PRECISION = forced_precision (null
+// or empty: unset; the caller passes its environment's values, or another process's): "f32" or "bf16", or
+// else the one-line error the op would fail session creation with. Needs no ORT runtime.
+extern "C" __attribute__((visibility("default"))) const char* bitnet_onnx_attention_auto_precision(
+    const char* forced_isa, const char* forced_precision) {
+  thread_local std::string error;  // the text returned stays valid until this thread's next call
+  bitnet_onnx::attention::Precision precision;
+  if (!bitnet_onnx::attention::auto_precision(forced_isa, forced_precision, &precision, &error)) return error.c_str();
+  return bitnet_onnx::attention::precision_name(precision);
 }

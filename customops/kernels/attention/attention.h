@@ -154,5 +154,18 @@ const TileOps* tile_ops(Isa isa);
 // select_tile_ops succeeded with the same `forced`.
 const Bf16TileOps* select_bf16_tile_ops(const char* forced);
 
+// The variable that forces what precision = "auto" resolves to (f32 or bf16; unset or empty: the rule
+// below). Explicit "f32" and "bf16" attributes do not read it.
+inline constexpr const char* kPrecisionEnv = "BITNET_ONNX_ATTENTION_PRECISION";
+
+// What precision = "auto" runs on this host with BITNET_ONNX_ISA = forced_isa: kBf16 where the bf16 path
+// select_bf16_tile_ops(forced_isa) picks is measured faster than the f32 tiles (AMX-BF16), kF32 elsewhere;
+// forced_precision (kPrecisionEnv's value) names the answer instead. False with *error set (naming the
+// variable) when forced_precision is not "f32" or "bf16", or select_tile_ops refuses forced_isa.
+bool auto_precision(const char* forced_isa, const char* forced_precision, Precision* precision, std::string* error);
+
+// "f32" or "bf16": the attribute value of `precision`.
+const char* precision_name(Precision precision);
+
 }  // namespace attention
 }  // namespace bitnet_onnx

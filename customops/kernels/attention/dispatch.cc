@@ -1,4 +1,7 @@
-// select_tile_ops: each record of the ISA table (isa.h) mapped onto an attention path.
+// select_tile_ops: each record of the ISA table (isa.h) mapped onto an attention path; the bf16 path of
+// each record (select_bf16_tile_ops) and what precision = "auto" runs (auto_precision).
+#include <cstring>
+#include <initializer_list>
 #include <string>
 
 #include "attention.h"
@@ -46,6 +49,40 @@ const Bf16TileOps* select_bf16_tile_ops(const char* forced) {
 #endif
   return nullptr;
 }
+
+namespace {
+
+// precision = "auto" runs bf16 only on a bf16 path measured faster than the f32 tiles: AMX-BF16, 2.2-3.3x
+// f32 at S = 2048 (BENCHMARKS.md, "EncoderAttention precision"). AVX512-BF16's vdpbf16ps was 0.68-0.73x
+// f32 on Sapphire Rapids, and the f32 tiles on bf16-rounded operands cost what f32 does: both stay f32.
+bool bf16_faster_than_f32(const Bf16TileOps* ops) {
+#if defined(__x86_64__) || defined(_M_X64)
+  return ops != nullptr && ops == amxbf16_tile_ops();
+#else
+  (void)ops;
+  return false;
+#endif
+}
+
+}  // namespace
+
+bool auto_precision(const char* forced_isa, const char* forced_precision, Precision* precision, std::string* error) {
+  if (select_tile_ops(forced_isa, error) == nullptr) return false;  // the ISA the op would refuse
+  if (forced_precision != nullptr && forced_precision[0] != '\0') {
+    for (Precision p : {Precision::kF32, Precision::kBf16}) {
+      if (std::strcmp(forced_precision, precision_name(p)) != 0) continue;
+      *precision = p;
+      return true;
+    }
+    if (error)
+      *error = std::string(kPrecisionEnv) + "=" + forced_precision + ": unknown attention precision; expected f32 or bf16";
+    return false;
+  }
+  *precision = bf16_faster_than_f32(select_bf16_tile_ops(forced_isa)) ? Precision::kBf16 : Precision::kF32;
+  return true;
+}
+
+const char* precision_name(Precision precision) { return precision == Precision::kBf16 ? "bf16" : "f32"; }
 
 }  // namespace attention
 }  // namespace bitnet_onnx
