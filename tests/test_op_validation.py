@@ -18,7 +18,7 @@ from bitnet_onnx.ternary import pack_i2s
 from cpu_isas import isas_of_this_cpu
 
 
-def _model(k: int = 128, n: int = 2, **attrs) -> bytes:
+def _model(k: int = 128, n: int = 2, domain_version: int = 1, **attrs) -> bytes:
     w = pack_i2s(np.ones((n, k), np.int8))
     node = helper.make_node("I2STernaryMatMul", ["X", "W", "scale"], ["Y"], domain=customops.DOMAIN, **attrs)
     graph = helper.make_graph(
@@ -27,7 +27,7 @@ def _model(k: int = 128, n: int = 2, **attrs) -> bytes:
         [helper.make_tensor("W", TensorProto.UINT8, w.shape, w.tobytes(), raw=True),
          helper.make_tensor("scale", TensorProto.FLOAT, [1], [1.0])])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
-                                                   helper.make_opsetid(customops.DOMAIN, 1)]).SerializeToString()
+                                                   helper.make_opsetid(customops.DOMAIN, domain_version)]).SerializeToString()
 
 
 @pytest.mark.parametrize("value", [3, "1e-6", [1e-6, 1e-6], [1, 2]])
@@ -69,3 +69,14 @@ def test_runtime_refuses_another_domain_version(tiny_model, tiny_export, private
     onnx.save(model, str(folder / manifest.model_file))
     with pytest.raises(BitnetOnnxError, match="imports domain 'bitnet_onnx' version 2; this op library implements version 1"):
         create_session(folder, manifest)
+
+
+@pytest.mark.parametrize("version", [2, 1000])
+def test_onnx_runtime_itself_runs_another_domain_version_with_this_library(version):
+    """Why the hosts check the import (docs/op.md, "Version"): ONNX Runtime does not refuse a graph importing
+    a later version of the domain; it runs the version-1 kernel, the same bytes. Should an ONNX Runtime
+    start refusing, this fails and the docs' statement is to be changed."""
+    x = np.random.default_rng(0).standard_normal((3, 128)).astype(np.float32)
+    want = ort.InferenceSession(_model(), customops.session_options()).run(None, {"X": x})[0]
+    got = ort.InferenceSession(_model(domain_version=version), customops.session_options()).run(None, {"X": x})[0]
+    assert got.tobytes() == want.tobytes()
