@@ -26,7 +26,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "embed-dataset": ("bitnet_onnx.commands.embed_dataset", "embed a Parquet/JSONL corpus with Ray Data, resumably"),
     "bench": ("bitnet_onnx.commands.bench", "benchmark the i2s export against ORT baselines"),
     "convert-gguf": ("bitnet_onnx.commands.convert_gguf", "convert a HF model folder to GGUF (f32, f16, i2_s)"),
-    "inspect": ("bitnet_onnx.commands.inspect", "print a GGUF file's metadata and tensor table"),
+    "inspect": ("bitnet_onnx.commands.inspect", "print a GGUF file's metadata and tensors, or an export's facts and what runs it on this host"),
 }
 
 

@@ -153,8 +153,13 @@ def _check_io(session, model_path: Path, expected: tuple[str, ...] = INPUTS) -> 
 
 
 def _check_ort_version(have: str, need: str, folder: Path) -> None:
-    if Version(have) < Version(need):
+    if not runs_on_onnxruntime(have, need):
         raise BitnetOnnxError(f"{folder}: needs onnxruntime >= {need}, this is {have}")
+
+
+def runs_on_onnxruntime(have: str, need: str) -> bool:
+    """Whether onnxruntime ``have`` runs an export whose manifest asks for ``need`` (its min_onnxruntime)."""
+    return Version(have) >= Version(need)
 
 
 def first_line(e: Exception) -> str:

@@ -59,12 +59,12 @@ def op_kernels(facts: dict, env: tuple[tuple[str, str], ...]) -> dict:
     them; family "auto" is the op's per-call rule table (docs/op.md, "Kernel families"). {} otherwise.
     An export whose EncoderAttention nodes say precision "auto" also gets "attention_precision":
     "auto -> f32|bf16", what the library resolves it to in that environment."""
-    from bitnet_onnx.customops import KERNEL_ENV, attention_auto_precision, selected_isa
+    from bitnet_onnx.customops import attention_auto_precision, selected_isa, selected_kernel_family
 
     if not facts.get("op_library"):
         return {}
     environ = {**os.environ, **dict(env)}
-    kernels = {"kernels": f"{selected_isa(environ)}/{environ.get(KERNEL_ENV) or 'auto'}"}
+    kernels = {"kernels": f"{selected_isa(environ)}/{selected_kernel_family(environ)}"}
     if facts.get("attention_precision") == "auto":  # the library's answer for the worker's environment
         kernels["attention_precision"] = f"auto -> {attention_auto_precision(environ)}"
     return kernels

@@ -29,6 +29,7 @@ from bitnet_onnx.customops.library import (
     library_ops,
     library_path,
     selected_isa,
+    selected_kernel_family,
     session_options,
 )
 from bitnet_onnx.errors import BitnetOnnxError
@@ -36,7 +37,8 @@ from bitnet_onnx.errors import BitnetOnnxError
 __all__ = [
     "ATTENTION_PRECISION_ENV", "DOMAIN", "DOMAIN_VERSION", "ISA_ENV", "KERNEL_ENV", "LIBRARY_ENV", "LIBRARY_NAME",
     "SCHEMAS", "BitnetOnnxError", "KernelIsa", "attention_auto_precision", "extensions_library_path",
-    "library_kernels", "library_ops", "library_path", "register_onnx_schema", "selected_isa", "session_options",
+    "library_kernels", "library_ops", "library_path", "register_onnx_schema", "selected_isa", "selected_kernel_family",
+    "session_options",
 ]
 
 # op_type -> function building its onnx OpSchema: one row per op of the domain

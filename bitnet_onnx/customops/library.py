@@ -99,6 +99,13 @@ def selected_isa(environ: Mapping[str, str] | None = None) -> str:
     return record.name
 
 
+def selected_kernel_family(environ: Mapping[str, str] | None = None) -> str:
+    """The I2STernaryMatMul kernel family a process with ``environ`` (default: this one's) runs: the one
+    ``BITNET_ONNX_KERNEL`` forces (the library checks the name when a session creates the op's kernel), else
+    "auto", the op's per-call rules (docs/op.md, "Kernel families")."""
+    return (os.environ if environ is None else environ).get(KERNEL_ENV) or "auto"
+
+
 def attention_auto_precision(environ: Mapping[str, str] | None = None) -> str:
     """What EncoderAttention's ``precision="auto"`` runs in a process with ``environ`` (default: this one's),
     "f32" or "bf16", as the library itself decides it (its ``bitnet_onnx_attention_auto_precision``: the

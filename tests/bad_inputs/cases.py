@@ -588,6 +588,8 @@ CORRUPT_CASES = [
     Case("gguf-tensor-data-beyond-end", 5, ["export", "t.gguf", "-o", "out"], r"t\.gguf: .*tensor 'token_embd\.weight': data ends at byte",
          setup=texts_file("t.gguf", gguf_file([], 1, gguf_tensor("token_embd.weight", (32, 512), 1)) + bytes(64))),
     Case("gguf-empty", 5, ["inspect", "e.gguf"], r"e\.gguf: not a readable GGUF", setup=texts_file("e.gguf", b"")),
+    # a folder is read as an export: one that is not (a HF model folder) is named by its missing manifest
+    Case("inspect-folder-without-manifest", 5, ["inspect", "{model}"], r"model/bitnet_onnx\.json: manifest missing"),
 ]
 
 DEV_ZERO = "/dev/zero"
@@ -680,6 +682,8 @@ READER_CASES = [
     Case("export-gguf-fifo", 6, ["export", "f.gguf", "-o", "out"], rf"f\.gguf: {FIFO}", setup=fifo("f.gguf"), timeout=HANG),
     Case("embed-manifest-fifo", 6, EMBED, rf"export/bitnet_onnx\.json: {FIFO}", setup=fifo("export/bitnet_onnx.json"),
          timeout=HANG),
+    Case("inspect-manifest-fifo", 6, ["inspect", "{export}"], rf"export/bitnet_onnx\.json: {FIFO}",
+         setup=fifo("export/bitnet_onnx.json"), timeout=HANG),
     Case("embed-model-onnx-fifo", 6, EMBED, rf"export/model\.onnx: {FIFO}", setup=fifo("export/model.onnx"), timeout=HANG),
     Case("embed-external-data-fifo", 6, ["embed", "{external}", "hello"], rf"external/model\.onnx\.data: {FIFO}",
          setup=fifo("external/model.onnx.data"), timeout=HANG),
