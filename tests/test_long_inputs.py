@@ -25,6 +25,7 @@ import onnx
 import onnxruntime as ort
 import pytest
 
+from bitnet_onnx import customops
 from bitnet_onnx.arch import ARCHITECTURES
 from bitnet_onnx.cli import main
 from bitnet_onnx.convert_gguf.writer import convert
@@ -97,7 +98,7 @@ def test_the_default_bitnet_export_embeds_a_32768_token_text(tmp_path, real_widt
     """What a BitNet checkpoint exports to by default, i2s with EncoderAttention at precision auto (the model
     test_claims shares), serves its max_length, run as a user's host runs it: auto resolved by the op library,
     not forced to f32 as in the rest of the suite (bf16 on AMX-BF16; only finiteness is asserted here)."""
-    monkeypatch.delenv("BITNET_ONNX_ATTENTION_PRECISION", raising=False)
+    monkeypatch.delenv(customops.ATTENTION_PRECISION_ENV, raising=False)
     out = export(real_width_model(arch, **FEW_LAYERS[arch]), tmp_path / "i2s")
     m = Manifest.read(out)
     assert (m.weights, m.attention, m.max_length, m.needs_custom_ops) == ("i2s", "fused", LONG, True)

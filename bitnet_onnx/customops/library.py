@@ -61,16 +61,17 @@ def library_path() -> str:
     )
 
 
-def _library_text(symbol: str) -> str:
-    """What the library's ``const char* symbol()`` returns."""
+def _library_text(symbol: str, *args: str) -> str:
+    """What the library's ``const char* symbol(const char*...)`` returns for ``args``."""
     path = library_path()
     lib = ctypes.CDLL(path)
     try:
         function = getattr(lib, symbol)
     except AttributeError:
         raise BitnetOnnxError(f"op library {path} has no {symbol} (an older build): rebuild it") from None
+    function.argtypes = [ctypes.c_char_p] * len(args)
     function.restype = ctypes.c_char_p
-    return function().decode()
+    return function(*(arg.encode() for arg in args)).decode()
 
 
 def library_kernels() -> list[KernelIsa]:
@@ -112,15 +113,8 @@ def attention_auto_precision(environ: Mapping[str, str] | None = None) -> str:
     rule of customops/kernels/attention/dispatch.cc under BITNET_ONNX_ISA and BITNET_ONNX_ATTENTION_PRECISION).
     BitnetOnnxError with the op's own message when either variable would fail the session."""
     environ = os.environ if environ is None else environ
-    path = library_path()
-    try:
-        function = ctypes.CDLL(path).bitnet_onnx_attention_auto_precision
-    except AttributeError:
-        raise BitnetOnnxError(f"op library {path} has no bitnet_onnx_attention_auto_precision (an older build): "
-                              "rebuild it") from None
-    function.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
-    function.restype = ctypes.c_char_p
-    answer = function(*(environ.get(name, "").encode() for name in (ISA_ENV, ATTENTION_PRECISION_ENV))).decode()
+    answer = _library_text("bitnet_onnx_attention_auto_precision",
+                           *(environ.get(name, "") for name in (ISA_ENV, ATTENTION_PRECISION_ENV)))
     if answer not in ("f32", "bf16"):
         raise BitnetOnnxError(answer)
     return answer
