@@ -440,3 +440,115 @@ def test_auto_with_an_isa_this_cpu_lacks_names_bitnet_onnx_isa(monkeypatch):
         session(make_model(4, 2, precision="auto"))
     with pytest.raises(customops.BitnetOnnxError, match="BITNET_ONNX_ISA=nonesuch: unknown kernel name"):
         customops.attention_auto_precision()
+
+
+# ---------------------------------------------------------------------------------------------
+# The driver's path (attention::Attention::path_for): the ISA record's own tile ops at the node's precision,
+# else the next ones down that take the head dim, with the reason; a forced ISA refuses the call instead.
+
+# The head-dim multiple each path needs: AMX-BF16 tiles sum 32 bf16, AVX-512 vectors hold 16 floats, AVX2 8.
+_PATH_MULTIPLE = {"amxbf16": 32, "avx512bf16": 16, "avx512": 16, "avx2": 8, "scalar": 1}
+
+
+def _path_chain(isa: str, precision: str) -> list[str]:
+    """What docs/attention.md says a node of `isa` and `precision` may run, best first: the bf16 dot products of
+    the record on this CPU (AMX-BF16 under amx, else AVX512-BF16 under amx or avx512vnni), its float tiles
+    (bf16-rounded operands under bf16: ":bf16"), the scalar tiles."""
+    flags = cpu_flags()
+    floats = {"amx": "avx512", "avx512vnni": "avx512", "avxvnni": "avx2", "avx2": "avx2"}.get(isa, "scalar")
+    if precision == "f32":
+        return [floats, "scalar"]
+    chain = []
+    if isa == "amx" and "amx_bf16" in flags:
+        chain.append("amxbf16")
+    elif floats == "avx512" and "avx512_bf16" in flags:
+        chain.append("avx512bf16")
+    return chain + [f"{floats}:bf16", "scalar:bf16"]
+
+
+def _expected_path(isa: str, precision: str, head_dim: int) -> customops.AttentionPath:
+    chain = _path_chain(isa, precision)
+    ran = next(p for p in chain if head_dim % _PATH_MULTIPLE[p.split(":")[0]] == 0)
+    own = chain[0]
+    why = "" if ran == own else (f"head_dim {head_dim} is not a multiple of {_PATH_MULTIPLE[own.split(':')[0]]}, "
+                                 f"which {own} needs")
+    return customops.AttentionPath(ran, why)
+
+
+@pytest.mark.parametrize("isa", isas_of_this_cpu())
+@pytest.mark.parametrize("precision", ["f32", "bf16", "auto"])
+def test_the_library_reports_the_path_and_why_it_fell_back(isa, precision, monkeypatch):
+    """customops.attention_path (the driver's own choice, exported) against the rule written out above, for every
+    ISA this CPU runs and head dims every path takes (64-256), only some take (48: not AMX-BF16's 32) and none
+    but scalar takes (20); auto is the precision the dispatch resolves it to."""
+    monkeypatch.delenv(customops.ATTENTION_PRECISION_ENV, raising=False)
+    resolved = _auto_rule_from_cpuinfo(isa) if precision == "auto" else precision
+    for head_dim in (20, 48, 64, 128, 256):
+        got = customops.attention_path(precision, head_dim, {customops.ISA_ENV: isa})
+        assert got == _expected_path(isa, resolved, head_dim), (isa, precision, head_dim)
+
+
+def test_the_path_query_refuses_what_the_op_refuses():
+    with pytest.raises(customops.BitnetOnnxError, match="^BITNET_ONNX_ISA=nonesuch: unknown kernel name"):
+        customops.attention_path("f32", 64, {customops.ISA_ENV: "nonesuch"})
+    with pytest.raises(customops.BitnetOnnxError, match="^BITNET_ONNX_ATTENTION_PRECISION=fp8: unknown"):
+        customops.attention_path("auto", 64, {customops.ATTENTION_PRECISION_ENV: "fp8"})
+    with pytest.raises(customops.BitnetOnnxError, match="^precision must be f32, bf16 or auto$"):
+        customops.attention_path("fp8", 64, {})
+    with pytest.raises(customops.BitnetOnnxError, match="^head_dim must be a positive integer$"):
+        customops.attention_path("f32", 0, {})
+
+
+_SIMD_ISAS = [isa for isa in isas_of_this_cpu() if isa != "scalar"]  # amx too: its bf16 path is its own
+
+
+@pytest.mark.parametrize("isa", _SIMD_ISAS)
+@pytest.mark.parametrize("precision", ["f32", "bf16"])
+def test_a_forced_isa_refuses_a_head_dim_its_path_does_not_take(isa, precision, monkeypatch):
+    """BITNET_ONNX_ISA forces a path, so a head dim that path does not take (20: no SIMD path's multiple) fails
+    the run in one line naming the variable, the reason and where an unforced node goes, instead of timing or
+    testing the scalar tiles under the forced name. The query says the same reason."""
+    monkeypatch.setenv(customops.ISA_ENV, isa)
+    hq, hkv, d = 4, 2, 20
+    reported = customops.attention_path(precision, d)
+    assert reported.fallback and reported == _expected_path(isa, precision, d)
+    with pytest.raises(Exception) as err:
+        session(make_model(hq, hkv, causal=1, precision=precision)).run(None, _feeds(hq=hq, hkv=hkv, d=d))
+    message = (f"BITNET_ONNX_ISA={isa}: {reported.fallback}; a forced ISA does not fall back (to {reported.name})")
+    text = str(err.value)
+    assert message in text and "EncoderAttention node" in text, text
+    assert "\n" not in text[text.index("EncoderAttention node"):], text
+
+
+@pytest.mark.parametrize("precision", ["f32", "bf16"])
+def test_an_unforced_node_falls_back_to_the_path_it_reports(precision, monkeypatch):
+    """Unforced, the same head dim runs: the path the query reports (scalar, on a CPU with a SIMD path, with the
+    reason), bit for bit what the forced scalar record computes, on 1 and 2 threads."""
+    hq, hkv, d = 4, 2, 20
+    feeds = _feeds(b=3, s=70, hq=hq, hkv=hkv, d=d)
+    model = make_model(hq, hkv, causal=1, precision=precision)
+    monkeypatch.setenv(customops.ISA_ENV, "scalar")
+    scalar = session(model).run(None, feeds)[0]
+    monkeypatch.delenv(customops.ISA_ENV)
+    best = isas_of_this_cpu()[-1]
+    reported = customops.attention_path(precision, d)
+    assert reported == _expected_path(best, precision, d)
+    assert reported.name == ("scalar" if precision == "f32" else "scalar:bf16")
+    assert bool(reported.fallback) == (best != "scalar")
+    for threads in (1, 2):
+        assert session(model, threads=threads).run(None, feeds)[0].tobytes() == scalar.tobytes()
+
+
+def test_bf16_at_a_head_dim_amx_does_not_take_runs_the_reported_path(monkeypatch):
+    """A head dim AVX-512 takes and AMX-BF16 does not (48): unforced, bf16 runs the path the query reports (on an
+    AMX-BF16 CPU the float tiles on bf16-rounded operands, "avx512:bf16", saying why), within the bf16 bound of
+    the rounded reference."""
+    monkeypatch.delenv(customops.ISA_ENV, raising=False)
+    hq, hkv, d = 4, 2, 48
+    reported = customops.attention_path("bf16", d)
+    assert reported == _expected_path(isas_of_this_cpu()[-1], "bf16", d)
+    if "amx_bf16" in cpu_flags() and "amx" in isas_of_this_cpu():
+        assert reported == customops.AttentionPath("avx512:bf16", "head_dim 48 is not a multiple of 32, which amxbf16 needs")
+    q, k, v, mask = inputs(3, 100, hq, hkv, d, seed=9)
+    got = session(make_model(hq, hkv, causal=1, precision="bf16")).run(None, {"q": q, "k": k, "v": v, "mask": mask})[0]
+    assert rel_err(got, reference_bf16(q, k, v, mask, hq, hkv, d ** -0.5, None, 0)) <= 2e-3

@@ -321,7 +321,7 @@ def test_aarch64_op_library_builds():
     assert res.returncode == 0, res.stderr
     symbols = {line.split()[-1] for line in res.stdout.splitlines() if line.strip()}
     assert symbols == {"RegisterCustomOps", "bitnet_onnx_kernel_names", "bitnet_onnx_op_names",
-                       "bitnet_onnx_attention_auto_precision"}, symbols
+                       "bitnet_onnx_attention_auto_precision", "bitnet_onnx_attention_path"}, symbols
     res = _run([_tool("aarch64-linux-gnu-objdump"), "-d", str(libs[0])])
     assert "sdot" in res.stdout, "the SDOT kernel is missing from the aarch64 library"
     assert "smmla" in res.stdout, "the SMMLA (i8mm) kernel is missing from the aarch64 library"

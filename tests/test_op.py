@@ -390,13 +390,13 @@ def test_selected_isa_follows_the_library_rule():
             customops.selected_isa({customops.ISA_ENV: bad})
 
 
-def test_library_exports_only_its_four_symbols_and_does_not_link_onnxruntime():
+def test_library_exports_only_its_five_symbols_and_does_not_link_onnxruntime():
     lib = customops.library_path()
     assert shutil.which("nm") and shutil.which("readelf"), "binutils (which built the library) is needed"
     defined = subprocess.run(["nm", "-D", "--defined-only", lib], capture_output=True, text=True, check=True).stdout
     symbols = sorted(line.split()[-1] for line in defined.splitlines() if line.strip())
-    assert symbols == ["RegisterCustomOps", "bitnet_onnx_attention_auto_precision", "bitnet_onnx_kernel_names",
-                       "bitnet_onnx_op_names"]
+    assert symbols == ["RegisterCustomOps", "bitnet_onnx_attention_auto_precision", "bitnet_onnx_attention_path",
+                       "bitnet_onnx_kernel_names", "bitnet_onnx_op_names"]
     dynamic = subprocess.run(["readelf", "-d", lib], capture_output=True, text=True, check=True).stdout
     needed = [line for line in dynamic.splitlines() if "(NEEDED)" in line]
     assert needed and not any("onnxruntime" in line or "libstdc++" in line for line in needed), needed

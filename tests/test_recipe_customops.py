@@ -78,8 +78,9 @@ def test_every_isa_this_cpu_runs_has_an_i2s_kernel_and_an_attention_path(isa, mo
     (y,) = i2s.run(None, {"X": np.ones((1, 128), np.float32)})
     assert y.shape == (1, 32) and not y.any()  # all-zero ternary weights
     attention = ort.InferenceSession(_attention_model(), options, providers=["CPUExecutionProvider"])
-    q = np.ones((1, 3, 8), np.float32)
-    (out,) = attention.run(None, {"q": q, "k": q[:, :, :4], "v": q[:, :, :4], "mask": np.ones((1, 3), np.int64)})
+    # head_dim 32: every path's own tiles take it (a forced ISA refuses a head dim its path does not take)
+    q = np.ones((1, 3, 64), np.float32)
+    (out,) = attention.run(None, {"q": q, "k": q[:, :, :32], "v": q[:, :, :32], "mask": np.ones((1, 3), np.int64)})
     np.testing.assert_array_equal(out, q)  # equal values: softmax-weighted mean of ones
 
 

@@ -23,7 +23,9 @@ from bitnet_onnx.customops.library import (
     LIBRARY_ENV,
     LIBRARY_NAME,
     KernelIsa,
+    AttentionPath,
     attention_auto_precision,
+    attention_path,
     extensions_library_path,
     library_kernels,
     library_ops,
@@ -36,7 +38,8 @@ from bitnet_onnx.errors import BitnetOnnxError
 
 __all__ = [
     "ATTENTION_PRECISION_ENV", "DOMAIN", "DOMAIN_VERSION", "ISA_ENV", "KERNEL_ENV", "LIBRARY_ENV", "LIBRARY_NAME",
-    "SCHEMAS", "BitnetOnnxError", "KernelIsa", "attention_auto_precision", "extensions_library_path",
+    "SCHEMAS", "AttentionPath", "BitnetOnnxError", "KernelIsa", "attention_auto_precision", "attention_path",
+    "extensions_library_path",
     "library_kernels", "library_ops", "library_path", "register_onnx_schema", "selected_isa", "selected_kernel_family",
     "session_options",
 ]

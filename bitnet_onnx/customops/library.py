@@ -120,6 +120,29 @@ def attention_auto_precision(environ: Mapping[str, str] | None = None) -> str:
     return answer
 
 
+@dataclass(frozen=True)
+class AttentionPath:
+    """Which EncoderAttention tile ops run a node (the driver's choice, attention::Attention::path_for)."""
+
+    name: str  # attention_kernel_test's path names: "amxbf16", "avx512bf16", "avx512", "avx512:bf16", "scalar", ...
+    fallback: str  # "" when the ISA's own path runs; else why it did not (a forced ISA refuses the call instead)
+
+
+def attention_path(precision: str, head_dim: int, environ: Mapping[str, str] | None = None) -> AttentionPath:
+    """The tile ops an EncoderAttention node of ``precision`` ("f32", "bf16" or "auto") and ``head_dim`` runs in
+    a process with ``environ`` (default: this one's), as the library's driver decides it (its
+    ``bitnet_onnx_attention_path``). BitnetOnnxError with the library's message when the variables would
+    fail the session, or the arguments are not a precision and a positive head dim."""
+    environ = os.environ if environ is None else environ
+    answer = _library_text("bitnet_onnx_attention_path",
+                           *(environ.get(name, "") for name in (ISA_ENV, ATTENTION_PRECISION_ENV)),
+                           str(precision), str(head_dim))
+    if "\t" not in answer:
+        raise BitnetOnnxError(answer)
+    name, fallback = answer.split("\t", 1)
+    return AttentionPath(name, fallback)
+
+
 def library_ops() -> tuple[str, list[str]]:
     """(domain, op names) as the library itself lists them (its ``bitnet_onnx_op_names`` symbol)."""
     domain, _, names = _library_text("bitnet_onnx_op_names").partition(":")

@@ -1,13 +1,13 @@
 // EncoderAttention: out[B, S, Hq*D] = softmax(scale * q.k^T over the allowed keys) . v, per
 // query head, with grouped-query kv heads, a causal / sliding band and the attention mask.
-// Validates shapes, summarizes the mask once, then runs (batch, kv head, query tile) jobs of
-// the selected tile ops on ORT's intra-op pool.
+// Reads the attributes, validates shapes and hands the call to the attention driver
+// (kernels/attention/attention.h, attention::Attention), which picks the path, says when it falls
+// back and runs the jobs on ORT's intra-op pool.
 #include "encoder_attention_op.h"
 
-#include <atomic>
 #include <cmath>
 #include <cstdlib>
-#include <memory>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -20,18 +20,9 @@ namespace {
 
 enum Input : size_t { kQ = 0, kK = 1, kV = 2, kMask = 3 };
 
-struct Job {
-  const attention::TileOps* ops;
-  const attention::Bf16TileOps* bf16;  // set: the plan is packed for it and it runs instead of ops
-  const attention::Plan* plan;
-  std::atomic<bool> failed{false};
-};
-
-void attention_job(void* p, size_t i) {
-  Job& job = *static_cast<Job*>(p);
-  const int64_t index = static_cast<int64_t>(i);
-  if (!(job.bf16 ? attention::run_job(*job.bf16, *job.plan, index) : attention::run_job(*job.ops, *job.plan, index)))
-    job.failed = true;
+// ORT's intra-op pool as the driver's ParallelFor.
+void ort_parallel_for(void* pool, void (*job)(void*, size_t), size_t count, void* arg) {
+  static_cast<Ort::KernelContext*>(pool)->ParallelFor(job, count, 0, arg);
 }
 
 // A string attribute; false when the node does not set it (or sets another type).
@@ -60,9 +51,7 @@ struct EncoderAttentionKernelState : OpKernel<EncoderAttentionKernelState> {
                                      {"V", ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT},
                                      {"attention_mask", ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64}};
   static constexpr Port kOutputs[] = {{"out", ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT}};
-  const attention::TileOps* ops = nullptr;
-  const attention::Bf16TileOps* bf16_ops = nullptr;  // precision bf16 on a CPU with bf16 dot products
-  attention::Precision precision = attention::Precision::kF32;
+  attention::Attention driver;  // the node's ISA and precision, fixed at init
   int64_t q_heads = 0, kv_heads = 0;
   bool has_scale = false;
   float scale = 0.0f;
@@ -124,17 +113,11 @@ void EncoderAttentionKernelState::compute(Ort::KernelContext& ctx) const {
   p.scale = has_scale ? scale : static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
   p.before = before;
   p.after = after;
-  p.precision = precision;
-  Job job;
-  job.ops = head_dim % ops->head_dim_multiple == 0 ? ops : attention::scalar_tile_ops();
-  job.bf16 = bf16_ops && head_dim % bf16_ops->head_dim_multiple == 0 ? bf16_ops : nullptr;
-  const attention::Plan plan = attention::make_plan(p, job.bf16 != nullptr);
-  job.plan = &plan;
-  if (plan.jobs > 1)
-    ctx.ParallelFor(attention_job, static_cast<size_t>(plan.jobs), 0, &job);
-  else
-    attention_job(&job, 0);
-  if (job.failed) throw std::bad_alloc();
+  try {
+    driver.run(p, attention::ParallelFor{&ctx, ort_parallel_for});
+  } catch (const std::invalid_argument& e) {  // a forced ISA whose path does not take this head_dim
+    throw InvalidInput{e.what()};
+  }
 }
 
 namespace {
@@ -143,8 +126,8 @@ void init_state(EncoderAttentionKernelState& s, const OrtKernelInfo* raw) {
   const Ort::ConstKernelInfo info(raw);
   std::string error;
   // Read per kernel so a test can set os.environ between sessions.
-  s.ops = attention::select_tile_ops(std::getenv("BITNET_ONNX_ISA"), &error);
-  if (!s.ops) throw InvalidInput{error};
+  const char* forced_isa = std::getenv("BITNET_ONNX_ISA");
+  if (!select_isa(forced_isa, &error)) throw InvalidInput{error};  // before the attributes, as ever
 
   if (!int_attribute(raw, "num_heads", &s.q_heads) || s.q_heads <= 0)
     throw InvalidInput{"attribute 'num_heads' must be set to a positive int"};
@@ -170,22 +153,21 @@ void init_state(EncoderAttentionKernelState& s, const OrtKernelInfo* raw) {
   // "auto": the attention dispatch's rule for this host (attention::auto_precision), read per kernel so a
   // test can set BITNET_ONNX_ATTENTION_PRECISION between sessions.
   std::string precision = "f32";
+  attention::Precision resolved = attention::Precision::kF32;
   int64_t as_int = 0;
   float as_float = 0.0f;
   if (!string_attribute(raw, "precision", &precision) &&
       (int_attribute(raw, "precision", &as_int) || float_attribute(raw, "precision", &as_float)))
     throw InvalidInput{"attribute 'precision' must be a string, \"f32\", \"bf16\" or \"auto\""};
   if (precision == "bf16") {
-    s.precision = attention::Precision::kBf16;
+    resolved = attention::Precision::kBf16;
   } else if (precision == "auto") {
-    if (!attention::auto_precision(std::getenv("BITNET_ONNX_ISA"), std::getenv(attention::kPrecisionEnv),
-                                   &s.precision, &error))
+    if (!attention::auto_precision(forced_isa, std::getenv(attention::kPrecisionEnv), &resolved, &error))
       throw InvalidInput{error};
   } else if (precision != "f32") {
     throw InvalidInput{"attribute 'precision' must be \"f32\", \"bf16\" or \"auto\", got \"" + precision + "\""};
   }
-  if (s.precision == attention::Precision::kBf16)
-    s.bf16_ops = attention::select_bf16_tile_ops(std::getenv("BITNET_ONNX_ISA"));
+  s.driver = attention::Attention(forced_isa, resolved);
 }
 
 }  // namespace

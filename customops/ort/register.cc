@@ -1,10 +1,12 @@
 // The library's exported symbols: RegisterCustomOps adds the "bitnet_onnx" domain to a session's
 // options (SessionOptions.register_custom_ops_library / RegisterCustomOpsLibrary), and
-// bitnet_onnx_op_names lists the domain's ops, bitnet_onnx_kernel_names the kernel ISA table and
-// bitnet_onnx_attention_auto_precision what EncoderAttention's precision "auto" runs, for tools (Python
-// reads them with ctypes).
+// bitnet_onnx_op_names lists the domain's ops, bitnet_onnx_kernel_names the kernel ISA table,
+// bitnet_onnx_attention_auto_precision what EncoderAttention's precision "auto" runs and
+// bitnet_onnx_attention_path which tile ops it runs for a head dim, for tools (Python reads them with ctypes).
 #include <exception>
+#include <cstdlib>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 
 #include "attention.h"
@@ -73,4 +75,35 @@ extern "C" __attribute__((visibility("default"))) const char* bitnet_onnx_attent
   bitnet_onnx::attention::Precision precision;
   if (!bitnet_onnx::attention::auto_precision(forced_isa, forced_precision, &precision, &error)) return error.c_str();
   return bitnet_onnx::attention::precision_name(precision);
+}
+
+// The path EncoderAttention runs (attention::Attention::path_for, the driver's own choice) for a node of
+// `precision` ("f32", "bf16" or "auto") and a head dim (decimal text), with BITNET_ONNX_ISA = forced_isa and
+// BITNET_ONNX_ATTENTION_PRECISION = forced_precision (null or empty: unset): "path<TAB>why it fell back"
+// (the second field empty when the ISA's own path runs; a forced ISA then refuses the call instead), or
+// else a one-line error (no tab) as the op would give it. Needs no ORT runtime.
+extern "C" __attribute__((visibility("default"))) const char* bitnet_onnx_attention_path(
+    const char* forced_isa, const char* forced_precision, const char* precision, const char* head_dim) {
+  using bitnet_onnx::attention::Precision;
+  thread_local std::string answer;  // valid until this thread's next call
+  const std::string name = precision ? precision : "";
+  char* end = nullptr;
+  const long long dim = head_dim ? std::strtoll(head_dim, &end, 10) : 0;
+  if (!head_dim || end == head_dim || *end != '\0' || dim <= 0) return "head_dim must be a positive integer";
+  Precision resolved = Precision::kF32;
+  if (name == "bf16") {
+    resolved = Precision::kBf16;
+  } else if (name == "auto") {
+    if (!bitnet_onnx::attention::auto_precision(forced_isa, forced_precision, &resolved, &answer)) return answer.c_str();
+  } else if (name != "f32") {
+    return "precision must be f32, bf16 or auto";
+  }
+  try {
+    const bitnet_onnx::attention::PathChoice choice =
+        bitnet_onnx::attention::Attention(forced_isa, resolved).path_for(dim);
+    answer = choice.path.name() + "\t" + choice.fallback;
+  } catch (const std::exception& e) {
+    answer = e.what();
+  }
+  return answer.c_str();
 }

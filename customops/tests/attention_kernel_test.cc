@@ -14,13 +14,16 @@
 //   attention_kernel_test --paths scalar,avx2,avx512,scalar:bf16,avx512bf16 [--max-work N]
 //   (prints "<n> passed, <m> failed" last)
 // --max-work skips cases whose reference costs more than N multiply-adds (sanitized builds).
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "attention.h"
@@ -79,14 +82,14 @@ std::vector<double> reference(const Case& c, const std::vector<float>& q, const 
 }
 
 // One path under test: a TileOps path at a precision, or the bf16 dot-product tile ops.
-struct Path {
+struct TestPath {
   std::string name;
   const TileOps* ops = nullptr;
   const Bf16TileOps* bf16 = nullptr;
   Precision precision = Precision::kF32;
 };
 
-bool run(const Path& path, Problem p, bool reverse) {
+bool run(const TestPath& path, Problem p, bool reverse) {
   p.precision = path.precision;
   const Plan plan = make_plan(p, path.bf16 != nullptr);
   for (int64_t i = 0; i < plan.jobs; ++i) {
@@ -157,7 +160,7 @@ struct Prepared {
   const std::vector<float>& scalar_bf16_out() {
     if (scalar_bf16.empty()) {
       scalar_bf16.assign(q.size(), NAN);
-      run(Path{"scalar:bf16", scalar_tile_ops(), nullptr, Precision::kBf16}, problem(scalar_bf16.data()), false);
+      run(TestPath{"scalar:bf16", scalar_tile_ops(), nullptr, Precision::kBf16}, problem(scalar_bf16.data()), false);
     }
     return scalar_bf16;
   }
@@ -168,7 +171,7 @@ struct PathResult {
   double worst = 0.0, worst_scalar = 0.0;  // largest rel err to the reference / to scalar bf16
 };
 
-void check(const Path& path, Prepared& prep, PathResult& result) {
+void check(const TestPath& path, Prepared& prep, PathResult& result) {
   const Case& c = prep.c;
   const size_t nq = prep.q.size();
   // Exact-size buffers: ASan catches any read or write past them.
@@ -207,6 +210,122 @@ void check(const Path& path, Prepared& prep, PathResult& result) {
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// The driver (attention::Attention): which path each ISA record runs per precision and head dim, the
+// fallback's reason, the refusal under a forced ISA, and its calls against the tile ops run directly.
+
+void expect(bool ok, const std::string& what) {
+  if (ok) {
+    ++passed;
+  } else {
+    ++failed;
+    std::printf("FAIL %s\n", what.c_str());
+  }
+}
+
+// The path docs/attention.md names for a record at a precision on this CPU (written out here, apart from
+// dispatch.cc's rule, so a change of the rule shows up).
+std::string expected_path(const std::string& isa, Precision precision) {
+  const auto& cpu = bitnet_onnx::cpu_features();
+  const bool bf16 = precision == Precision::kBf16;
+  if (isa == "amx" || isa == "avx512vnni") {
+    if (bf16 && isa == "amx" && cpu.amxbf16) return "amxbf16";
+    if (bf16 && cpu.avx512bf16) return "avx512bf16";
+    return bf16 ? "avx512:bf16" : "avx512";
+  }
+  if (isa == "avxvnni" || isa == "avx2") return bf16 ? "avx2:bf16" : "avx2";
+  return bf16 ? "scalar:bf16" : "scalar";
+}
+
+// The head-dim multiple of a path by name (the tile widths: 16 floats of AVX-512, 8 of AVX2, AMX's 32 bf16).
+int64_t path_multiple(const std::string& name) {
+  if (name.rfind("amxbf16", 0) == 0) return 32;
+  if (name.rfind("avx512", 0) == 0) return 16;
+  if (name.rfind("avx2", 0) == 0) return 8;
+  return 1;
+}
+
+// Down the chain (bf16 dot products -> the record's float tiles -> scalar) to the first path taking d.
+std::string expected_fallback_path(const std::string& isa, Precision precision, int64_t d) {
+  const std::string own = expected_path(isa, precision), suffix = precision == Precision::kBf16 ? ":bf16" : "";
+  if (d % path_multiple(own) == 0) return own;
+  const std::string floats = expected_path(isa, Precision::kF32) + suffix;
+  if (own.find(':') == std::string::npos && precision == Precision::kBf16 && d % path_multiple(floats) == 0)
+    return floats;
+  return "scalar" + suffix;
+}
+
+// A ParallelFor on two std::threads, jobs taken from a shared counter in any order.
+void two_thread_pool(void*, void (*job)(void*, size_t), size_t count, void* arg) {
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i = next++; i < count; i = next++) job(arg, i);
+  };
+  std::thread other(worker);
+  worker();
+  other.join();
+}
+
+void check_driver_paths() {
+  const bitnet_onnx::IsaRecord* table = bitnet_onnx::isa_table();
+  const auto& cpu = bitnet_onnx::cpu_features();
+  for (int i = 0; i < bitnet_onnx::kIsaCount; ++i) {
+    const bitnet_onnx::IsaRecord& record = table[i];
+    if (!record.built || !record.available(cpu)) continue;
+    for (Precision precision : {Precision::kF32, Precision::kBf16}) {
+      const Attention driver(record.name, precision);
+      for (int64_t d : {24, 48, 64, 128, 256}) {
+        const PathChoice choice = driver.path_for(d);
+        const std::string own = expected_path(record.name, precision);
+        const std::string want = expected_fallback_path(record.name, precision, d);
+        const std::string what = std::string("driver path ") + record.name + " " + precision_name(precision) +
+                                 " D=" + std::to_string(d) + ": ran " + choice.path.name() + " (" + choice.fallback + ")";
+        expect(choice.path.name() == want, what + ", want " + want);
+        // A fallback says why, naming the path that did not run; the record's own path says nothing.
+        const std::string reason = "head_dim " + std::to_string(d) + " is not a multiple of " +
+                                   std::to_string(path_multiple(own)) + ", which " + own + " needs";
+        expect(want == own ? choice.fallback.empty() : choice.fallback == reason, what + ", want reason '" + reason + "'");
+      }
+    }
+  }
+  std::string error;
+  try {
+    Attention("nonesuch", Precision::kF32);
+    expect(false, "driver: BITNET_ONNX_ISA=nonesuch accepted");
+  } catch (const std::invalid_argument& e) {
+    expect(std::string(e.what()).find("BITNET_ONNX_ISA=nonesuch") == 0, std::string("driver: ") + e.what());
+  }
+}
+
+// A forced ISA whose path does not take the head dim is refused by name; the same record unforced (the
+// best this CPU runs) falls back and gives the bits of the fallback path run directly, on 1 or 2 threads.
+void check_driver_calls(std::mt19937& rng) {
+  const Case c{3, 70, 4, 2, 24, kUnbounded, 0};  // D = 24: no SIMD path takes it
+  Prepared prep(c, rng);
+  const bitnet_onnx::IsaRecord* best = bitnet_onnx::select_isa(nullptr, nullptr);
+  for (Precision precision : {Precision::kF32, Precision::kBf16}) {
+    const std::string name = std::string("driver call ") + best->name + " " + precision_name(precision) + " D=24";
+    std::vector<float> direct(prep.q.size(), NAN), one(prep.q.size(), NAN), two(prep.q.size(), NAN);
+    run(TestPath{"scalar", scalar_tile_ops(), nullptr, precision}, prep.problem(direct.data()), false);
+    const Attention unforced(nullptr, precision);
+    unforced.run(prep.problem(one.data()), ParallelFor{});
+    unforced.run(prep.problem(two.data()), ParallelFor{nullptr, two_thread_pool});
+    const size_t bytes = direct.size() * sizeof(float);
+    expect(std::memcmp(direct.data(), one.data(), bytes) == 0, name + ": unforced != the scalar tiles");
+    expect(std::memcmp(one.data(), two.data(), bytes) == 0, name + ": 1 and 2 threads differ");
+    if (std::string(best->name) == "scalar") continue;  // scalar takes every head dim: nothing to refuse
+    const Attention forced(best->name, precision);
+    try {
+      forced.run(prep.problem(one.data()), ParallelFor{});
+      expect(false, name + ": a forced ISA fell back");
+    } catch (const std::invalid_argument& e) {
+      const std::string want = std::string("BITNET_ONNX_ISA=") + best->name + ": " + forced.path_for(24).fallback +
+                               "; a forced ISA does not fall back (to " + forced.path_for(24).path.name() + ")";
+      expect(e.what() == want, name + ": refused with '" + e.what() + "', want '" + want + "'");
+    }
+  }
+}
+
 }  // namespace
 
 // round_bf16's rule on the edge cases (the table of tests/test_attention_op.py::test_bf16_rounding_reference):
@@ -235,13 +354,13 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--paths") == 0) paths = argv[i + 1];
     if (std::strcmp(argv[i], "--max-work") == 0) max_work = std::atof(argv[i + 1]);
   }
-  std::vector<Path> selected;
+  std::vector<TestPath> selected;
   size_t start = 0;
   while (start <= paths.size()) {
     const size_t end = paths.find(',', start);
     const std::string name = paths.substr(start, end == std::string::npos ? std::string::npos : end - start);
     start = end == std::string::npos ? paths.size() + 1 : end + 1;
-    Path path;
+    TestPath path;
     path.name = name;
     const bool bf16 = name.size() > 5 && name.compare(name.size() - 5, 5, ":bf16") == 0;
     const std::string base = bf16 ? name.substr(0, name.size() - 5) : name;
@@ -284,6 +403,8 @@ int main(int argc, char** argv) {
           cases.push_back({4, s, hg[0], hg[1], d, band[0], band[1]});
         }
   std::mt19937 rng(1234);
+  check_driver_paths();
+  check_driver_calls(rng);
   std::vector<PathResult> results(selected.size());
   for (const Case& c : cases) {  // case by case: its inputs and references serve every path
     Prepared prep(c, rng);

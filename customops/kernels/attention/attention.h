@@ -4,6 +4,7 @@
 // Pure C++ (no ORT headers); the caller splits jobs over its thread pool.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -128,6 +129,61 @@ struct Plan {
   std::unique_ptr<uint16_t[]> kt16, vh16;
 };
 
+// The tile ops one call runs: TileOps on float operands (rounded to bf16 first under kBf16), or
+// Bf16TileOps (bf16 dot products; then `ops` is null).
+struct Path {
+  const TileOps* ops = nullptr;
+  const Bf16TileOps* bf16 = nullptr;
+  Precision precision = Precision::kF32;
+  // attention_kernel_test's --paths names: "avx512", "avx512:bf16" (bf16 on the float tiles), "amxbf16".
+  std::string name() const;
+  int64_t head_dim_multiple() const { return bf16 ? bf16->head_dim_multiple : ops->head_dim_multiple; }
+};
+
+// What a node runs for one head dim: the path of its ISA record at its precision, or the path it fell
+// back to because that one does not take the head dim, and why.
+struct PathChoice {
+  Path path;
+  std::string fallback;  // empty: the record's own path; else why it did not run
+};
+
+// The host's thread pool: runs job(arg, i) for every i < count, on any threads, and returns when all
+// are done (ORT's KernelContext::ParallelFor, or a plain loop when run is null). i2s::ParallelFor's shape.
+struct ParallelFor {
+  void* pool = nullptr;
+  void (*run)(void* pool, void (*job)(void* arg, size_t i), size_t count, void* arg) = nullptr;
+};
+
+// THE attention driver of one node (the ORT glue, customops/ort/encoder_attention_op.cc, validates
+// inputs and calls run with its pool): the ISA record and the precision are fixed when the node is
+// created; each call picks its path by head dim (path_for), plans and runs the jobs.
+class Attention {
+ public:
+  // The scalar f32 path (a node's state before its init); assign a real one before use.
+  Attention();
+  // forced_isa: BITNET_ONNX_ISA's value (null or empty: the best record this CPU runs). Throws
+  // std::invalid_argument with select_isa's message when it names a record this CPU does not run.
+  Attention(const char* forced_isa, Precision precision);
+
+  // The path run() takes for head_dim: the record's own (amxbf16 under amx at bf16 where the CPU has
+  // AMX-BF16, avx512 at f32, ...), else the next one down that takes head_dim, with the reason.
+  PathChoice path_for(int64_t head_dim) const;
+
+  // Attention of p (validated: shapes, q_heads % kv_heads == 0, head_dim > 0; p.precision is ignored,
+  // the node's own is used) with jobs on `pool`. Throws std::invalid_argument naming BITNET_ONNX_ISA when
+  // the ISA was forced and its path does not take p.head_dim (a forced ISA never falls back: its
+  // figures would be another path's), std::bad_alloc when memory runs out.
+  void run(const Problem& p, const ParallelFor& pool) const;
+
+  Precision precision() const { return precision_; }
+
+ private:
+  Isa isa_ = kIsaScalar;
+  Path own_;                  // the record's path at this precision
+  std::string forced_name_;   // the BITNET_ONNX_ISA value, empty when not forced
+  Precision precision_ = Precision::kF32;
+};
+
 // Validated by the caller (shapes, q_heads % kv_heads == 0, head_dim > 0). Throws std::bad_alloc.
 // packed_bf16 (only with p.precision == kBf16): lay K and V out for Bf16TileOps; otherwise K and V
 // are floats (rounded to bf16 under kBf16) for TileOps.
@@ -147,6 +203,9 @@ const TileOps* select_tile_ops(const char* forced, std::string* error);
 
 // The attention path of `isa` (dispatch.cc's row); null when this build does not have the ISA.
 const TileOps* tile_ops(Isa isa);
+
+// The bf16 dot-product tile ops of `isa` on this CPU (the rule of select_bf16_tile_ops); null: none.
+const Bf16TileOps* bf16_tile_ops(Isa isa);
 
 // The bf16 dot-product path for the ISA select_tile_ops(forced) picks: AMX-BF16 where that ISA is amx
 // and this CPU has AMX-BF16; else AVX512-BF16 where it is avx512vnni or amx and the CPU has AVX512-BF16;

@@ -38,16 +38,19 @@ const TileOps* select_tile_ops(const char* forced, std::string* error) {
 // CPU has AVX512-BF16 (Intel Cooper Lake and Sapphire Rapids on, AMD Zen 4 on); the amx record gets
 // AMX-BF16 tiles where the CPU has them (Sapphire Rapids on), so BITNET_ONNX_ISA=avx512vnni forces
 // the vdpbf16ps path there.
-const Bf16TileOps* select_bf16_tile_ops(const char* forced) {
+const Bf16TileOps* bf16_tile_ops(Isa isa) {
 #if defined(__x86_64__) || defined(_M_X64)
-  const IsaRecord* record = select_isa(forced, nullptr);
-  if (record && record->isa == kIsaAmx && cpu_features().amxbf16) return amxbf16_tile_ops();
-  if (record && (record->isa == kIsaAmx || record->isa == kIsaAvx512Vnni) && cpu_features().avx512bf16)
-    return avx512bf16_tile_ops();
+  if (isa == kIsaAmx && cpu_features().amxbf16) return amxbf16_tile_ops();
+  if ((isa == kIsaAmx || isa == kIsaAvx512Vnni) && cpu_features().avx512bf16) return avx512bf16_tile_ops();
 #else
-  (void)forced;
+  (void)isa;
 #endif
   return nullptr;
+}
+
+const Bf16TileOps* select_bf16_tile_ops(const char* forced) {
+  const IsaRecord* record = select_isa(forced, nullptr);
+  return record ? bf16_tile_ops(record->isa) : nullptr;
 }
 
 namespace {

@@ -5,7 +5,10 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <atomic>
 #include <new>
+#include <stdexcept>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -243,6 +246,95 @@ bool job(const Ops& ops, const Plan& plan, int64_t index) {
 
 bool run_job(const TileOps& ops, const Plan& plan, int64_t index) { return job(ops, plan, index); }
 bool run_job(const Bf16TileOps& ops, const Plan& plan, int64_t index) { return job(ops, plan, index); }
+
+std::string Path::name() const {
+  if (bf16) return bf16->name;
+  return std::string(ops->name) + (precision == Precision::kBf16 ? ":bf16" : "");
+}
+
+namespace {
+
+// The path of a record at a precision: bf16 dot products where the record has them on this CPU, else
+// the record's float tiles (on bf16-rounded operands under kBf16).
+Path record_path(Isa isa, Precision precision) {
+  Path path;
+  path.precision = precision;
+  path.bf16 = precision == Precision::kBf16 ? bf16_tile_ops(isa) : nullptr;
+  path.ops = path.bf16 ? nullptr : tile_ops(isa);
+  return path;
+}
+
+// Why `path` does not run head_dim: "head_dim 24 is not a multiple of 16, which avx512 needs".
+std::string refusal(const Path& path, int64_t head_dim) {
+  return "head_dim " + std::to_string(head_dim) + " is not a multiple of " + std::to_string(path.head_dim_multiple()) +
+         ", which " + path.name() + " needs";
+}
+
+// What every job of one call shares; jobs write disjoint rows of the output.
+struct CallJobs {
+  const Path* path;
+  const Plan* plan;
+  std::atomic<bool> failed{false};
+};
+
+void call_job(void* arg, size_t i) {
+  CallJobs& call = *static_cast<CallJobs*>(arg);
+  const int64_t index = static_cast<int64_t>(i);
+  const bool ok = call.path->bf16 ? run_job(*call.path->bf16, *call.plan, index)
+                                  : run_job(*call.path->ops, *call.plan, index);
+  if (!ok) call.failed = true;
+}
+
+}  // namespace
+
+Attention::Attention() : own_(record_path(kIsaScalar, Precision::kF32)) {}
+
+Attention::Attention(const char* forced_isa, Precision precision) : precision_(precision) {
+  std::string error;
+  const IsaRecord* record = select_isa(forced_isa, &error);
+  if (record == nullptr) throw std::invalid_argument(error);
+  isa_ = record->isa;
+  own_ = record_path(isa_, precision);
+  if (own_.ops == nullptr && own_.bf16 == nullptr)  // a record this build has always has a path (kPaths)
+    throw std::invalid_argument(std::string("BITNET_ONNX_ISA=") + record->name + ": no attention path");
+  if (forced_isa != nullptr && forced_isa[0] != '\0') forced_name_ = record->name;
+}
+
+// Down from the record's own path: bf16 dot products -> the record's float tiles -> the scalar tiles
+// (every head dim), the precision kept.
+PathChoice Attention::path_for(int64_t head_dim) const {
+  PathChoice choice;
+  choice.path = own_;
+  if (head_dim % own_.head_dim_multiple() == 0) return choice;
+  choice.fallback = refusal(own_, head_dim);
+  if (own_.bf16) {
+    choice.path.bf16 = nullptr;
+    choice.path.ops = record_path(isa_, Precision::kF32).ops;
+    if (head_dim % choice.path.head_dim_multiple() == 0) return choice;
+  }
+  choice.path.ops = scalar_tile_ops();
+  choice.path.bf16 = nullptr;
+  return choice;
+}
+
+void Attention::run(const Problem& problem, const ParallelFor& pool) const {
+  if (problem.batch == 0 || problem.seq == 0) return;
+  const PathChoice choice = path_for(problem.head_dim);
+  if (!forced_name_.empty() && !choice.fallback.empty())
+    throw std::invalid_argument("BITNET_ONNX_ISA=" + forced_name_ + ": " + choice.fallback +
+                                "; a forced ISA does not fall back (to " + choice.path.name() + ")");
+  Problem p = problem;
+  p.precision = precision_;
+  const Plan plan = make_plan(p, choice.path.bf16 != nullptr);
+  CallJobs call;
+  call.path = &choice.path;
+  call.plan = &plan;
+  if (plan.jobs > 1 && pool.run)
+    pool.run(pool.pool, call_job, static_cast<size_t>(plan.jobs), &call);
+  else
+    for (int64_t i = 0; i < plan.jobs; ++i) call_job(&call, static_cast<size_t>(i));
+  if (call.failed) throw std::bad_alloc();
+}
 
 }  // namespace attention
 }  // namespace bitnet_onnx
