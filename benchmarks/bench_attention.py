@@ -21,6 +21,13 @@ Inputs: random q/k/v, no padding (the full work for every variant; padding only 
 A baseline whose [B, H, S, S] scores exceed --max-score-gb is left out (shown as "-") so the shared
 machine does not swap; the fused op never materializes them.
 
+Share of peak: each path's GFLOP/s (4 x D x Hq x the allowed (query, key) pairs per call: q.k and p.v,
+a multiply-add counting 2; the tiles' padding and masked products not counted) over its own register peak,
+a loop of benchmarks/register_peaks.c compiled and run here: tdpbf16ps tiles (amxbf16), vdpbf16ps zmm
+(avx512bf16), vfmadd231ps zmm (avx512, and avx512:bf16, the float tiles on bf16-rounded operands) or ymm
+(avx2); the scalar path has none. The path each precision runs is the library's own answer
+(customops.attention_path), per shape.
+
 Method: 1 intra-op thread, sequential execution. A round runs every variant once per case, rounds
 are interleaved so drifts hit every variant alike, the figure is the median over rounds; ratios
 (baseline time / fused time) come from the same run. --clock cpu (default) times the calling
@@ -31,9 +38,14 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import os
+import shutil
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -121,28 +133,60 @@ def bias_for(mask: np.ndarray, span) -> np.ndarray:
     return np.where(allowed, 0.0, MASKED).astype(np.float32)[:, None]
 
 
-def attention_path() -> str:
-    """The tile ops each precision runs here (docs/attention.md, "Kernels"): the ISA record the op picks,
-    and for bf16 which dot products run (dispatch.cc's select_bf16_tile_ops: AMX-BF16 under the amx record,
-    AVX512-BF16 under an avx512 one, else the f32 path on rounded operands)."""
-    from bitnet_onnx.customops import selected_isa
+def attention_path(head_dims=(128, 256)) -> str:
+    """The ISA record the op picks here and, per head dim, the tile ops each precision runs, as the library's
+    driver decides them (customops.attention_path; a fallback says why)."""
+    parts = [f"ISA record {customops.selected_isa()}"]
+    for d in sorted(set(head_dims)):
+        paths = {p: customops.attention_path(p, d) for p in ("f32", "bf16")}
+        text = ", ".join(f"{p} {path.name}" + (f" ({path.fallback})" if path.fallback else "") for p, path in paths.items())
+        parts.append(f"D {d}: {text}")
+    return "; ".join(parts)
 
-    isa = selected_isa()
-    simd = {"amx": "avx512", "avx512vnni": "avx512", "avxvnni": "avx2", "avx2": "avx2"}.get(isa, "scalar")
-    flags = set()
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("flags"):
-                flags.update(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    if isa == "amx" and {"amx_tile", "amx_bf16"} <= flags:
-        bf16 = "amxbf16 (tdpbf16ps tiles)"
-    elif simd == "avx512" and "avx512_bf16" in flags:
-        bf16 = "avx512bf16 (vdpbf16ps)"
-    else:
-        bf16 = f"{simd} on bf16-rounded operands"
-    return f"ISA record {isa}; f32: {simd}; bf16: {bf16}"
+
+# attention path -> (register_peaks.c PATH, compiler flags, what the loop runs)
+PEAK_LOOPS = {
+    "amxbf16": (11, ["-mamx-tile", "-mamx-bf16"], "tdpbf16ps, 4 tiles"),
+    "avx512bf16": (13, ["-mavx512f", "-mavx512bf16"], "vdpbf16ps zmm"),
+    "avx512": (12, ["-mavx512f"], "vfmadd231ps zmm"),
+    "avx2": (14, ["-mavx2", "-mfma"], "vfmadd231ps ymm"),
+}
+PEAK_SOURCE = Path(__file__).with_name("register_peaks.c")
+
+
+def peak_loop(path: str) -> str | None:
+    """The register_peaks.c loop a path is judged against: its own unit ("avx512:bf16" runs avx512's FMAs)."""
+    base = path.split(":")[0]
+    return base if base in PEAK_LOOPS else None
+
+
+def measure_peak(loop: str) -> float | None:
+    """GFLOP/s of the loop on this thread's CPU clock (best of its 5 rounds), None where it does not build or run."""
+    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if cc is None:
+        return None
+    macro, flags, _ = PEAK_LOOPS[loop]
+    with tempfile.TemporaryDirectory() as tmp:
+        exe = os.path.join(tmp, f"peak{macro}")
+        if subprocess.run([cc, "-O2", f"-DPATH={macro}", *flags, str(PEAK_SOURCE), "-o", exe],
+                          capture_output=True).returncode != 0:
+            return None
+        run = subprocess.run([exe], capture_output=True, text=True)
+        return float(run.stdout.split()[0]) if run.returncode == 0 else None
+
+
+def allowed_pairs(seq: int, span) -> int:
+    """(query, key) pairs of one sequence the band allows: keys i - before .. i + after, cut to [0, seq)."""
+    i = np.arange(seq)
+    lo = np.zeros(seq, np.int64) if span[0] is None else np.maximum(0, i - span[0])
+    hi = np.full(seq, seq - 1) if span[1] is None else np.minimum(seq - 1, i + span[1])
+    return int((hi - lo + 1).sum())
+
+
+def share(flops: float, ms: float, peak: float | None) -> str:
+    """ "GFLOP/s (% of peak)" of one path."""
+    gflops = flops / (ms * 1e-3) / 1e9
+    return f"{gflops:.0f}" + (f" ({100 * gflops / peak:.0f}%)" if peak else "")
 
 
 def main() -> None:
@@ -162,14 +206,22 @@ def main() -> None:
     options.inter_op_num_threads = 1
     print(f"# {cpu_name()}; onnxruntime {ort.__version__}; {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC")
     print(f"# {' '.join(sys.argv)}")
-    print(f"# attention path: {attention_path()}")
+    shapes = args.shapes.split(",")
+    print(f"# attention path: {attention_path(SHAPES[s][2] for s in shapes)}")
+    paths = {(s, p): customops.attention_path(p, SHAPES[s][2]).name for s in shapes for p in ("f32", "bf16")}
+    peaks = {loop: measure_peak(loop) for loop in sorted({peak_loop(p) for p in paths.values()} - {None})}
+    for loop, gflops in peaks.items():
+        print(f"# peak {loop}: " + (f"{gflops:.0f} GFLOP/s" if gflops else "-") + f" ({PEAK_LOOPS[loop][2]}, 1 thread)")
     print(f"# 1 thread, {args.clock} clock, median of interleaved rounds; ratio = variant time / fused time "
-          "(bf16: fused time / bf16 time, its speed-up); bf16 rel = max |bf16 - fused| / max |fused|")
-    print("| shape | B | S | fused ms | bf16 ms (x) | bf16 rel | onnx ms (x) | mha ms (x) | gqa ms (x) | max abs diff to onnx |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "(bf16: fused time / bf16 time, its speed-up); bf16 rel = max |bf16 - fused| / max |fused|; "
+          "GFLOP/s of the allowed pairs (% of the path's own peak)")
+    print("| shape | B | S | fused ms | fused GFLOP/s (% peak) | bf16 ms (x) | bf16 GFLOP/s (% peak) | bf16 rel "
+          "| onnx ms (x) | mha ms (x) | gqa ms (x) | max abs diff to onnx |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     rng = np.random.default_rng(0)
-    for shape in args.shapes.split(","):
+    for shape in shapes:
         hq, hkv, d, span = SHAPES[shape]
+        peak_of = {p: peaks.get(peak_loop(paths[shape, p])) for p in ("f32", "bf16")}
         for batch in map(int, args.batch.split(",")):
             for seq in map(int, args.seq.split(",")):
                 q = rng.standard_normal((batch, seq, hq * d), dtype=np.float32)
@@ -195,12 +247,14 @@ def main() -> None:
                         sess.run(None, f)
                         times[name].append(clock() - t0)
                 med = {name: statistics.median(t) * 1e3 for name, t in times.items()}
-                cols = [f"{med['fused']:.2f}"]
+                flops = 4.0 * d * hq * batch * allowed_pairs(seq, span)
+                cols = [f"{med['fused']:.2f}", share(flops, med["fused"], peak_of["f32"])]
                 if "bf16" in med:
                     rel = np.abs(outs["bf16"] - outs["fused"]).max() / np.abs(outs["fused"]).max()
-                    cols += [f"{med['bf16']:.2f} ({med['fused'] / med['bf16']:.2f}x)", f"{rel:.1e}"]
+                    cols += [f"{med['bf16']:.2f} ({med['fused'] / med['bf16']:.2f}x)",
+                             share(flops, med["bf16"], peak_of["bf16"]), f"{rel:.1e}"]
                 else:
-                    cols += ["-", "-"]
+                    cols += ["-", "-", "-"]
                 for name in ("onnx", "mha", "gqa"):
                     cols.append(f"{med[name]:.2f} ({med[name] / med['fused']:.2f}x)" if name in med else "-")
                 diff = np.abs(outs["fused"] - outs["onnx"]).max() if "onnx" in outs else float("nan")

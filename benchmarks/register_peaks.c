@@ -1,6 +1,7 @@
 /* Register-only loops, one per kernel path (PATH selects), timed on the thread's CPU clock: the
    peak GOP/s each path is judged against in benchmarks/bench_op.py, which compiles and runs this file
-   (PATH 4 streams -DBYTES of packed weights instead: the M=1 memory bound). */
+   (PATH 4 streams -DBYTES of packed weights instead: the M=1 memory bound). PATH 11-14 are the float
+   loops of EncoderAttention's paths (GFLOP/s, a multiply-add counting 2), for benchmarks/bench_attention.py. */
 #if defined(__x86_64__)
 #include <immintrin.h>
 #else
@@ -10,7 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
-#if PATH == 3
+#if PATH == 3 || PATH == 11
 #include <sys/syscall.h>
 #include <unistd.h>
 #endif
@@ -26,7 +27,7 @@ int main(void) {
   const long iters = 4000000;
   double best = 0;
   long sink = 0;
-#if PATH == 3
+#if PATH == 3 || PATH == 11
   if (syscall(SYS_arch_prctl, 0x1023, 18) != 0) return 1;  /* ARCH_REQ_XCOMP_PERM, XTILEDATA */
   struct { uint8_t palette, start_row, reserved[14]; uint16_t colsb[16]; uint8_t rows[16]; } __attribute__((aligned(64))) cfg;
   memset(&cfg, 0, sizeof cfg);
@@ -35,6 +36,9 @@ int main(void) {
   _tile_loadconfig(&cfg);
   static int8_t buf[1024] __attribute__((aligned(64)));
   memset(buf, 1, sizeof buf);
+#if PATH == 11
+  for (int i = 0; i < 512; ++i) ((uint16_t*)buf)[i] = 0x3F80;  /* bf16 1.0: no denormal operands */
+#endif
 #endif
   for (int r = 0; r < 5; ++r) {
     double ops = 0, t0 = 0;  /* ops per unit; 12 units per iteration */
@@ -187,6 +191,51 @@ int main(void) {
 #define S(i) sink += vgetq_lane_s16(a##i, 0);
     R(S)
     ops = 64.0;  /* 8 tokens x 4 weights x 2 */
+#elif PATH == 11
+    /* tdpbf16ps: 16 rows x 16 columns x 32 bf16 (16 pairs) per instruction into float32, 4 independent
+       C tiles as amxbf16.cc's scores use (the shape of the PATH 3 loop) */
+    _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
+    _tile_loadd(4, buf, 64); _tile_loadd(5, buf, 64); _tile_loadd(6, buf, 64); _tile_loadd(7, buf, 64);
+    t0 = now();
+    for (long it = 0; it < iters / 16; ++it) {
+      _tile_dpbf16ps(0, 4, 6); _tile_dpbf16ps(1, 4, 7); _tile_dpbf16ps(2, 5, 6); _tile_dpbf16ps(3, 5, 7);
+    }
+    _tile_stored(0, buf, 64);
+    sink += buf[0];
+    ops = 16.0 * 16 * 32 * 2 * 4 / 16 / 12;  /* iters/16 rounds of 4 tiles x 16x16x32 multiply-adds */
+#elif PATH == 12 || PATH == 13 || PATH == 14
+    /* the float units of the attention paths: vfmadd231ps zmm (avx512), vdpbf16ps zmm (avx512bf16: a
+       bf16 pair per float32 lane), vfmadd231ps ymm (avx2); 12 independent accumulators */
+#if PATH == 14
+    typedef __m256 V;
+    __m256 b = _mm256_set1_ps(1.0f), c = _mm256_set1_ps(1e-6f);
+#define DP(a, b, c) _mm256_fmadd_ps(b, c, a)
+#define ZERO _mm256_setzero_ps()
+#define LANE0(v) (long)_mm256_cvtss_f32(v)
+    ops = 16.0;  /* 8 lanes x 2 */
+#else
+    typedef __m512 V;
+#define ZERO _mm512_setzero_ps()
+#define LANE0(v) (long)_mm512_cvtss_f32(v)
+#if PATH == 12
+    __m512 b = _mm512_set1_ps(1.0f), c = _mm512_set1_ps(1e-6f);
+#define DP(a, b, c) _mm512_fmadd_ps(b, c, a)
+    ops = 32.0;  /* 16 lanes x 2 */
+#else
+    __m512bh b = (__m512bh)_mm512_set1_epi16(0x3F80), c = (__m512bh)_mm512_set1_epi16(0x3580);  /* 1.0, ~1e-6 */
+#define DP(a, b, c) _mm512_dpbf16_ps(a, b, c)
+    ops = 64.0;  /* 16 lanes x 2 products x 2 */
+#endif
+#endif
+#define D(i) V a##i = ZERO;
+    R(D)
+    t0 = now();
+    for (long it = 0; it < iters; ++it) {
+#define U(i) a##i = DP(a##i, b, c);
+      R(U) KEEP;
+    }
+#define S(i) sink += LANE0(a##i);
+    R(S)
 #elif PATH == 3
     _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
     _tile_loadd(4, buf, 64); _tile_loadd(5, buf, 64); _tile_loadd(6, buf, 64); _tile_loadd(7, buf, 64);
