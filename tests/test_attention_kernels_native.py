@@ -67,3 +67,22 @@ def test_harness_refuses_unknown_path():
     exe = _build("attention-native", target="attention_kernel_test") / "attention_kernel_test"
     res = _run([str(exe), "--paths", "scalar,nonesuch"])
     assert res.returncode != 0 and "FAIL unknown path nonesuch" in res.stdout, res.stdout
+
+
+def test_phase_timers_account_for_the_call():
+    """attention_phases (the kernels built with driver.cc's phase timers, never the op library) prints one row
+    per shape and length: the path the driver runs, the total and each phase's share, which sum to at most the
+    total (the rest is "other": job set-up and the pool loop)."""
+    exe = _build("attention-native", target="attention_phases") / "attention_phases"
+    res = _run([str(exe), "--seq", "100,300", "--reps", "2", "--precision", "f32"])
+    assert res.returncode == 0, res.stderr[-4000:]
+    rows = [line for line in res.stdout.splitlines() if line.startswith("| ") and line[2].isalpha()][1:]
+    assert [row.split(" | ")[0:2] for row in rows] == [[f"| {s}", n] for s in ("qwen3", "gemma3-sliding", "gemma3-full")
+                                                       for n in ("100", "300")], res.stdout
+    for row in rows:
+        cells = [c.strip() for c in row.strip("| \n").split("|")]
+        total, phases = float(cells[3]), [float(c.split()[0]) for c in cells[4:]]
+        assert len(phases) == 8 and total > 0 and all(p >= 0 for p in phases[:-1]), row
+        assert abs(sum(phases) - total) <= 0.02 * total + 0.02, row  # "other" closes the sum
+    bad = _run([str(exe), "--precision", "fp8"])
+    assert bad.returncode == 2 and "--precision f32 or bf16" in bad.stderr

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "attention.h"
+#include "phases.h"
 
 namespace bitnet_onnx {
 namespace attention {
@@ -187,58 +188,67 @@ bool job(const Ops& ops, const Plan& plan, int64_t index) {
   // then (kBf16) rounded.
   const bool bf16 = p.precision == Precision::kBf16;
   uint16_t* q16 = kPacked ? sc.q16.data() : nullptr;
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* src = p.q + (b * s_len + q0 + r % nq) * ld_q + (h * g_n + r / nq) * d;
-    if constexpr (kPacked)
-      for (int64_t c = 0; c < d; ++c) q16[r * d + c] = bf16_bits(src[c] * p.scale);
-    else if (bf16)
-      for (int64_t c = 0; c < d; ++c) qp[r * d + c] = round_bf16(src[c] * p.scale);
-    else
-      for (int64_t c = 0; c < d; ++c) qp[r * d + c] = src[c] * p.scale;
-  }
-  if constexpr (kPacked) {
-    std::fill(q16 + rows * d, q16 + rows_padded * d, uint16_t{0});
-    std::fill(sc.p16.begin() + rows * kTileK, sc.p16.begin() + rows_padded * kTileK, uint16_t{0});
-  }
-  std::fill(o, o + rows_padded * d, 0.0f);
-  std::fill(sc.m.begin(), sc.m.begin() + rows, kNegInf);
-  std::fill(sc.l.begin(), sc.l.begin() + rows, 0.0f);
+  BITNET_ONNX_PHASE(kPhaseQuery, {
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* src = p.q + (b * s_len + q0 + r % nq) * ld_q + (h * g_n + r / nq) * d;
+      if constexpr (kPacked)
+        for (int64_t c = 0; c < d; ++c) q16[r * d + c] = bf16_bits(src[c] * p.scale);
+      else if (bf16)
+        for (int64_t c = 0; c < d; ++c) qp[r * d + c] = round_bf16(src[c] * p.scale);
+      else
+        for (int64_t c = 0; c < d; ++c) qp[r * d + c] = src[c] * p.scale;
+    }
+    if constexpr (kPacked) {
+      std::fill(q16 + rows * d, q16 + rows_padded * d, uint16_t{0});
+      std::fill(sc.p16.begin() + rows * kTileK, sc.p16.begin() + rows_padded * kTileK, uint16_t{0});
+    }
+    std::fill(o, o + rows_padded * d, 0.0f);
+    std::fill(sc.m.begin(), sc.m.begin() + rows, kNegInf);
+    std::fill(sc.l.begin(), sc.l.begin() + rows, 0.0f);
+  });
 
   // Key tiles on a grid anchored at the first real token: a row's sums then never depend on the
   // padding before it or on which rows share its job (tiles it may not see change nothing).
   const int64_t grid = plan.first[b];
   for (int64_t j0 = grid + (lo - grid) / kTileK * kTileK; j0 <= hi; j0 += kTileK) {
     const int64_t nk = std::min<int64_t>(kTileK, hi + 1 - j0);
-    if constexpr (kPacked)
-      ops.scores(q16, rows, d, plan.kt16.get() + (b * p.kv_heads + h) * d * plan.ld_kt + j0 * 2, plan.ld_kt, s);
-    else
-      ops.scores(qp, rows, d, plan.kt.get() + (b * p.kv_heads + h) * d * plan.ld_kt + j0, plan.ld_kt, s);
+    BITNET_ONNX_PHASE(kPhaseScores, {
+      if constexpr (kPacked)
+        ops.scores(q16, rows, d, plan.kt16.get() + (b * p.kv_heads + h) * d * plan.ld_kt + j0 * 2, plan.ld_kt, s);
+      else
+        ops.scores(qp, rows, d, plan.kt.get() + (b * p.kv_heads + h) * d * plan.ld_kt + j0, plan.ld_kt, s);
+    });
 
     const bool keys_real = pre[j0 + nk] - pre[j0] == nk;
     const bool in_band = (p.before == kUnbounded || j0 >= q0 + nq - 1 - p.before) &&
                          (p.after == kUnbounded || j0 + nk - 1 <= q0 + p.after);
-    if (!(keys_real && in_band && nk == kTileK)) mask_tile(p, mask, q0, nq, rows, j0, nk, keys_real, s);
+    if (!(keys_real && in_band && nk == kTileK))
+      BITNET_ONNX_PHASE(kPhaseMask, mask_tile(p, mask, q0, nq, rows, j0, nk, keys_real, s));
     if constexpr (kPacked) {
-      ops.softmax(s, rows, sc.m.data(), sc.l.data(), sc.alpha.data(), sc.p16.data());
+      BITNET_ONNX_PHASE(kPhaseSoftmax, ops.softmax(s, rows, sc.m.data(), sc.l.data(), sc.alpha.data(), sc.p16.data()));
       const uint16_t* vh = plan.vh16.get() + ((b * p.kv_heads + h) * plan.ld_vh + (j0 - grid) / 2) * d * 2;
-      ops.pv(sc.p16.data(), rows, nk, vh, d, sc.alpha.data(), o);
+      BITNET_ONNX_PHASE(kPhasePv, ops.pv(sc.p16.data(), rows, nk, vh, d, sc.alpha.data(), o));
     } else {
-      (bf16 ? ops.softmax_bf16 : ops.softmax)(s, rows, sc.m.data(), sc.l.data(), sc.alpha.data());
-      ops.pv(s, rows, nk, plan.vh.get() + ((b * p.kv_heads + h) * s_len + j0) * d, d, d, sc.alpha.data(), o);
+      BITNET_ONNX_PHASE(kPhaseSoftmax, (bf16 ? ops.softmax_bf16 : ops.softmax)(s, rows, sc.m.data(), sc.l.data(),
+                                                                                sc.alpha.data()));
+      BITNET_ONNX_PHASE(kPhasePv, ops.pv(s, rows, nk, plan.vh.get() + ((b * p.kv_heads + h) * s_len + j0) * d, d, d,
+                                         sc.alpha.data(), o));
     }
   }
 
   // Padded queries and queries with no allowed key give zeros.
-  for (int64_t r = 0; r < rows; ++r) {
-    float* dst = out_row(r);
-    const float l = sc.l[r];
-    if (mask[q0 + r % nq] == 0 || !(l > 0.0f)) {
-      std::fill(dst, dst + d, 0.0f);
-      continue;
+  BITNET_ONNX_PHASE(kPhaseOutput, {
+    for (int64_t r = 0; r < rows; ++r) {
+      float* dst = out_row(r);
+      const float l = sc.l[r];
+      if (mask[q0 + r % nq] == 0 || !(l > 0.0f)) {
+        std::fill(dst, dst + d, 0.0f);
+        continue;
+      }
+      const float* src = o + r * d;
+      for (int64_t c = 0; c < d; ++c) dst[c] = src[c] / l;
     }
-    const float* src = o + r * d;
-    for (int64_t c = 0; c < d; ++c) dst[c] = src[c] / l;
-  }
+  });
   return true;
 }
 
@@ -325,7 +335,8 @@ void Attention::run(const Problem& problem, const ParallelFor& pool) const {
                                 "; a forced ISA does not fall back (to " + choice.path.name() + ")");
   Problem p = problem;
   p.precision = precision_;
-  const Plan plan = make_plan(p, choice.path.bf16 != nullptr);
+  Plan plan;
+  BITNET_ONNX_PHASE(kPhasePlan, plan = make_plan(p, choice.path.bf16 != nullptr));
   CallJobs call;
   call.path = &choice.path;
   call.plan = &plan;

@@ -1,0 +1,133 @@
+// attention_phases: where one EncoderAttention call's time goes, phase by phase (phases.h: the plan,
+// queries, scores, mask, softmax, p . v, output), on a build of the attention kernels with the phase
+// timers compiled in (attention_kernels_phases; the op library has none). One thread, random q/k/v, no
+// padding, the layer shapes of benchmarks/bench_attention.py; per (shape, S) the repetition of median
+// total time is printed as a Markdown row: milliseconds and % of the total per phase, "other" the rest
+// (job set-up, scratch, the pool loop).
+//
+//   attention_phases [--isa amx] [--precision bf16] [--shapes qwen3,gemma3-sliding,gemma3-full]
+//                    [--seq 512,2048,8192] [--reps 5]
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "attention.h"
+#include "phases.h"
+
+using namespace bitnet_onnx::attention;
+
+namespace {
+
+struct Shape {
+  const char* name;
+  int64_t q_heads, kv_heads, head_dim, before, after;
+};
+
+// benchmarks/bench_attention.py's SHAPES: Qwen3-0.6B (causal), Gemma3-270M's sliding and full layers.
+const Shape kShapes[] = {
+    {"qwen3", 16, 8, 128, kUnbounded, 0},
+    {"gemma3-sliding", 4, 1, 256, 256, 256},
+    {"gemma3-full", 4, 1, 256, kUnbounded, kUnbounded},
+};
+
+std::vector<std::string> split(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) out.push_back(item);
+  return out;
+}
+
+struct Timing {
+  double total_ms = 0;
+  double phase_ms[kPhaseCount] = {};
+};
+
+// One call of the driver with the phase counters zeroed first.
+Timing time_call(const Attention& driver, const Problem& p) {
+  std::fill(phase_ns, phase_ns + kPhaseCount, 0);
+  const auto start = std::chrono::steady_clock::now();
+  driver.run(p, ParallelFor{});
+  Timing t;
+  t.total_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  for (int i = 0; i < kPhaseCount; ++i) t.phase_ms[i] = phase_ns[i] * 1e-6;
+  return t;
+}
+
+void print_row(const Shape& shape, int64_t seq, const std::string& path, const Timing& t) {
+  double timed = 0;
+  std::printf("| %s | %lld | %s | %.2f |", shape.name, static_cast<long long>(seq), path.c_str(), t.total_ms);
+  for (int i = 0; i < kPhaseCount; ++i) {
+    timed += t.phase_ms[i];
+    std::printf(" %.2f (%.0f%%) |", t.phase_ms[i], 100 * t.phase_ms[i] / t.total_ms);
+  }
+  const double other = t.total_ms - timed;
+  std::printf(" %.2f (%.0f%%) |\n", other, 100 * other / t.total_ms);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string isa, precision = "bf16", shapes = "qwen3,gemma3-sliding,gemma3-full", seqs = "512,2048,8192";
+  int reps = 5;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i], value = argv[i + 1];
+    if (flag == "--isa") isa = value;
+    else if (flag == "--precision") precision = value;
+    else if (flag == "--shapes") shapes = value;
+    else if (flag == "--seq") seqs = value;
+    else if (flag == "--reps") reps = std::max(1, std::atoi(value.c_str()));
+    else return std::fprintf(stderr, "unknown flag %s\n", flag.c_str()), 2;
+  }
+  if (precision != "f32" && precision != "bf16") return std::fprintf(stderr, "--precision f32 or bf16\n"), 2;
+  const Attention driver(isa.empty() ? nullptr : isa.c_str(), precision == "bf16" ? Precision::kBf16 : Precision::kF32);
+  std::printf("| shape | S | path | total ms |");
+  for (const char* name : kPhaseNames) std::printf(" %s ms (%%) |", name);
+  std::printf(" other ms (%%) |\n|---|---|---|---|");
+  for (int i = 0; i <= kPhaseCount; ++i) std::printf("---|");
+  std::printf("\n");
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (const std::string& shape_name : split(shapes)) {
+    const Shape* shape = nullptr;
+    for (const Shape& s : kShapes)
+      if (shape_name == s.name) shape = &s;
+    if (!shape) return std::fprintf(stderr, "unknown shape %s\n", shape_name.c_str()), 2;
+    for (const std::string& seq_text : split(seqs)) {
+      const int64_t seq = std::atoll(seq_text.c_str());
+      std::vector<float> q(static_cast<size_t>(seq * shape->q_heads * shape->head_dim));
+      std::vector<float> k(static_cast<size_t>(seq * shape->kv_heads * shape->head_dim)), v(k.size()), out(q.size());
+      for (float& x : q) x = normal(rng);
+      for (float& x : k) x = normal(rng);
+      for (float& x : v) x = normal(rng);
+      std::vector<int64_t> mask(static_cast<size_t>(seq), 1);
+      Problem p;
+      p.q = q.data();
+      p.k = k.data();
+      p.v = v.data();
+      p.mask = mask.data();
+      p.out = out.data();
+      p.batch = 1;
+      p.seq = seq;
+      p.q_heads = shape->q_heads;
+      p.kv_heads = shape->kv_heads;
+      p.head_dim = shape->head_dim;
+      p.scale = 1.0f / std::sqrt(static_cast<float>(shape->head_dim));
+      p.before = shape->before;
+      p.after = shape->after;
+      time_call(driver, p);  // warm-up: scratch grown, pages touched
+      std::vector<Timing> runs;
+      for (int r = 0; r < reps; ++r) runs.push_back(time_call(driver, p));
+      std::sort(runs.begin(), runs.end(), [](const Timing& a, const Timing& b) { return a.total_ms < b.total_ms; });
+      print_row(*shape, seq, driver.path_for(shape->head_dim).path.name(), runs[runs.size() / 2]);
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}
