@@ -89,7 +89,7 @@ struct Bf16TileOps {
   // s[r][j] = sum_d q[r][d] * k[j][d]: q [rows][d] (row stride d), kt in pairs of d:
   // kt[(c / 2) * ldk * 2 + j * 2 + c % 2] = k[j][c].
   void (*scores)(const uint16_t* q, int64_t rows, int64_t d, const uint16_t* kt, int64_t ldk, float* s);
-  // TileOps::softmax_bf16, also writing the rounded p as bf16 to p [rows][kTileK].
+  // TileOps::softmax_bf16, writing the rounded p as bf16 to p [rows][kTileK] instead of to s (s is then scratch).
   void (*softmax)(float* s, int64_t rows, float* m, float* l, float* alpha, uint16_t* p);
   // o[r][:] = o[r][:] * alpha[r] + sum_{j < nk} p[r][j] * v[j][:], v in pairs of keys:
   // v[(j / 2) * d * 2 + c * 2 + j % 2] = v[j][c] (nk rounded up to even keys are read; p is 0 past nk).

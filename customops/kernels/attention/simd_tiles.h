@@ -87,10 +87,11 @@ void softmax_step(float* s, int64_t rows, float* m, float* l, float* alpha, uint
         e = V::round_bf16(e);
         if (p16) V::store_bf16(p16 + r * kTileK + i * V::width, e);
       }
-      V::store(sr + i * V::width, e);
+      if (!p16) V::store(sr + i * V::width, e);  // the bf16 tile ops read p16 only
       sum = V::add(sum, e);
     }
-    alpha[r] = std::exp(m[r] - m_new);
+    // exp(0) is exactly 1: a row whose maximum did not move (most tiles past a row's first few) needs no exp.
+    alpha[r] = m[r] == m_new ? 1.0f : std::exp(m[r] - m_new);
     l[r] = l[r] * alpha[r] + V::hsum(sum);
     m[r] = m_new;
   }
