@@ -27,7 +27,8 @@ with the system C compiler and timed in a child process on this core:
   aarch64: neon smlal int8 -> int16, dotprod sdot, i8mm smmla (2x8 by 8x2), lut-neon the
               lookup step (index byte, add .8h of a 16-token entry from 31 KB of L1 tables)
 "% peak" = a path's GOP/s over its own peak (-lut rows: their lookup kernel's, -mul rows the
-multiply path's; "-" for plain i2s-<isa> rows of an ISA with both families, which run either);
+multiply path's, plain i2s-<isa> rows too where the op's rules never pick the lookup family, e.g.
+amx; "-" for plain rows of an ISA whose rules pick either, avx2);
 baselines are shown against the avx512vnni (else avx2) peak for scale. GOP/s counts 2*M*K*N.
 "x mul" = over the -mul variant of the same ISA (run with --family ... mul).
 
@@ -250,6 +251,9 @@ PEAK_LOOPS = {
 # The lookup kernel each ISA's lookup family runs (customops/kernels/i2s/lut/dispatch.cc).
 LOOKUP_OF_ISA = {"amx": "lut-avx512", "avx512vnni": "lut-avx512", "avxvnni": "lut-avx2", "avx2": "lut-avx2",
                  "i8mm": "lut-neon", "dotprod": "lut-neon", "neon": "lut-neon"}
+# The ISAs on which the op's own choice (plain i2s-<isa> rows) may run the lookup family: those with a
+# rule in customops/kernels/i2s/lut/dispatch.cc (kRules). Elsewhere it always runs the multiply kernel.
+AUTO_MAY_RUN_LOOKUP = {"avx2"}
 AVXVNNI_PROXY = (1, ["-mavx2", "-mavx512f", "-mavx512vl", "-mavx512vnni"],
                  "vpdpbusd ymm, EVEX form as a proxy: this CPU has AVX512-VNNI but no AVX-VNNI")
 
@@ -412,7 +416,7 @@ def main() -> int:
                     gops = ops_per_token(model) * m / s / 1e9
                     # auto rows run whichever family the op picks per call: no single peak where both exist
                     path = LOOKUP_OF_ISA.get(v.isa) if v.family == "lut" else v.isa
-                    ambiguous = v.family == "auto" and v.isa in LOOKUP_OF_ISA
+                    ambiguous = v.family == "auto" and v.isa in AUTO_MAY_RUN_LOOKUP
                     peak = None if ambiguous else peaks.get(path, (None, ""))[0] if v.isa else ref_peak
                     mul_label = f"i2s-{v.isa}-mul" + ("+norm" if v.label.endswith("+norm") else "")
                     results.append({
