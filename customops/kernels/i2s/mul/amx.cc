@@ -21,6 +21,13 @@
 #include "mul_kernels.h"
 #include "x86_common.h"
 
+// Stage switches and counters for customops/tests/amx_profile.cc, which includes this file with its own
+// definitions to time the kernel with stages left out; in the library every stage runs.
+#ifndef BITNET_AMX_RUN
+#define BITNET_AMX_RUN(stage) true
+#define BITNET_AMX_COUNT(counter, n) ((void)0)
+#endif
+
 namespace bitnet_onnx {
 namespace {
 
@@ -72,6 +79,7 @@ inline void stage_in(int32_t* c, const int32_t* src, int64_t ld, __mmask16 mask,
 // a != null: last K block with the op's epilogue fused, y = (float(sum) / a) * s_w per row.
 inline void stage_out(const int32_t* c, int32_t* dst, int64_t ld, __mmask16 mask, const float* a, float s_w,
                       bool may_stream) {
+  if (!BITNET_AMX_RUN(epilogue)) return;
   if (a == nullptr) {
     for (int t = 0; t < kTm; ++t) _mm512_mask_storeu_epi32(dst + t * ld, mask, _mm512_load_si512(c + t * G));
     return;
@@ -133,7 +141,8 @@ void micro(const Block& blk) {
   if (NG > 1) BITNET_C_IN(1, 0, 1);
   if (MB > 1) BITNET_C_IN(2, 1, 0);
   if (MB > 1 && NG > 1) BITNET_C_IN(3, 1, 1);
-  for (int64_t kk = 0; kk < blk.kc; kk += kKStep) {
+  BITNET_AMX_COUNT(tdp, blk.kc / kKStep * MB * NG);
+  for (int64_t kk = 0; BITNET_AMX_RUN(tiles) && kk < blk.kc; kk += kKStep) {
     const int8_t* a = blk.q + kk * 2 * kTm;  // packed: [k step][32 tokens][64]
     _tile_loadd(4, a, 64);
     _tile_loadd(6, blk.b[0] + kk * G, 64);  // kKStep columns = 16 quads x 64 bytes
@@ -200,10 +209,13 @@ void dot_any(const uint8_t* packed, int64_t n, int64_t k, const QuantizedRows& r
   // B streams from L2 (sequential 1 KB tiles); the A tiles of a token pair stay in L1.
   for (int64_t k0 = 0; k0 < k; k0 += kKc) {
     const int64_t kc = std::min(kKc, k - k0);
-    for (int64_t g = g0; g < g1; ++g) unpack_group(packed + g * gstride, k0, kc, buf + (g - g0) * kc * G);
+    for (int64_t g = g0; g < g1; ++g) {
+      if (BITNET_AMX_RUN(decode)) unpack_group(packed + g * gstride, k0, kc, buf + (g - g0) * kc * G);
+      BITNET_AMX_COUNT(decoded_bytes, kc * G);
+    }
     for (int64_t i = m0; i < me; i += 2 * kTm) {
       const int mb = i + 2 * kTm <= me ? 2 : 1;
-      pack_tokens(rows.q + i * k + k0, k, mb * kTm, kc, apack);
+      if (BITNET_AMX_RUN(pack)) pack_tokens(rows.q + i * k + k0, k, mb * kTm, kc, apack);
       for (int64_t g = g0; g < g1; g += 2) {
         const int ng = g + 1 < g1 ? 2 : 1;
         Block blk;

@@ -1,0 +1,130 @@
+"""Where the AMX path's time goes (issue 40): the amx kernel's stages on one thread, per model and M.
+
+Builds customops/tests/amx_profile.cc (CMake target amx_profile, beside kernel_bench; it compiles the
+kernel's own source with its stage switches bound to the profiler) and runs it on the 7 projections
+of one layer of each model of bench_op.py (MODELS), then sums the projections per (model, M), as
+bench_op.py's rows do. A stage's cost is what it adds to the call: the whole call's time minus the
+call's time with that stage left out (CPU time of the thread, median of interleaved repetitions),
+so the stages' costs need not add up to the whole when they overlap ("overlap" column: the whole
+minus their sum). Columns, in % of the whole call:
+  tdp@peak   the call's tdpbssd count at the register peak measured by the profiler (its share of
+             peak); the rest of "tiles" is tile loads, stalls on their data and C tiles in and out
+  quantize   the activations' absmax int8 quantization (the fused norm is off, as in bench_op.py)
+  decode     2-bit weight codes to int8 B tiles; "decoded" = bytes decoded per call / whole W in int8
+  pack       token rows to contiguous A tiles
+  tiles      tile loads and tdpbssd
+  epilogue   int32 C to (float(sum) / a) * s_w into Y
+  loops      the call with every stage above left out (tile configuration, loop and job overhead)
+
+    python benchmarks/amx_profile.py                     # both models, M 16 128 512 2048
+    python benchmarks/amx_profile.py --models qwen3 --m 512 --reps 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import hashlib
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_op import MODELS  # noqa: E402
+
+from bitnet_onnx.bench.host import cpu_name  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+STAGES = ["quantize", "decode", "pack", "tiles", "epilogue"]
+
+
+def build(folder: Path) -> Path:
+    """Configures and builds the amx_profile target in `folder`; returns the executable."""
+    cmake, ninja = shutil.which("cmake", path=_tool_path()), shutil.which("ninja", path=_tool_path())
+    if not cmake or not ninja:
+        sys.exit("amx_profile: cmake and ninja are needed (pip install cmake ninja)")
+    for cmd in ([cmake, "-S", str(REPO / "customops" / "tests"), "-B", str(folder), "-G", "Ninja",
+                 f"-DCMAKE_MAKE_PROGRAM={ninja}", "-DCMAKE_BUILD_TYPE=Release"],
+                [ninja, "-C", str(folder), "amx_profile"]):
+        res = subprocess.run(cmd, capture_output=True, text=True)
+        if res.returncode != 0:
+            sys.exit(f"{' '.join(cmd)} failed:\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}")
+    return folder / "amx_profile"
+
+
+def _tool_path() -> str:
+    return os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+
+
+LINE = re.compile(r"K=(\d+) N=(\d+) M=(\d+) (.*)")
+
+
+def run(exe: Path, shapes: list[tuple[int, int]], ms: list[int], reps: int, min_seconds: float):
+    """(peak GOP/s, {(k, n, m): {field: value}}) from one run of the profiler."""
+    cmd = [str(exe), "--shapes", ",".join(f"{k}x{n}" for k, n in shapes), "--m", ",".join(map(str, ms)),
+           "--reps", str(reps), "--min-seconds", str(min_seconds)]
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    if res.returncode != 0:
+        sys.exit(f"{' '.join(cmd)} failed ({res.returncode}):\n{res.stdout[-2000:]}{res.stderr[-2000:]}")
+    peak, cells = None, {}
+    for line in res.stdout.splitlines():
+        if line.startswith("peak tdpbssd"):
+            peak = float(line.split()[2])
+        elif (match := LINE.match(line)):
+            k, n, m = map(int, match.groups()[:3])
+            cells[(k, n, m)] = {key: float(value) for key, value in (f.split("=") for f in match.group(4).split())}
+    return peak, cells
+
+
+def table(model: str, peak: float, cells: dict, ms: list[int]) -> list[str]:
+    rows = []
+    for m in ms:
+        projections = [cells[(k, n, m)] for _, k, n in MODELS[model]]
+        total = lambda field: sum(c[field] for c in projections)  # noqa: E731 - microseconds summed over projections
+        full = total("full")
+        ops = 2 * m * sum(k * n for _, k, n in MODELS[model])
+        tdp_at_peak = total("tdp") * 2 * 16 * 16 * 64 / (peak * 1e9) * 1e6
+        costs = {stage: full - total(f"-{stage}") for stage in STAGES}
+        overlap = full - sum(costs.values()) - total("loops")
+        decoded = sum(c["decoded_over_panel"] * k * n for c, (_, k, n) in zip(projections, MODELS[model])) / sum(
+            k * n for _, k, n in MODELS[model])
+        jobs = "/".join(str(int(c["jobs"])) for c in projections)
+        pct = lambda us: f"{100 * us / full:.0f}"  # noqa: E731
+        rows.append(f"| {model} | {m} | {full / 1e3:.3f} | {ops / full / 1e3:.0f} | {100 * ops / full / 1e3 / peak:.0f} | "
+                    f"{pct(tdp_at_peak)} | " + " | ".join(pct(costs[s]) for s in STAGES) +
+                    f" | {pct(total('loops'))} | {pct(overlap)} | {decoded:.2f} | {jobs} |")
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--models", nargs="+", choices=list(MODELS), default=list(MODELS))
+    parser.add_argument("--m", type=int, nargs="+", default=[16, 128, 512, 2048])
+    parser.add_argument("--reps", type=int, default=7, help="interleaved repetitions (default 7); the median is kept")
+    parser.add_argument("--min-seconds", type=float, default=0.05, help="per timed sample (default 0.05)")
+    parser.add_argument("--build", type=Path, help="CMake build folder (default: under the temp folder, per checkout)")
+    args = parser.parse_args()
+    if platform.machine() not in ("x86_64", "AMD64"):
+        sys.exit("amx_profile: x86-64 with AMX-INT8 only")
+    folder = args.build or Path(tempfile.gettempdir()) / f"bitnet_onnx_amx_profile-{hashlib.sha256(str(REPO).encode()).hexdigest()[:12]}"
+    exe = build(folder)
+    shapes = sorted({(k, n) for model in args.models for _, k, n in MODELS[model]})
+    peak, cells = run(exe, shapes, args.m, args.reps, args.min_seconds)
+    date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    print(f"# amx kernel stages, 1 thread, CPU time | CPU: {cpu_name()} | {date} | tdpbssd peak {peak:.0f} GOP/s")
+    print(f"# {args.reps} interleaved repetitions, median | command: python {' '.join(sys.argv)}")
+    print("| model | M | ms | GOP/s | % peak | tdp@peak | quantize | decode | pack | tiles | epilogue | loops | overlap "
+          "| decoded | jobs |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for model in args.models:
+        print("\n".join(table(model, peak, cells, args.m)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

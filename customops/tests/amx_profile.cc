@@ -1,0 +1,233 @@
+// Where the AMX path's time goes (issue 40): the amx kernel's call, as the op makes it on one thread,
+// timed whole and with one stage left out at a time. This file includes the kernel's source
+// (customops/kernels/i2s/mul/amx.cc) with its stage switches (BITNET_AMX_RUN) and counters
+// (BITNET_AMX_COUNT) bound to the globals below; the library's copy has every stage compiled in.
+// A stage's cost is the time it adds to the call (full time minus the time without it), so work
+// that overlaps other work costs what it does in place. Built and run by benchmarks/amx_profile.py.
+//
+//   amx_profile --shapes 1024x2048,640x256 --m 16,128,512,2048 [--reps 7] [--min-seconds 0.05]
+//
+// Prints one line per (K, N, M): median microseconds of the whole call (quantize + every job of the
+// driver's grid) and of the call without each stage, the tdpbssd count, the bytes of weights
+// decoded per call over the panel's size, the job count, and the register peak of tdpbssd measured
+// here (4 independent tiles, no loads).
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <algorithm>
+#include <random>
+#include <string>
+#include <vector>
+
+// The stages the profile can leave out, and what the kernel counts.
+struct AmxStages {
+  bool decode = true;    // 2-bit weight codes -> int8 B tiles (unpack_group)
+  bool pack = true;      // q rows -> contiguous A tiles (pack_tokens)
+  bool tiles = true;     // the tile loads and tdpbssd over K
+  bool epilogue = true;  // C (staged int32) -> (float(sum) / a) * s_w into y
+};
+struct AmxCounters {
+  int64_t decoded_bytes = 0;  // int8 B bytes written by the decode
+  int64_t tdp = 0;            // tdpbssd instructions
+};
+namespace {
+AmxStages g_stages;
+AmxCounters g_counts;
+}  // namespace
+#define BITNET_AMX_RUN(stage) (g_stages.stage)
+#define BITNET_AMX_COUNT(counter, n) (g_counts.counter += (n))
+// The included kernel's record accessor would collide with the library's.
+#define amx_kernel amx_kernel_profiled
+#include "amx.cc"
+#undef amx_kernel
+#include "cpu_features.h"
+
+namespace {
+
+using bitnet_onnx::I2SKernel;
+using bitnet_onnx::QuantizedRows;
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    const size_t end = s.find(sep, start);
+    out.push_back(s.substr(start, end == std::string::npos ? std::string::npos : end - start));
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return out;
+}
+
+// Thread CPU time: other processes' use of the core is not counted.
+double now_s() {
+  timespec t;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+// GOP/s of tdpbssd on four independent accumulator tiles, operands in registers.
+double tdp_peak_gops() {
+  bitnet_onnx::load_amx_tile_config();
+  alignas(64) static int8_t zeros[1024];
+  _tile_loadd(4, zeros, 64);
+  _tile_loadd(5, zeros, 64);
+  _tile_loadd(6, zeros, 64);
+  _tile_loadd(7, zeros, 64);
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  double best = 0;
+  for (int rep = 0; rep < 5; ++rep) {
+    const int64_t iters = 2000000;
+    const double t0 = now_s();
+    for (int64_t i = 0; i < iters; ++i) {
+      _tile_dpbssd(0, 4, 6);
+      _tile_dpbssd(1, 4, 7);
+      _tile_dpbssd(2, 5, 6);
+      _tile_dpbssd(3, 5, 7);
+    }
+    const double t = now_s() - t0;
+    best = std::max(best, 4.0 * iters * 2.0 * 16 * 16 * 64 / t / 1e9);
+  }
+  _tile_release();
+  return best;
+}
+
+struct Problem {
+  int64_t m, n, k;
+  std::vector<uint8_t> packed;
+  std::vector<float> x, a, y;
+  std::vector<int8_t> q;
+  std::vector<int32_t> qsum;
+};
+
+// The driver's job grid on one thread (driver.cc: tiles of the kernel's tile_m x tile_n, n outer).
+int64_t jobs_of(const I2SKernel& kern, int64_t m, int64_t n) {
+  return (m + kern.tile_m - 1) / kern.tile_m * ((n + kern.tile_n - 1) / kern.tile_n);
+}
+
+// One op call on one thread: quantize (when asked), then dot_scaled over the driver's grid.
+void call(const I2SKernel& kern, Problem& p, bool quantize) {
+  if (quantize) kern.quantize(p.x.data(), p.m, p.k, nullptr, 1e-6f, p.q.data(), p.a.data(), p.qsum.data());
+  const QuantizedRows rows{p.q.data(), p.a.data(), p.qsum.data(), p.m, p.k};
+  for (int64_t n0 = 0; n0 < p.n; n0 += kern.tile_n)
+    for (int64_t m0 = 0; m0 < p.m; m0 += kern.tile_m) {
+      const int64_t m1 = std::min(p.m, m0 + kern.tile_m), n1 = std::min(p.n, n0 + kern.tile_n);
+      kern.dot_scaled(p.packed.data(), p.n, p.k, rows, 0.02f, m0, m1, n0, n1, p.y.data() + m0 * p.n + n0, p.n);
+    }
+}
+
+// Variants of a call: everything, then without one stage each, then nothing but the loops.
+struct Variant {
+  const char* name;
+  AmxStages stages;
+  bool quantize;
+};
+
+std::vector<Variant> variants() {
+  std::vector<Variant> v;
+  v.push_back({"full", AmxStages{}, true});
+  v.push_back({"-quantize", AmxStages{}, false});
+  AmxStages s;
+  s.decode = false;
+  v.push_back({"-decode", s, true});
+  s = AmxStages{};
+  s.pack = false;
+  v.push_back({"-pack", s, true});
+  s = AmxStages{};
+  s.tiles = false;
+  v.push_back({"-tiles", s, true});
+  s = AmxStages{};
+  s.epilogue = false;
+  v.push_back({"-epilogue", s, true});
+  s = AmxStages{false, false, false, false};
+  v.push_back({"loops", s, false});
+  return v;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string shapes = "1024x2048", ms = "16,128,512,2048";
+  int reps = 7;
+  double min_seconds = 0.05;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i], value = argv[i + 1];
+    if (flag == "--shapes") shapes = value;
+    else if (flag == "--m") ms = value;
+    else if (flag == "--reps") reps = std::atoi(value.c_str());
+    else if (flag == "--min-seconds") min_seconds = std::atof(value.c_str());
+    else {
+      std::fprintf(stderr, "unknown flag %s\n", flag.c_str());
+      return 2;
+    }
+  }
+  if (!bitnet_onnx::cpu_features().amx) {
+    std::fprintf(stderr, "amx_profile: this CPU (or OS) does not run AMX-INT8\n");
+    return 3;
+  }
+  const I2SKernel& kern = *bitnet_onnx::amx_kernel_profiled();
+  std::printf("peak tdpbssd %.0f GOP/s\n", tdp_peak_gops());
+  std::mt19937 rng(0);
+  const std::vector<Variant> all = variants();
+  for (const std::string& shape : split(shapes, ',')) {
+    const auto kn = split(shape, 'x');
+    Problem p;
+    p.k = std::atoll(kn.at(0).c_str());
+    p.n = std::atoll(kn.at(1).c_str());
+    if (p.k <= 0 || p.k % 128 != 0 || p.n <= 0) {
+      std::fprintf(stderr, "bad shape %s (KxN, K a multiple of 128)\n", shape.c_str());
+      return 2;
+    }
+    std::vector<uint8_t> i2s(static_cast<size_t>(p.n * p.k / 4));
+    for (auto& b : i2s) {  // codes 0..2 only (0b11 is never written)
+      uint8_t v = 0;
+      for (int f = 0; f < 4; ++f) v = static_cast<uint8_t>(v | ((rng() % 3) << (2 * f)));
+      b = v;
+    }
+    p.packed.resize(kern.packed_bytes(p.n, p.k));
+    kern.repack(i2s.data(), p.n, p.k, p.packed.data());
+    for (const std::string& mstr : split(ms, ',')) {
+      p.m = std::atoll(mstr.c_str());
+      p.x.resize(static_cast<size_t>(p.m * p.k));
+      std::normal_distribution<float> normal;
+      for (auto& v : p.x) v = normal(rng);
+      p.q.resize(static_cast<size_t>(p.m * p.k));
+      p.a.resize(static_cast<size_t>(p.m));
+      p.qsum.resize(static_cast<size_t>(p.m));
+      p.y.resize(static_cast<size_t>(p.m * p.n));
+      g_stages = AmxStages{};
+      g_counts = AmxCounters{};
+      double t0 = now_s();
+      call(kern, p, true);  // also fills q and a for the variants that skip quantize
+      const AmxCounters per_call = g_counts;
+      const int64_t calls = std::max<int64_t>(1, static_cast<int64_t>(min_seconds / std::max(now_s() - t0, 1e-7)));
+      std::vector<std::vector<double>> times(all.size());
+      for (int r = 0; r < reps; ++r)  // variants interleaved within each repetition
+        for (size_t v = 0; v < all.size(); ++v) {
+          g_stages = all[v].stages;
+          call(kern, p, all[v].quantize);
+          t0 = now_s();
+          for (int64_t i = 0; i < calls; ++i) call(kern, p, all[v].quantize);
+          times[v].push_back((now_s() - t0) / calls);
+        }
+      g_stages = AmxStages{};
+      std::printf("K=%" PRId64 " N=%" PRId64 " M=%" PRId64, p.k, p.n, p.m);
+      for (size_t v = 0; v < all.size(); ++v) {
+        std::sort(times[v].begin(), times[v].end());
+        std::printf(" %s=%.2f", all[v].name, times[v][times[v].size() / 2] * 1e6);
+      }
+      const int64_t panel = (p.n + 15) / 16 * 16 * p.k;  // int8 bytes of the whole decoded W
+      std::printf(" tdp=%" PRId64 " decoded_over_panel=%.2f jobs=%" PRId64 "\n", per_call.tdp,
+                  static_cast<double>(per_call.decoded_bytes) / static_cast<double>(panel), jobs_of(kern, p.m, p.n));
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}
