@@ -248,13 +248,19 @@ def gemma3_270m() -> Path:
 
 
 def _gguf_reads_once(patch: pytest.MonkeyPatch, path: Path) -> None:
-    """Until ``patch`` is undone, every GgufModel of ``path`` shares one GGUFReader: gguf-py parses the
-    262,144-entry vocabulary one entry at a time (2.6 s on a quiet machine), and each export and verify of the real Gemma3-270M
-    opens the file again. The reader is read-only (a read-only memmap and the fields parsed from it), so
-    what each export and verify computes is unchanged; a changed file (size, time) is read again."""
+    """Until ``patch`` is undone, every GgufModel of ``path`` shares one GGUFReader and its tensors are
+    dequantized once: gguf-py parses the 262,144-entry vocabulary one entry at a time (2.6 s on a quiet
+    machine) and dequantizes Q4_K/Q6_K blocks in numpy, and each export and verify of the real Gemma3-270M
+    opens the file and reads every tensor again (eight times in test_gguf_import alone). The reader is
+    read-only (a read-only memmap and the fields parsed from it) and so is each dequantized array (a caller
+    that wrote into one would fail, not share its change), so what each export and verify computes is
+    unchanged; a changed file (size, time) is read again. The arrays (about 1 GB of float32) live as long
+    as the patch."""
     import bitnet_onnx.gguf_source as gguf_source
 
-    read, readers = gguf_source.open_gguf, {}
+    read, dequantize = gguf_source.open_gguf, gguf_source.dequantize
+    readers: dict[tuple, object] = {}
+    tables: dict[str, object] = {}  # tensor name -> its float32 array, read-only
 
     def read_once(file, checked=False):
         if Path(file) != path:
@@ -262,10 +268,20 @@ def _gguf_reads_once(patch: pytest.MonkeyPatch, path: Path) -> None:
         key = _fingerprint(path)
         if key not in readers:
             readers.clear()
+            tables.clear()
             readers[key] = read(file, checked)
         return readers[key]
 
+    def dequantize_once(reader, tensor):
+        if not any(reader is shared for shared in readers.values()):
+            return dequantize(reader, tensor)
+        if tensor.name not in tables:
+            tables[tensor.name] = dequantize(reader, tensor)
+            tables[tensor.name].setflags(write=False)
+        return tables[tensor.name]
+
     patch.setattr(gguf_source, "open_gguf", read_once)
+    patch.setattr(gguf_source, "dequantize", dequantize_once)
 
 
 @tier_fixture("real_size", scope="session")

@@ -3,14 +3,17 @@
 The unit of work is a group: by default a test module, so a module's fixtures are built by one worker
 only; the modules that use an expensive session fixture of SHARED_FIXTURE_GROUPS (the real Gemma3-270M
 exports, the real-width models) form that fixture's group, so it is built once (a module may also name
-its group: ``pytest.mark.xdist_group("<name>")``). Groups holding a ``slow`` or ``real_size`` test go
-first, so the long ones overlap instead of ending the run alone (the scheduler hands groups out in
-collection order). Without workers nothing changes.
+its group: ``pytest.mark.xdist_group("<name>")``). Groups go out by their count of ``slow`` and
+``real_size`` tests, most first, so the long ones overlap instead of ending the run alone (the scheduler
+hands groups out in collection order once xdist's own reordering, by a group's number of tests, is
+off). Without workers nothing changes.
 
 PYTEST_DONT_REWRITE: conftest imports it before pytest loads it as a plugin (nothing here asserts).
 """
 
 from __future__ import annotations
+
+from collections import Counter
 
 import pytest
 
@@ -40,6 +43,15 @@ def module_groups(items: list[pytest.Item]) -> dict[str, str]:
     return {_module(item): groups.get(_module(item), _module(item)) for item in items}
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # xdist sorts the groups by their number of tests, most first (--loadscope-reorder, its default), which
+    # sent the two real-size groups (a few dozen tests, half the run's time) after four op modules of
+    # 100-200 quick tests each: the order below is kept only with that sort off (the scheduler reads the
+    # option on the controller, which has no workerinput).
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups into the test ids
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if not hasattr(config, "workerinput"):  # only a worker's collection feeds the scheduler
@@ -48,6 +60,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.get_closest_marker("xdist_group") is None:
             item.add_marker(pytest.mark.xdist_group(groups[_module(item)]))
-    slow_groups = {groups[_module(item)] for item in items if item.get_closest_marker("slow")
-                   or item.get_closest_marker("real_size")}
-    items.sort(key=lambda item: groups[_module(item)] not in slow_groups)  # stable: order inside a group stays
+    # A group's count of slow and real-size tests stands for its time (the real-size groups hold the
+    # most): the longest go first, so the short ones fill in at the end (longest-first scheduling).
+    slow_tests = Counter(groups[_module(item)] for item in items
+                         if item.get_closest_marker("slow") or item.get_closest_marker("real_size"))
+    items.sort(key=lambda item: -slow_tests[groups[_module(item)]])  # stable: order inside a group stays

@@ -52,3 +52,23 @@ def test_each_unit_of_work_runs_on_one_worker(pytester: pytest.Pytester, monkeyp
     # the node ids carry their unit: a module, or the shared fixture's group for its users
     assert set(units) == {"real-width", "test_plain_a.py", "test_plain_b.py"}, result.outlines
     assert all(len(workers) == 1 for workers in units.values()), units
+
+
+def test_the_groups_with_the_most_slow_tests_go_first(pytester: pytest.Pytester, monkeypatch):
+    """One worker runs the units in the order the scheduler hands them out: by their count of slow and
+    real-size tests, most first, not xdist's default (most tests first), which put the real-size groups
+    behind the op modules' hundreds of quick tests."""
+    monkeypatch.setenv("PYTHONPATH", str(TESTS))
+    pytester.makeconftest(CONFTEST)
+    pytester.makeini("[pytest]\nmarkers =\n    slow: slow\n    real_size: real size\n")
+    ran = pytester.path / "ran.txt"
+    record = f"def _record(name):\n    with open({str(ran)!r}, 'a') as f:\n        f.write(name + '\\n')\n"
+    many_quick = record + "".join(f"def test_{i}():\n    _record('many_quick')\n" for i in range(6))
+    one_slow = record + "import pytest\n@pytest.mark.slow\ndef test_0():\n    _record('one_slow')\n"
+    two_slow = record + ("import pytest\npytestmark = pytest.mark.real_size\n"
+                         + "".join(f"def test_{i}():\n    _record('two_slow')\n" for i in range(2)))
+    pytester.makepyfile(test_a_many_quick=many_quick, test_b_one_slow=one_slow, test_c_two_slow=two_slow)
+    result = pytester.runpytest_subprocess("-n", "1", "--dist", "loadgroup", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=9)
+    order = list(dict.fromkeys(ran.read_text().split()))
+    assert order == ["two_slow", "one_slow", "many_quick"], order
