@@ -105,6 +105,12 @@ def write_all(out: Path) -> list[tuple[str, int, str]]:
     x, t, w = _random(rng, 2048, 1280, 1024)
     add("large_output_k1024_n1280_m2048", x, t, norm_w=w, cpus="x86")
 
+    # K beyond the amx kernel's 4096-column K block: two whole blocks and a 128-column one, C carried
+    # between them as int32 partial sums; 5 groups of 16 rows (two pairs and a lone group, the last
+    # one partial) and 40 tokens (a token pair, a lone tile and an 8-token tail).
+    x, t, w = _random(rng, 40, 70, 8320)
+    add("kblocks_k8320_n70_m40", x, t, norm_w=w, cpus="x86")
+
     # Bytes as a run-time W may hold them: every code including the unused 0b11 (reads as 0).
     x, _, w = _random(rng, 64, 7, 1024)
     add("anybytes_k1024_n7_m64", x, None, i2s=rng.integers(0, 256, size=(7, 1024 // 4), dtype=np.uint8), norm_w=w)

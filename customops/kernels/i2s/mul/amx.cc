@@ -2,13 +2,21 @@
 // the AVX512 flags of avx512vnni.cc; selected only when cpu_features().amx (CPUID, XCR0 and, on
 // Linux, the per-process permission for the tile data state) says so.
 //
-// Weights: the same 16-row panel layout as avx512vnni.cc. Per 1024-column K block, the 2-bit
-// codes of the tile's rows are unpacked once into a per-thread buffer of int8 T whose 1 KB
-// pieces are AMX B tiles as they are ([16 quads][16 rows x 4 values]); each token pair's rows of
-// q are copied into contiguous A tiles. TDPBSSD accumulates sum_k q*T in 16x16 int32 tiles.
-// Register blocking 2x2: tiles 0-3 hold 32 tokens x 32 rows of C, 4-5 A, 6-7 B. C leaves
-// through an L1 staging tile (int32 partials for the next K block, or the fused epilogue's
-// floats). Token blocks of fewer than 16 rows go to the AVX512-VNNI kernel.
+// Weights: the same 16-row panel layout as avx512vnni.cc, decoded to int8 T whose 1 KB pieces are
+// AMX B tiles as they are ([16 quads][16 rows x 4 values]); token rows of q are copied into
+// contiguous A tiles. TDPBSSD accumulates sum_k q*T in 16x16 int32 tiles; register blocking 2x2:
+// tiles 0-3 hold 32 tokens x 32 rows of C, 4-5 A, 6-7 B.
+// Loop order (issue 40): per K block (the whole K of every real model), the job's tokens are packed
+// once; then group pairs outer, token pairs inner: each pair of 16-row groups is decoded once per
+// call into a per-thread slot and swept over every token pair, with C kept in tiles over the whole
+// block (with a single token pair, whose B tiles are each used once, they are decoded just ahead of
+// their use into an L1 ring instead). Beside each micro call's tdpbssd run the epilogue of the
+// previous call's C (staged in L1) and, during a group pair's first call, the decode of the next
+// pair, so that the divider and the vector units work while the tile unit does; the lines of Y a
+// call will store are prefetched for writing during it. Token blocks of fewer than 16 rows go to the
+// AVX512-VNNI kernel. Per-thread scratch: 64 x min(K, 4096) bytes of decoded weights (two slots of
+// a group pair) and 32 x min(K, 4096) bytes per token pair of the job (tile_m = 512 tokens: up to
+// 2 MB).
 #pragma GCC diagnostic ignored "-Wuninitialized"  // GCC 12 intrinsic headers (bug 105593)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
@@ -35,8 +43,11 @@ using namespace x86;
 
 constexpr int64_t G = 16;       // rows per group = columns of a C tile
 constexpr int64_t kTm = 16;     // tokens per A / C tile
-constexpr int64_t kKc = 1024;   // K block: B buffer of 2 groups = 2 x 16 KB
 constexpr int64_t kKStep = 64;  // K bytes per A tile row
+// K block: C stays in tiles across a whole block. Every real model's K (<= 3072) is one block; a
+// wider K runs in blocks whose int32 partial sums go through the output (the op's K reaches 2^24),
+// which bounds the per-thread buffers at 64 x kKBlock bytes of weights and tile_m x kKBlock of tokens.
+constexpr int64_t kKBlock = 4096;
 // Outputs from this size on are written with streaming stores: measured here (2 MiB L2, shared
 // L3) at M=2048 (8-25 MB per projection) 1.5x faster overall, at M=512 (2-6 MB) 2x slower.
 constexpr int64_t kStreamBytes = int64_t{8} << 20;
@@ -65,126 +76,277 @@ inline __mmask16 lane_mask(int64_t g, int64_t n0, int64_t n1) {
   return static_cast<__mmask16>(((1u << hi) - 1u) & ~((1u << lo) - 1u));
 }
 
-// C tiles of a micro call that are not whole 16-column groups of the output go through a
-// staging buffer with masked loads / stores; whole ones are loaded / stored in place.
-struct Stage {
-  alignas(64) int32_t c[4][kTm * G];
+// C tiles leave through an L1 staging buffer: a tile store straight into the output rows (1 KB
+// apart, a few L1 sets) stalled on their misses; plain vector stores drain in the background.
+// Two buffers: the C tiles of one micro call are converted (the epilogue) while the next call's
+// tdpbssd run, a few rows per K step, so that the divider works beside the tile unit.
+struct alignas(64) Staged {
+  int32_t c[4][kTm * G];  // C tile 2i + j: token tile i, group j
 };
 
-inline void stage_in(int32_t* c, const int32_t* src, int64_t ld, __mmask16 mask, bool first) {
-  for (int t = 0; t < kTm; ++t)
-    _mm512_store_si512(c + t * G, first ? _mm512_setzero_si512() : _mm512_maskz_loadu_epi32(mask, src + t * ld));
-}
-
-// a != null: last K block with the op's epilogue fused, y = (float(sum) / a) * s_w per row.
-inline void stage_out(const int32_t* c, int32_t* dst, int64_t ld, __mmask16 mask, const float* a, float s_w,
-                      bool may_stream) {
-  if (!BITNET_AMX_RUN(epilogue)) return;
-  if (a == nullptr) {
-    for (int t = 0; t < kTm; ++t) _mm512_mask_storeu_epi32(dst + t * ld, mask, _mm512_load_si512(c + t * G));
-    return;
-  }
-  const __m512 sw = _mm512_set1_ps(s_w);
-  // Whole aligned lines of a large output are streamed (no read-for-ownership of y).
-  const bool stream = may_stream && mask == 0xFFFF && (reinterpret_cast<uintptr_t>(dst) & 63) == 0 && (ld & 15) == 0;
-  for (int t = 0; t < kTm; ++t) {
-    const __m512 f = _mm512_cvtepi32_ps(_mm512_load_si512(c + t * G));
-    const __m512 y = _mm512_mul_ps(_mm512_div_ps(f, _mm512_set1_ps(a[t])), sw);
-    if (stream)
-      _mm512_stream_ps(reinterpret_cast<float*>(dst + t * ld), y);
-    else
-      _mm512_mask_storeu_ps(dst + t * ld, mask, y);
-  }
-}
-
-struct Block {  // one K block of one (token pair, group pair): where A, B and C live
-  const int8_t* q;  // the token pair's activations over the K block, packed by pack_tokens
-  const int8_t* b[2];  // B tiles of the two groups (b[1] unused for one group)
-  int64_t kc;
-  int32_t* out;  // out element (first token, first column of group 0)
+// The epilogue of one micro call's staged C tiles, run a few rows at a time.
+struct Epilogue {
+  const Staged* st = nullptr;  // null: nothing pending
+  int32_t* out;                // out element of (first token, first column of group 0)
   int64_t ld;
   __mmask16 mask[2];
-  bool first;      // first K block: C starts at zero
-  const float* a;  // last K block with the fused epilogue: a of the first token (else null)
+  const float* a;  // the fused epilogue: a of the first token (null: int32 sums out)
   float s_w;
-  bool stream;  // final float output too large to stay in cache: write it with streaming stores
+  bool stream;  // whole aligned lines of a large float output go out with streaming stores
+  int tiles[4];  // the staged tiles, in order
+  int rows = 0;  // 16 per staged tile
+  int done = 0;
+
+  // Row r of the pending rows: y = (float(sum) / a) * s_w (or the int32 sums) for one token and
+  // one group's 16 columns.
+  void row(int r) const {
+    const int tile = tiles[r / kTm], t = r % kTm, i = tile >> 1, j = tile & 1;
+    const int32_t* c = st->c[tile] + t * G;
+    int32_t* dst = out + (i * kTm + t) * ld + j * G;
+    if (!BITNET_AMX_RUN(epilogue)) return;
+    if (a == nullptr) {
+      _mm512_mask_storeu_epi32(dst, mask[j], _mm512_load_si512(c));
+      return;
+    }
+    const __m512 f = _mm512_cvtepi32_ps(_mm512_load_si512(c));
+    const __m512 y = _mm512_mul_ps(_mm512_div_ps(f, _mm512_set1_ps(a[i * kTm + t])), _mm512_set1_ps(s_w));
+    if (stream && mask[j] == 0xFFFF && (reinterpret_cast<uintptr_t>(dst) & 63) == 0)
+      _mm512_stream_ps(reinterpret_cast<float*>(dst), y);
+    else
+      _mm512_mask_storeu_ps(dst, mask[j], y);
+  }
+  // The next `count` pending rows (fewer at the end).
+  void some(int count) {
+    const int end = std::min(rows, done + count);
+    for (; done < end; ++done) row(done);
+  }
+  void finish() { some(rows); }
 };
 
-// C tile (i, j) of token tile i and group j is tile 2i + j; its output and staging slot.
-#define BITNET_C_IN(T, I, J)                                                                     \
-  do {                                                                                           \
-    int32_t* dst = blk.out + (I) * kTm * blk.ld + (J) * G;                                       \
-    if (blk.first) {                                                                             \
-      _tile_zero(T);                                                                             \
-    } else if (whole) {                                                                          \
-      _tile_loadd(T, dst, blk.ld * 4);                                                           \
-    } else {                                                                                     \
-      stage_in(st.c[T], dst, blk.ld, blk.mask[J], false);                                        \
-      _tile_loadd(T, st.c[T], 64);                                                               \
-    }                                                                                            \
-  } while (0)
-// Stored through an L1-resident staging tile: a tile store straight into the output rows (1 KB
-// apart, a few L1 sets) stalled on their misses; plain vector stores drain in the background.
-#define BITNET_C_OUT(T, I, J)                                                                    \
-  do {                                                                                           \
-    _tile_stored(T, st.c[T], 64);                                                                \
-    stage_out(st.c[T], blk.out + (I) * kTm * blk.ld + (J) * G, blk.ld, blk.mask[J],                \
-              blk.a ? blk.a + (I) * kTm : nullptr, blk.s_w, blk.stream);                          \
-  } while (0)
+// What one micro call multiplies: 1 or 2 token tiles (A) by 1 or 2 groups (B) over the whole K.
+struct Block {
+  const int8_t* q;     // A tiles of the token pair, packed by pack_tokens: [k step][32 tokens][64]
+  // B tile of group j at K step s: b[j] + (s & b_wrap) * b_stride (a decoded slot: [k step][16
+  // quads][64], or a ring of a few steps decoded just ahead; b[1] unused for one group).
+  const int8_t* b[2];
+  int64_t b_stride;
+  int64_t b_wrap;
+  int64_t k;           // columns of the K block
+  // Not the first K block: C starts from these int32 partial sums (out element of the first token and
+  // column, row stride ld, lanes per group); null: from zero.
+  const int32_t* partial;
+  int64_t ld;
+  __mmask16 mask[2];
+  // Where this call's C goes (row stride ld), prefetched for writing during the call when the
+  // epilogue will store it with plain stores: consecutive calls write 32 rows each, N floats apart,
+  // which the hardware prefetchers do not fetch ahead. Null: not prefetched.
+  int32_t* dst;
+};
 
-// MB token tiles (1 or 2) x NG groups (1 or 2): tiles 0-3 C, 4-5 A, 6-7 B.
-template <int MB, int NG>
-void micro(const Block& blk) {
-  Stage st;
-  const bool whole = blk.mask[0] == 0xFFFF && (NG == 1 || blk.mask[1] == 0xFFFF);
-  BITNET_C_IN(0, 0, 0);
-  if (NG > 1) BITNET_C_IN(1, 0, 1);
-  if (MB > 1) BITNET_C_IN(2, 1, 0);
-  if (MB > 1 && NG > 1) BITNET_C_IN(3, 1, 1);
-  BITNET_AMX_COUNT(tdp, blk.kc / kKStep * MB * NG);
-  for (int64_t kk = 0; BITNET_AMX_RUN(tiles) && kk < blk.kc; kk += kKStep) {
-    const int8_t* a = blk.q + kk * 2 * kTm;  // packed: [k step][32 tokens][64]
-    _tile_loadd(4, a, 64);
-    _tile_loadd(6, blk.b[0] + kk * G, 64);  // kKStep columns = 16 quads x 64 bytes
-    _tile_dpbssd(0, 4, 6);
-    if (NG > 1) {
-      _tile_loadd(7, blk.b[1] + kk * G, 64);
-      _tile_dpbssd(1, 4, 7);
-    }
-    if (MB > 1) {
-      _tile_loadd(5, a + kTm * 64, 64);
-      _tile_dpbssd(2, 5, 6);
-      if (NG > 1) _tile_dpbssd(3, 5, 7);
-    }
+// C tile (i, j) from the partial sums of an earlier K block, through an L1 staging tile.
+inline void load_partial(int tile, const Block& blk, int i, int j, int32_t* staging) {
+  for (int t = 0; t < kTm; ++t)
+    _mm512_store_si512(staging + t * G, _mm512_maskz_loadu_epi32(blk.mask[j], blk.partial + (i * kTm + t) * blk.ld + j * G));
+  switch (tile) {  // tile numbers are immediates
+    case 0: _tile_loadd(0, staging, 64); break;
+    case 1: _tile_loadd(1, staging, 64); break;
+    case 2: _tile_loadd(2, staging, 64); break;
+    default: _tile_loadd(3, staging, 64); break;
   }
-  BITNET_C_OUT(0, 0, 0);
-  if (NG > 1) BITNET_C_OUT(1, 0, 1);
-  if (MB > 1) BITNET_C_OUT(2, 1, 0);
-  if (MB > 1 && NG > 1) BITNET_C_OUT(3, 1, 1);
 }
-#undef BITNET_C_IN
-#undef BITNET_C_OUT
 
-// Activation rows [rows x kc] (stride ldq) -> contiguous A tiles [kc / 64][rows][64]: each tile
-// load then reads 1 KB in sequence instead of 16 lines at a K-byte stride (few L1 sets).
+// Weight decode run beside a micro call's tdpbssd, one K step per step: either the next group pair
+// into its slot (ahead 0), or, when a group pair meets a single token pair, the call's own B tiles
+// `ahead` steps before their use into a small L1 ring (its tiles are read once: a whole decoded
+// pair would only leave L1 between its decode and its use).
+struct Decode {
+  const uint8_t* grp[2] = {nullptr, nullptr};  // packed groups at the K block's start (null: none)
+  int8_t* buf[2] = {nullptr, nullptr};         // decoded step s goes to buf[j] + (s & wrap) * stride
+  int64_t stride = kKStep * G;
+  int64_t wrap = -1;
+  int64_t ahead = 0;
+
+  void step(int64_t s) const {
+    for (int j = 0; j < 2; ++j)
+      if (grp[j] && BITNET_AMX_RUN(decode)) unpack_group(grp[j], s * kKStep, kKStep, buf[j] + (s & wrap) * stride);
+  }
+};
+// The just-in-time ring: kRingSteps K steps of two groups' B tiles, decoded kAhead steps early.
+constexpr int64_t kRingSteps = 4, kAhead = 2;
+
+// MB token tiles (1 or 2) x NG groups (1 or 2) over the whole K, C kept in tiles throughout:
+// tiles 0-3 C, 4-5 A, 6-7 B. Each K step also converts a few rows of the previous call's C (`prev`)
+// and decodes 64 columns of weights (`decode`); the C tiles then go to `st`.
+template <int MB, int NG>
+void micro(const Block& blk, Epilogue& prev, const Decode& decode, Staged& st) {
+  if (blk.partial) {  // st is free: the previous call's C was staged in the other buffer
+    load_partial(0, blk, 0, 0, st.c[0]);
+    if (NG > 1) load_partial(1, blk, 0, 1, st.c[1]);
+    if (MB > 1) load_partial(2, blk, 1, 0, st.c[2]);
+    if (MB > 1 && NG > 1) load_partial(3, blk, 1, 1, st.c[3]);
+  } else {
+    _tile_zero(0);
+    if (NG > 1) _tile_zero(1);
+    if (MB > 1) _tile_zero(2);
+    if (MB > 1 && NG > 1) _tile_zero(3);
+  }
+  const int64_t steps = blk.k / kKStep;
+  const int per_step = static_cast<int>((prev.rows + steps - 1) / steps);
+  BITNET_AMX_COUNT(tdp, steps * MB * NG);
+  const int64_t lines = MB * kTm * NG, lines_per_step = (lines + steps - 1) / steps;  // of blk.dst
+  for (int64_t s = 0; s < std::min(decode.ahead, steps); ++s) decode.step(s);
+  for (int64_t s = 0; s < steps; ++s) {
+    if (BITNET_AMX_RUN(tiles)) {
+      const int8_t* a = blk.q + s * 2 * kTm * kKStep;
+      const int64_t b_off = (s & blk.b_wrap) * blk.b_stride;
+      _tile_loadd(4, a, 64);
+      _tile_loadd(6, blk.b[0] + b_off, 64);  // kKStep columns = 16 quads x 64 bytes
+      _tile_dpbssd(0, 4, 6);
+      if (NG > 1) {
+        _tile_loadd(7, blk.b[1] + b_off, 64);
+        _tile_dpbssd(1, 4, 7);
+      }
+      if (MB > 1) {
+        _tile_loadd(5, a + kTm * 64, 64);
+        _tile_dpbssd(2, 5, 6);
+        if (NG > 1) _tile_dpbssd(3, 5, 7);
+      }
+    }
+    prev.some(per_step);
+    if (s + decode.ahead < steps) decode.step(s + decode.ahead);
+    if (blk.dst)
+      for (int64_t l = s * lines_per_step; l < std::min(lines, (s + 1) * lines_per_step); ++l)
+        __builtin_prefetch(blk.dst + (l / NG) * blk.ld + (l % NG) * G, 1, 3);
+  }
+  prev.finish();
+  _tile_stored(0, st.c[0], 64);
+  if (NG > 1) _tile_stored(1, st.c[1], 64);
+  if (MB > 1) _tile_stored(2, st.c[2], 64);
+  if (MB > 1 && NG > 1) _tile_stored(3, st.c[3], 64);
+}
+
+// Activation rows [rows x kc] (stride ldq) -> contiguous A tiles [kc / 64][32][64] (rows 16-31
+// unused for one token tile): each tile load then reads 1 KB in sequence instead of 16 lines at a
+// K-byte stride (few L1 sets).
 void pack_tokens(const int8_t* q, int64_t ldq, int64_t rows, int64_t kc, int8_t* apack) {
   for (int64_t kk = 0; kk < kc; kk += kKStep)
     for (int64_t r = 0; r < rows; ++r)
       _mm512_store_si512(apack + (kk / kKStep) * 2 * kTm * 64 + r * 64, _mm512_loadu_si512(q + r * ldq + kk));
 }
 
-// Per-thread B buffer for all groups of a tile over one K block (grown once, 64-byte aligned).
-int8_t* b_buffer(size_t bytes) {
-  thread_local std::vector<int8_t> storage;
-  if (storage.size() < bytes + 64) storage.resize(bytes + 64);
-  const uintptr_t p = reinterpret_cast<uintptr_t>(storage.data());
+// Per-thread scratch (grown once, 64-byte aligned); `which` names one of the kernel's buffers.
+int8_t* scratch(int which, size_t bytes) {
+  thread_local std::vector<int8_t> storage[2];
+  std::vector<int8_t>& s = storage[which];
+  if (s.size() < bytes + 64) s.resize(bytes + 64);
+  const uintptr_t p = reinterpret_cast<uintptr_t>(s.data());
   return reinterpret_cast<int8_t*>((p + 63) & ~uintptr_t{63});
 }
+constexpr int kTokenScratch = 0, kWeightScratch = 1;
 
 struct Scale {  // fused epilogue: per-token a and the weight scale
   const float* a;
   float s_w;
 };
+
+// What every K block of one call shares.
+struct Call {
+  const uint8_t* packed;
+  int64_t k;
+  int64_t gstride;  // bytes per packed group
+  int64_t g0, g1;   // groups of [n0, n1)
+  int64_t n0, n1;
+  int64_t m0;       // first token
+  int64_t pairs;    // token pairs (the last may be one tile)
+  int64_t tokens;   // tokens in whole tiles
+  int32_t* out;
+  int64_t ld;
+  const Scale* sc;
+  bool stream;
+};
+
+// C of token pair p and groups (g, g + ng - 1) goes out through `pending`: converted beside the next
+// micro call (or by the caller after the last).
+void stage_pair(const Call& c, int64_t p, int64_t g, int ng, int mb, bool last_block, Staged& st, Epilogue& pending) {
+  const int64_t i = c.m0 + 2 * kTm * p;
+  pending = Epilogue{};
+  pending.st = &st;
+  pending.out = c.out + (i - c.m0) * c.ld + (g * G - c.n0);
+  pending.ld = c.ld;
+  for (int j = 0; j < 2; ++j) pending.mask[j] = j < ng ? lane_mask(g + j, c.n0, c.n1) : 0;
+  pending.a = c.sc && last_block ? c.sc->a + i : nullptr;  // earlier K blocks: int32 partial sums
+  pending.s_w = c.sc ? c.sc->s_w : 0.0f;
+  pending.stream = c.stream && last_block && (c.ld & 15) == 0;
+  int staged = 0;
+  for (int ti = 0; ti < mb; ++ti)
+    for (int j = 0; j < ng; ++j) pending.tiles[staged++] = 2 * ti + j;
+  pending.rows = staged * static_cast<int>(kTm);
+}
+
+// One K block [k0, k0 + kc) of the call: group pairs outer, token pairs inner. With two or more
+// token pairs, a group pair is decoded once into one of two weight slots (2 groups x 16 rows x kc
+// int8 each) and swept over every token pair's A tiles (apack, packed once per block), the next
+// pair being decoded beside the first token pair's tdpbssd. With one token pair, each B tile is
+// used once: it is decoded just ahead of its use into an L1 ring (wbuf's first 8 KB) instead.
+void run_block(const Call& c, int64_t k0, int64_t kc, const int8_t* apack, int8_t* wbuf, Staged* st,
+               int& staged_calls, Epilogue& pending) {
+  const bool first = k0 == 0, last = k0 + kc == c.k;
+  const bool ring = c.pairs == 1;
+  const int64_t slot_bytes = 2 * G * kc;
+  if (!ring)
+    for (int64_t g = c.g0; g < std::min(c.g0 + 2, c.g1); ++g) {
+      if (BITNET_AMX_RUN(decode)) unpack_group(c.packed + g * c.gstride, k0, kc, wbuf + (g - c.g0) * G * kc);
+      BITNET_AMX_COUNT(decoded_bytes, G * kc);
+    }
+  const Decode no_decode{};
+  for (int64_t g = c.g0; g < c.g1; g += 2) {
+    const int ng = g + 1 < c.g1 ? 2 : 1;
+    const int64_t pair_index = (g - c.g0) / 2;
+    Block blk;
+    blk.k = kc;
+    blk.ld = c.ld;
+    for (int j = 0; j < 2; ++j) blk.mask[j] = j < ng ? lane_mask(g + j, c.n0, c.n1) : 0;
+    Decode decode;
+    if (ring) {  // this pair's own tiles, kAhead steps early, into a ring of kRingSteps steps
+      for (int j = 0; j < 2; ++j) blk.b[j] = wbuf + j * kKStep * G;
+      blk.b_stride = 2 * kKStep * G;
+      blk.b_wrap = kRingSteps - 1;
+      for (int j = 0; j < ng; ++j) {
+        decode.grp[j] = c.packed + (g + j) * c.gstride + (k0 / kSpan) * 64;
+        decode.buf[j] = wbuf + j * kKStep * G;
+        BITNET_AMX_COUNT(decoded_bytes, G * kc);
+      }
+      decode.stride = blk.b_stride;
+      decode.wrap = blk.b_wrap;
+      decode.ahead = kAhead;
+    } else {  // the pair's slot was decoded before; the next pair goes to the other slot
+      blk.b[0] = wbuf + pair_index % 2 * slot_bytes;
+      blk.b[1] = blk.b[0] + G * kc;
+      blk.b_stride = kKStep * G;
+      blk.b_wrap = -1;
+      for (int j = 0; j < 2 && g + 2 + j < c.g1; ++j) {
+        decode.grp[j] = c.packed + (g + 2 + j) * c.gstride + (k0 / kSpan) * 64;
+        decode.buf[j] = wbuf + (pair_index + 1) % 2 * slot_bytes + j * G * kc;
+        BITNET_AMX_COUNT(decoded_bytes, G * kc);
+      }
+    }
+    for (int64_t p = 0; p < c.pairs; ++p) {
+      const int64_t i = c.m0 + 2 * kTm * p;
+      const int mb = i + 2 * kTm <= c.m0 + c.tokens ? 2 : 1;
+      blk.q = apack + p * 2 * kTm * kc;
+      blk.partial = first ? nullptr : c.out + (i - c.m0) * c.ld + (g * G - c.n0);
+      blk.dst = c.stream && last ? nullptr : c.out + (i - c.m0) * c.ld + (g * G - c.n0);
+      Staged& dst = st[staged_calls++ % 2];
+      const Decode& beside = p == 0 ? decode : no_decode;
+      if (mb == 2)
+        ng == 2 ? micro<2, 2>(blk, pending, beside, dst) : micro<2, 1>(blk, pending, beside, dst);
+      else
+        ng == 2 ? micro<1, 2>(blk, pending, beside, dst) : micro<1, 1>(blk, pending, beside, dst);
+      stage_pair(c, p, g, ng, mb, last, dst, pending);
+    }
+  }
+  pending.finish();  // the next K block reads these partial sums
+}
 
 void dot_any(const uint8_t* packed, int64_t n, int64_t k, const QuantizedRows& rows, int64_t m0, int64_t m1,
              int64_t n0, int64_t n1, int32_t* out, int64_t ld, const Scale* sc) {
@@ -198,44 +360,38 @@ void dot_any(const uint8_t* packed, int64_t n, int64_t k, const QuantizedRows& r
       avx512vnni_kernel()->dot(packed, n, k, rows, m0 + tiled_m, m1, n0, n1, out + tiled_m * ld, ld);
   }
   if (tiled_m == 0) return;
-  const int64_t me = m0 + tiled_m;
-  const int64_t gstride = group_stride(k, G);
-  const int64_t g0 = n0 / G, g1 = panel_groups(n1, G);
-  const int64_t kc_max = std::min(kKc, k);
-  int8_t* buf = b_buffer(static_cast<size_t>((g1 - g0) * kc_max * G));
-  alignas(64) int8_t apack[2 * kTm * kKc];
+  Call c;
+  c.packed = packed;
+  c.k = k;
+  c.gstride = group_stride(k, G);
+  c.g0 = n0 / G;
+  c.g1 = panel_groups(n1, G);
+  c.n0 = n0;
+  c.n1 = n1;
+  c.m0 = m0;
+  c.tokens = tiled_m;
+  c.pairs = (tiled_m + 2 * kTm - 1) / (2 * kTm);
+  c.out = out;
+  c.ld = ld;
+  c.sc = sc;
+  c.stream = sc && rows.m * n * 4 >= kStreamBytes;
+  const int64_t kc_max = std::min(k, kKBlock);
+  int8_t* apack = scratch(kTokenScratch, static_cast<size_t>(c.pairs * 2 * kTm * kc_max));
+  // 2 slots x 2 groups (>= the ring's kRingSteps x 2 groups x 1 KB: kc_max >= 128)
+  int8_t* wbuf = scratch(kWeightScratch, static_cast<size_t>(4 * G * kc_max));
 
-  load_amx_tile_config();
-  // B streams from L2 (sequential 1 KB tiles); the A tiles of a token pair stay in L1.
-  for (int64_t k0 = 0; k0 < k; k0 += kKc) {
-    const int64_t kc = std::min(kKc, k - k0);
-    for (int64_t g = g0; g < g1; ++g) {
-      if (BITNET_AMX_RUN(decode)) unpack_group(packed + g * gstride, k0, kc, buf + (g - g0) * kc * G);
-      BITNET_AMX_COUNT(decoded_bytes, kc * G);
+  Staged st[2];
+  Epilogue pending{};
+  int staged_calls = 0;
+  for (int64_t k0 = 0; k0 < k; k0 += kKBlock) {
+    const int64_t kc = std::min(kKBlock, k - k0);
+    for (int64_t p = 0; p < c.pairs; ++p) {
+      const int64_t i = m0 + 2 * kTm * p;
+      if (BITNET_AMX_RUN(pack))
+        pack_tokens(rows.q + i * k + k0, k, std::min<int64_t>(2 * kTm, m0 + tiled_m - i), kc, apack + p * 2 * kTm * kc);
     }
-    for (int64_t i = m0; i < me; i += 2 * kTm) {
-      const int mb = i + 2 * kTm <= me ? 2 : 1;
-      if (BITNET_AMX_RUN(pack)) pack_tokens(rows.q + i * k + k0, k, mb * kTm, kc, apack);
-      for (int64_t g = g0; g < g1; g += 2) {
-        const int ng = g + 1 < g1 ? 2 : 1;
-        Block blk;
-        blk.q = apack;
-        blk.b[0] = buf + (g - g0) * kc * G;
-        blk.b[1] = blk.b[0] + kc * G;
-        blk.kc = kc;
-        blk.out = out + (i - m0) * ld + (g * G - n0);
-        blk.ld = ld;
-        for (int j = 0; j < 2; ++j) blk.mask[j] = j < ng ? lane_mask(g + j, n0, n1) : 0;
-        blk.first = k0 == 0;
-        blk.a = sc && k0 + kc == k ? sc->a + i : nullptr;
-        blk.s_w = sc ? sc->s_w : 0.0f;
-        blk.stream = sc && rows.m * n * 4 >= kStreamBytes;
-        if (mb == 2)
-          ng == 2 ? micro<2, 2>(blk) : micro<2, 1>(blk);
-        else
-          ng == 2 ? micro<1, 2>(blk) : micro<1, 1>(blk);
-      }
-    }
+    load_amx_tile_config();
+    run_block(c, k0, kc, apack, wbuf, st, staged_calls, pending);
   }
   _tile_release();  // the OS need not save tile state for this thread any more
   _mm_sfence();     // streaming stores are weakly ordered: publish y before the caller syncs
