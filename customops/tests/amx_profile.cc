@@ -45,30 +45,14 @@ AmxCounters g_counts;
 #include "amx.cc"
 #undef amx_kernel
 #include "cpu_features.h"
+#include "tool_support.h"
 
 namespace {
 
 using bitnet_onnx::I2SKernel;
 using bitnet_onnx::QuantizedRows;
-
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= s.size()) {
-    const size_t end = s.find(sep, start);
-    out.push_back(s.substr(start, end == std::string::npos ? std::string::npos : end - start));
-    if (end == std::string::npos) break;
-    start = end + 1;
-  }
-  return out;
-}
-
-// Thread CPU time: other processes' use of the core is not counted.
-double now_s() {
-  timespec t;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
-}
+using tool_support::split;
+using tool_support::thread_cpu_seconds;
 
 // GOP/s of tdpbssd on four independent accumulator tiles, operands in registers.
 double tdp_peak_gops() {
@@ -85,14 +69,14 @@ double tdp_peak_gops() {
   double best = 0;
   for (int rep = 0; rep < 5; ++rep) {
     const int64_t iters = 2000000;
-    const double t0 = now_s();
+    const double t0 = thread_cpu_seconds();
     for (int64_t i = 0; i < iters; ++i) {
       _tile_dpbssd(0, 4, 6);
       _tile_dpbssd(1, 4, 7);
       _tile_dpbssd(2, 5, 6);
       _tile_dpbssd(3, 5, 7);
     }
-    const double t = now_s() - t0;
+    const double t = thread_cpu_seconds() - t0;
     best = std::max(best, 4.0 * iters * 2.0 * 16 * 16 * 64 / t / 1e9);
   }
   _tile_release();
@@ -204,18 +188,18 @@ int main(int argc, char** argv) {
       p.y.resize(static_cast<size_t>(p.m * p.n));
       g_stages = AmxStages{};
       g_counts = AmxCounters{};
-      double t0 = now_s();
+      double t0 = thread_cpu_seconds();
       call(kern, p, true);  // also fills q and a for the variants that skip quantize
       const AmxCounters per_call = g_counts;
-      const int64_t calls = std::max<int64_t>(1, static_cast<int64_t>(min_seconds / std::max(now_s() - t0, 1e-7)));
+      const int64_t calls = std::max<int64_t>(1, static_cast<int64_t>(min_seconds / std::max(thread_cpu_seconds() - t0, 1e-7)));
       std::vector<std::vector<double>> times(all.size());
       for (int r = 0; r < reps; ++r)  // variants interleaved within each repetition
         for (size_t v = 0; v < all.size(); ++v) {
           g_stages = all[v].stages;
           call(kern, p, all[v].quantize);
-          t0 = now_s();
+          t0 = thread_cpu_seconds();
           for (int64_t i = 0; i < calls; ++i) call(kern, p, all[v].quantize);
-          times[v].push_back((now_s() - t0) / calls);
+          times[v].push_back((thread_cpu_seconds() - t0) / calls);
         }
       g_stages = AmxStages{};
       std::printf("K=%" PRId64 " N=%" PRId64 " M=%" PRId64, p.k, p.n, p.m);

@@ -14,12 +14,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "attention.h"
 #include "phases.h"
+#include "tool_support.h"
+
+using tool_support::split;
 
 using namespace bitnet_onnx::attention;
 
@@ -36,13 +38,6 @@ const Shape kShapes[] = {
     {"gemma3-sliding", 4, 1, 256, 256, 256},
     {"gemma3-full", 4, 1, 256, kUnbounded, kUnbounded},
 };
-
-std::vector<std::string> split(const std::string& text) {
-  std::vector<std::string> out;
-  std::stringstream in(text);
-  for (std::string item; std::getline(in, item, ',');) out.push_back(item);
-  return out;
-}
 
 struct Timing {
   double total_ms = 0;

@@ -22,30 +22,14 @@
 #include "cpu_features.h"
 #include "driver.h"
 #include "isa.h"
+#include "tool_support.h"
 
 namespace {
 
 using bitnet_onnx::I2SKernel;
 using bitnet_onnx::QuantizedRows;
-
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= s.size()) {
-    const size_t end = s.find(sep, start);
-    out.push_back(s.substr(start, end == std::string::npos ? std::string::npos : end - start));
-    if (end == std::string::npos) break;
-    start = end + 1;
-  }
-  return out;
-}
-
-// Thread CPU time: on a shared machine, time other processes hold the core is not counted.
-double now_s() {
-  timespec t;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
-}
+using tool_support::split;
+using tool_support::thread_cpu_seconds;
 
 struct FreeBytes {
   void operator()(uint8_t* p) const { std::free(p); }
@@ -132,16 +116,16 @@ int main(int argc, char** argv) {
         cases.push_back(std::move(c));
       }
       // Calls per sample, from one probe call of the first kernel.
-      double t0 = now_s();
+      double t0 = thread_cpu_seconds();
       run_once(*cases[0].kern, cases[0].packed.get(), m, n, k, x.data(), q.data(), a.data(), qsum.data(), y.data());
-      const int64_t calls = std::max<int64_t>(1, static_cast<int64_t>(min_seconds / std::max(now_s() - t0, 1e-7)));
+      const int64_t calls = std::max<int64_t>(1, static_cast<int64_t>(min_seconds / std::max(thread_cpu_seconds() - t0, 1e-7)));
       for (int r = 0; r < reps; ++r)
         for (Case& c : cases) {
           run_once(*c.kern, c.packed.get(), m, n, k, x.data(), q.data(), a.data(), qsum.data(), y.data());
-          t0 = now_s();
+          t0 = thread_cpu_seconds();
           for (int64_t i = 0; i < calls; ++i)
             run_once(*c.kern, c.packed.get(), m, n, k, x.data(), q.data(), a.data(), qsum.data(), y.data());
-          c.times.push_back((now_s() - t0) / calls);
+          c.times.push_back((thread_cpu_seconds() - t0) / calls);
         }
       for (Case& c : cases) {
         std::sort(c.times.begin(), c.times.end());

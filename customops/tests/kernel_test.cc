@@ -45,6 +45,9 @@
 #include "cpu_features.h"
 #include "driver.h"
 #include "isa.h"
+#include "tool_support.h"
+
+using tool_support::split;
 
 namespace {
 
@@ -505,17 +508,6 @@ void check_quantize(const I2SKernel& kern, const Vectors& v, bool norm, const st
                   want_q[r * v.k + c], v.x[r * v.k + c]);
   }
   report(err.empty(), tag + (norm ? " quantize+norm" : " quantize"), err);
-}
-
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> parts;
-  size_t start = 0;
-  for (size_t i = 0; i <= s.size(); ++i)
-    if (i == s.size() || s[i] == sep) {
-      if (i > start) parts.push_back(s.substr(start, i - start));
-      start = i + 1;
-    }
-  return parts;
 }
 
 // ---- the lookup family's rules on avx2, as docs/op.md ("Kernel families") states them: at N >= 512
