@@ -38,10 +38,8 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -56,6 +54,9 @@ from bitnet_onnx import customops
 from bitnet_onnx.bench.host import cpu_name
 from bitnet_onnx.export.attention import MASKED, AttentionMask, strategy
 from bitnet_onnx.export.builder import MS_DOMAIN, GraphBuilder
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_op import run_peak_loop  # noqa: E402  (the register-peak loops' one runner)
 
 SHAPES = {  # name -> (query heads, kv heads, head dim, (keys before, keys after) or None = unbounded)
     "qwen3": (16, 8, 128, (None, 0)),
@@ -151,7 +152,6 @@ PEAK_LOOPS = {
     "avx512": (12, ["-mavx512f"], "vfmadd231ps zmm"),
     "avx2": (14, ["-mavx2", "-mfma"], "vfmadd231ps ymm"),
 }
-PEAK_SOURCE = Path(__file__).with_name("register_peaks.c")
 
 
 def peak_loop(path: str) -> str | None:
@@ -167,12 +167,7 @@ def measure_peak(loop: str) -> float | None:
         return None
     macro, flags, _ = PEAK_LOOPS[loop]
     with tempfile.TemporaryDirectory() as tmp:
-        exe = os.path.join(tmp, f"peak{macro}")
-        if subprocess.run([cc, "-O2", f"-DPATH={macro}", *flags, str(PEAK_SOURCE), "-o", exe],
-                          capture_output=True).returncode != 0:
-            return None
-        run = subprocess.run([exe], capture_output=True, text=True)
-        return float(run.stdout.split()[0]) if run.returncode == 0 else None
+        return run_peak_loop(cc, tmp, macro, flags)
 
 
 def allowed_pairs(seq: int, span) -> int:

@@ -266,7 +266,9 @@ def _cpu_flags() -> set[str]:
         return set()
 
 
-def _run_peak(cc: str, tmp: str, macro: int, flags: list[str]) -> float | None:
+def run_peak_loop(cc: str, tmp: str, macro: int, flags: list[str]) -> float | None:
+    """The number register_peaks.c's loop PATH=macro prints (GOP/s, or GB/s for the stream), compiled with
+    ``flags`` in ``tmp``; None where it does not build or run on this CPU."""
     exe = os.path.join(tmp, f"peak{macro}{len(flags)}")
     if subprocess.run([cc, "-O2", f"-DPATH={macro}", *flags, str(PEAK_SOURCE), "-o", exe],
                       capture_output=True).returncode != 0:
@@ -289,7 +291,7 @@ def measure_stream(models: list[str]) -> dict[str, float | None]:
         for model in models:
             size = packed_weight_bytes(model) // 128 * 128
             vector = ["-mavx2"] if platform.machine() in ("x86_64", "AMD64") else []
-            out[model] = _run_peak(cc, tmp, 4, [*vector, f"-DBYTES={size}L"]) if cc else None
+            out[model] = run_peak_loop(cc, tmp, 4, [*vector, f"-DBYTES={size}L"]) if cc else None
     return out
 
 
@@ -306,7 +308,7 @@ def measure_peaks(paths: list[str]) -> dict[str, tuple[float | None, str]]:
                 continue
             if path == "avxvnni" and "avx_vnni" not in flags and "avx512_vnni" in flags:
                 macro, cflags, what = AVXVNNI_PROXY
-            gops = _run_peak(cc, tmp, macro, cflags)
+            gops = run_peak_loop(cc, tmp, macro, cflags)
             out[path] = (gops, what if gops else f"{what}: not measurable on this CPU/compiler")
     return out
 
