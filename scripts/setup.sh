@@ -30,13 +30,10 @@ fi
 
 python=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$python" -m venv .venv
-# --no-compile: pip would byte-compile every module it installs (most of torch's, transformers' and
-# Ray's are never imported here); Python compiles a module on its first import and caches it beside
-# the source instead. On the 2-vCPU machine this halved the installs of a new venv (77 -> 33 s).
-install=(.venv/bin/python -m pip --disable-pip-version-check -q install --no-compile)
-"${install[@]}" --upgrade pip >/dev/null
+pip=(.venv/bin/python -m pip --disable-pip-version-check -q)
+"${pip[@]}" install --upgrade pip >/dev/null
 # The CPU build of PyTorch (a plain `torch` requirement could pull a multi-GB CUDA build).
-"${install[@]}" torch==2.13.0
+"${pip[@]}" install torch==2.13.0
 extras=reference
 [ "$want_test" = 1 ] && extras=test
 # The editable install compiles the op library into build/ of this checkout, so a fresh clone
@@ -48,5 +45,5 @@ if command -v ccache >/dev/null 2>&1; then
     export CCACHE_BASEDIR=$PWD
     export CCACHE_DIR=${BITNET_ONNX_TEST_CACHE:-$HOME/.cache/bitnet-onnx-tests}/ccache
 fi
-"${install[@]}" -e ".[$extras]"
+"${pip[@]}" install -e ".[$extras]"
 echo "setup: ready (.venv/bin/bitnet-onnx)"
