@@ -39,9 +39,8 @@ from bitnet_onnx.errors import BitnetOnnxError
 __all__ = [
     "ATTENTION_PRECISION_ENV", "DOMAIN", "DOMAIN_VERSION", "ISA_ENV", "KERNEL_ENV", "LIBRARY_ENV", "LIBRARY_NAME",
     "SCHEMAS", "AttentionPath", "BitnetOnnxError", "KernelIsa", "attention_auto_precision", "attention_path",
-    "extensions_library_path",
-    "library_kernels", "library_ops", "library_path", "register_onnx_schema", "selected_isa", "selected_kernel_family",
-    "session_options",
+    "extensions_library_path", "library_kernels", "library_ops", "library_path", "register_onnx_schema",
+    "selected_isa", "selected_kernel_family", "session_options",
 ]
 
 # op_type -> function building its onnx OpSchema: one row per op of the domain

@@ -45,6 +45,7 @@ AmxCounters g_counts;
 #include "amx.cc"
 #undef amx_kernel
 #include "cpu_features.h"
+#include "i2s_bench_support.h"
 #include "tool_support.h"
 
 namespace {
@@ -91,20 +92,16 @@ struct Problem {
   std::vector<int32_t> qsum;
 };
 
-// The driver's job grid on one thread (driver.cc: tiles of the kernel's tile_m x tile_n, n outer).
+// The driver's job grid on one thread (driver.cc: tiles of the kernel's tile_m x tile_n).
 int64_t jobs_of(const I2SKernel& kern, int64_t m, int64_t n) {
   return (m + kern.tile_m - 1) / kern.tile_m * ((n + kern.tile_n - 1) / kern.tile_n);
 }
 
-// One op call on one thread: quantize (when asked), then dot_scaled over the driver's grid.
+// One op call on one thread: quantize (when asked), then the multiply over the driver's grid.
 void call(const I2SKernel& kern, Problem& p, bool quantize) {
   if (quantize) kern.quantize(p.x.data(), p.m, p.k, nullptr, 1e-6f, p.q.data(), p.a.data(), p.qsum.data());
-  const QuantizedRows rows{p.q.data(), p.a.data(), p.qsum.data(), p.m, p.k};
-  for (int64_t n0 = 0; n0 < p.n; n0 += kern.tile_n)
-    for (int64_t m0 = 0; m0 < p.m; m0 += kern.tile_m) {
-      const int64_t m1 = std::min(p.m, m0 + kern.tile_m), n1 = std::min(p.n, n0 + kern.tile_n);
-      kern.dot_scaled(p.packed.data(), p.n, p.k, rows, 0.02f, m0, m1, n0, n1, p.y.data() + m0 * p.n + n0, p.n);
-    }
+  i2s_bench::dot_grid(kern, p.packed.data(), p.n, p.k, QuantizedRows{p.q.data(), p.a.data(), p.qsum.data(), p.m, p.k},
+                      p.y.data());
 }
 
 // Variants of a call: everything, then without one stage each, then nothing but the loops.
@@ -169,12 +166,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "bad shape %s (KxN, K a multiple of 128)\n", shape.c_str());
       return 2;
     }
-    std::vector<uint8_t> i2s(static_cast<size_t>(p.n * p.k / 4));
-    for (auto& b : i2s) {  // codes 0..2 only (0b11 is never written)
-      uint8_t v = 0;
-      for (int f = 0; f < 4; ++f) v = static_cast<uint8_t>(v | ((rng() % 3) << (2 * f)));
-      b = v;
-    }
+    const std::vector<uint8_t> i2s = i2s_bench::random_codes(p.n, p.k, rng);
     p.packed.resize(kern.packed_bytes(p.n, p.k));
     kern.repack(i2s.data(), p.n, p.k, p.packed.data());
     for (const std::string& mstr : split(ms, ',')) {

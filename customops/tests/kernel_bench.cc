@@ -22,6 +22,7 @@
 #include "cpu_features.h"
 #include "driver.h"
 #include "isa.h"
+#include "i2s_bench_support.h"
 #include "tool_support.h"
 
 namespace {
@@ -46,17 +47,7 @@ struct Case {
 void run_once(const I2SKernel& kern, const uint8_t* packed, int64_t m, int64_t n, int64_t k, const float* x,
               int8_t* q, float* a, int32_t* qsum, float* y) {
   kern.quantize(x, m, k, nullptr, 1e-6f, q, a, qsum);
-  const QuantizedRows rows{q, a, qsum, m, k};
-  for (int64_t n0 = 0; n0 < n; n0 += kern.tile_n)
-    for (int64_t m0 = 0; m0 < m; m0 += kern.tile_m) {
-      const int64_t m1 = std::min(m, m0 + kern.tile_m), n1 = std::min(n, n0 + kern.tile_n);
-      if (kern.dot_scaled) {
-        kern.dot_scaled(packed, n, k, rows, 0.02f, m0, m1, n0, n1, y + m0 * n + n0, n);
-      } else {
-        std::vector<int32_t> sums(static_cast<size_t>((m1 - m0) * (n1 - n0)));
-        kern.dot(packed, n, k, rows, m0, m1, n0, n1, sums.data(), n1 - n0);
-      }
-    }
+  i2s_bench::dot_grid(kern, packed, n, k, QuantizedRows{q, a, qsum, m, k}, y);
 }
 
 }  // namespace
@@ -85,12 +76,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "bad shape %s (KxN, K a multiple of 128)\n", shape.c_str());
       return 2;
     }
-    std::vector<uint8_t> i2s(static_cast<size_t>(n * k / 4));
-    for (auto& b : i2s) {  // codes 0..2 only (0b11 never written)
-      uint8_t v = 0;
-      for (int f = 0; f < 4; ++f) v = static_cast<uint8_t>(v | ((rng() % 3) << (2 * f)));
-      b = v;
-    }
+    const std::vector<uint8_t> i2s = i2s_bench::random_codes(n, k, rng);
     for (const std::string& mstr : split(ms, ',')) {
       const int64_t m = std::atoll(mstr.c_str());
       std::vector<float> x(static_cast<size_t>(m * k));

@@ -1,0 +1,42 @@
+// What the ternary kernels' timing programs (kernel_bench, amx_profile) share: random weights, and the
+// multiply of one op call on one thread over the kernel's tile grid.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "family.h"
+
+namespace i2s_bench {
+
+// Random I2_S codes of an [n x k] weight, four 2-bit codes per byte: 0..2 only (0b11 is never written).
+inline std::vector<uint8_t> random_codes(int64_t n, int64_t k, std::mt19937& rng) {
+  std::vector<uint8_t> codes(static_cast<size_t>(n * k / 4));
+  for (auto& b : codes) {
+    uint8_t v = 0;
+    for (int f = 0; f < 4; ++f) v = static_cast<uint8_t>(v | ((rng() % 3) << (2 * f)));
+    b = v;
+  }
+  return codes;
+}
+
+// y [M x N] = the quantized rows times the packed weight, over the kernel's tile_m x tile_n tiles with n
+// tiles outer, as the op's dot_job orders them (dot_scaled; a kernel without it sums into scratch).
+inline void dot_grid(const bitnet_onnx::I2SKernel& kern, const uint8_t* packed, int64_t n, int64_t k,
+                     const bitnet_onnx::QuantizedRows& rows, float* y) {
+  const int64_t m = rows.m;
+  for (int64_t n0 = 0; n0 < n; n0 += kern.tile_n)
+    for (int64_t m0 = 0; m0 < m; m0 += kern.tile_m) {
+      const int64_t m1 = std::min(m, m0 + kern.tile_m), n1 = std::min(n, n0 + kern.tile_n);
+      if (kern.dot_scaled) {
+        kern.dot_scaled(packed, n, k, rows, 0.02f, m0, m1, n0, n1, y + m0 * n + n0, n);
+      } else {
+        std::vector<int32_t> sums(static_cast<size_t>((m1 - m0) * (n1 - n0)));
+        kern.dot(packed, n, k, rows, m0, m1, n0, n1, sums.data(), n1 - n0);
+      }
+    }
+}
+
+}  // namespace i2s_bench
