@@ -8,7 +8,8 @@
 // tiles 0-3 hold 32 tokens x 32 rows of C, 4-5 A, 6-7 B.
 // Loop order (issue 40): per K block (the whole K of every real model), the job's tokens are packed
 // once; then group pairs outer, token pairs inner: each pair of 16-row groups is decoded once per
-// call into a per-thread slot and swept over every token pair, with C kept in tiles over the whole
+// kernel call (one job of the driver: up to tile_m = 512 tokens, so an op call of M tokens decodes
+// each pair ceil(M / 512) times) into a per-thread slot and swept over every token pair, with C kept in tiles over the whole
 // block (with a single token pair, whose B tiles are each used once, they are decoded just ahead of
 // their use into an L1 ring instead). Beside each micro call's tdpbssd run the epilogue of the
 // previous call's C (staged in L1) and, during a group pair's first call, the decode of the next
