@@ -28,13 +28,15 @@ from __future__ import annotations
 import ctypes
 import errno
 import fcntl
+import importlib.machinery
 import json
 import os
 import re
 import resource
-import stat
 import shutil
 import signal
+import stat
+import sys
 import tempfile
 import threading
 from contextlib import contextmanager
@@ -498,9 +500,52 @@ def exit_cleanly_on_termination() -> Iterator[None]:
     for sig, handler in previous.items():
         if handler is not signal.SIG_IGN:
             signal.signal(sig, _SIGNALS_HELD.handler)
+    sys.meta_path.insert(sys.meta_path.index(importlib.machinery.PathFinder), _EXTENSIONS_INIT_HELD)
     try:
         yield
     finally:
+        sys.meta_path.remove(_EXTENSIONS_INIT_HELD)
         for sig, handler in previous.items():
             if handler is not None:  # None: a handler not installed from Python, cannot be restored
                 signal.signal(sig, handler)
+
+
+class _ExtensionInitHeld:
+    """An import finder, placed just before PathFinder, that runs a C extension's initialisation with
+    the signals held (``_SignalsHeld``).
+
+    A handler that raises while an extension module initialises raises inside C++ code that calls
+    back into Python, and not every binding library can unwind from there: onnx 1.23's nanobind
+    module, given Ctrl-C while it builds its enums, calls std::terminate (an abort and a C++ traceback
+    instead of one line). Held, the signal unwinds when the module is made, in Python's import.
+    Other modules are found as PathFinder would find them, since PathFinder is what comes next.
+    """
+
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        spec = importlib.machinery.PathFinder.find_spec(name, path, target)
+        if spec is not None and isinstance(spec.loader, importlib.machinery.ExtensionFileLoader):
+            spec.loader = _HeldLoader(spec.loader)
+        return spec
+
+
+class _HeldLoader:
+    """A loader that runs another's create_module and exec_module (where an extension's init
+    functions run: single- and multi-phase) with the signals held."""
+
+    def __init__(self, loader) -> None:
+        self.loader = loader
+
+    def create_module(self, spec):
+        with _SIGNALS_HELD:
+            return self.loader.create_module(spec)
+
+    def exec_module(self, module) -> None:
+        with _SIGNALS_HELD:
+            self.loader.exec_module(module)
+
+    def __getattr__(self, name):  # get_filename, is_package, ... as the wrapped loader answers
+        return getattr(self.loader, name)
+
+
+_EXTENSIONS_INIT_HELD = _ExtensionInitHeld()

@@ -9,6 +9,7 @@ run: nothing about timing is asserted.
 
 from __future__ import annotations
 
+import importlib.machinery
 import os
 import re
 import signal
@@ -140,6 +141,46 @@ def test_signal_between_renames_that_go_together_waits_for_the_last(sig, tmp_pat
         with io.exit_cleanly_on_termination():
             io.replace_together([(tmp_path / name, tmp_path / f"{name}.new") for name in names])
     assert sorted(os.listdir(tmp_path)) == sorted(f"{name}.new" for name in names)
+
+
+def _an_extension_module_not_imported() -> str:
+    """A top-level C extension module on sys.path that this process has not imported (the stdlib's
+    example module when the interpreter ships it)."""
+    for folder in map(Path, sys.path):
+        names = sorted(entry.name[:-len(suffix)] for entry in folder.glob("*") if entry.is_file()
+                       for suffix in importlib.machinery.EXTENSION_SUFFIXES if entry.name.endswith(suffix))
+        for name in sorted(names, key=lambda n: n != "xxlimited"):
+            if name not in sys.modules and "." not in name:
+                return name
+    pytest.fail("no C extension module left to import on sys.path")
+
+
+@pytest.mark.parametrize("sig", list(STATUS), ids=[s.name for s in STATUS])
+def test_signal_while_an_extension_module_initialises_waits_for_its_end(sig, monkeypatch, request):
+    """A C extension's init that calls back into Python (nanobind's enums in onnx 1.23) must not see a
+    handler raise: onnx's module called std::terminate on Ctrl-C there (an abort and a C++ traceback).
+    The signal lands in the init, the init's Python code after it runs to its end, then it unwinds."""
+    from bitnet_onnx import io
+
+    inherited = signal.signal(sig, signal.SIG_DFL)
+    request.addfinalizer(lambda: signal.signal(sig, inherited))
+    real = importlib.machinery.ExtensionFileLoader.create_module
+    ran_after_the_signal = []
+
+    def init_signalled_midway(loader, spec):
+        os.kill(os.getpid(), sig)
+        ran_after_the_signal.append(sum(range(1000)))  # bytecode a handler could have interrupted
+        return real(loader, spec)
+
+    monkeypatch.setattr(importlib.machinery.ExtensionFileLoader, "create_module", init_signalled_midway)
+    name = _an_extension_module_not_imported()
+    meta_path = list(sys.meta_path)
+    with pytest.raises(KeyboardInterrupt if sig == signal.SIGINT else Terminated):
+        with io.exit_cleanly_on_termination():
+            importlib.import_module(name)
+    assert ran_after_the_signal == [499500]
+    assert sys.meta_path == meta_path  # the hold is the block's, not the process's
+    sys.modules.pop(name, None)
 
 
 def _export_sighup_ignored(model: Path, out: Path) -> subprocess.Popen:
