@@ -1,5 +1,6 @@
 """`bench` and `demo` code paths on small models (one repetition; no timing is asserted)."""
 
+import argparse
 import json
 import shutil
 from pathlib import Path
@@ -11,6 +12,7 @@ import pytest
 from bitnet_onnx.arch import ARCHITECTURES, REAL_SHAPES
 from bitnet_onnx.bench import cache as bench_cache
 from bitnet_onnx.cli import main
+from bitnet_onnx.commands import bench as bench_command
 from bitnet_onnx.customops import attention_auto_precision, selected_isa
 from bitnet_onnx.manifest import Manifest
 
@@ -81,11 +83,31 @@ def test_bench_shape_generates_once(tmp_path, capsys):
     (["--batch", "0"], "--batch"),
     ([], "either MODEL_DIR or --shape"),
     (["--shape", "qwen3-tiny", "--json", "/nonexistent/folder/b.json"], "--json"),
+    (["--shape", "qwen3-tiny", "--cells", "1x16,8"], "--cells '1x16,8'"),
+    (["--shape", "qwen3-tiny", "--cells", "0x16"], "--cells '0x16'"),
+    (["--shape", "qwen3-tiny", "--cells", "1x16", "--seq", "16"], "--cells: give either --cells or --seq/--batch"),
+    (["--shape", "qwen3-tiny", "--memory-budget", "0"], "--memory-budget must be > 0"),
 ])
 def test_bench_bad_arguments(tmp_path, capsys, argv, message):
     assert main(["bench", *argv, "--cache-dir", str(tmp_path)]) == 1
-    err = capsys.readouterr().err
-    assert message in err and len(err.strip().splitlines()) == 1
+    out, err = capsys.readouterr()
+    assert message in err and len(err.strip().splitlines()) == 1 and out == ""
+    assert not (tmp_path / "models").exists()  # refused before generating anything
+
+
+def test_bench_cells_default_to_document_lengths_and_follow_seq_and_batch():
+    """No cell options: one-query latency to 8192-token documents at batch 1, and a batch of 16 passages;
+    --seq / --batch: their grid, the one not given at its default."""
+    parser = argparse.ArgumentParser()
+    bench_command.add_arguments(parser)
+
+    def cells(*argv):
+        return bench_command._cells(parser.parse_args(["--shape", "qwen3-tiny", *argv]))
+
+    assert cells() == [(1, 16), (1, 128), (1, 512), (16, 128), (1, 2048), (1, 8192)]
+    assert cells("--cells", "1x2048,1X8192,1x2048") == [(1, 2048), (1, 8192)]
+    assert cells("--seq", "16,128") == [(1, 16), (1, 128), (16, 16), (16, 128)]
+    assert cells("--batch", "4") == [(4, 16), (4, 128), (4, 512)]
 
 
 def test_demo_runs_end_to_end(tmp_path, capsys):

@@ -8,7 +8,8 @@ import sys
 import pytest
 
 from bitnet_onnx.bench import cache, host, report, timing, variants
-from bitnet_onnx.bench.runners import RUNNERS
+from bitnet_onnx.bench.measure import refused_runs
+from bitnet_onnx.bench.runners import RUNNERS, unavailable
 from bitnet_onnx.bench.worker import Worker
 from bitnet_onnx.errors import BitnetOnnxError
 from bitnet_onnx.formats import NAMES as FORMAT_NAMES
@@ -33,6 +34,36 @@ def test_interleave_rotates_after_every_measured_cell_and_discards_the_warm_up()
     assert times[("a", small)] == [6, 10] and times[("c", big)] == [7, 14]  # warm-up results dropped
 
 
+def test_interleave_skips_what_include_refuses_and_rotates_as_without_it():
+    calls = []
+    times = timing.interleave(["a", "b", "c"], [1, 2], reps=1, measure=lambda n, c: calls.append((n, c)),
+                              include=lambda name, cell: (name, cell) != ("a", 2))
+    assert calls == [("a", 1), ("b", 1), ("c", 1), ("b", 2), ("c", 2)]  # cell 2's order starts at b either way
+    assert times[("a", 2)] == [] and len(times[("b", 2)]) == 1
+
+
+def test_runs_are_refused_when_the_workers_largest_runs_exceed_the_budget():
+    """Each worker keeps its largest run's memory: runs are taken smallest first while the workers'
+    largest runs fit together; the refused ones say what they would need."""
+    gib = 2**30
+    costs = {("i2s", (1, 16)): (gib // 4, False), ("i2s", (1, 8192)): (gib, False),
+             ("f32", (1, 16)): (gib // 4, True), ("f32", (1, 8192)): (13 * gib, True),
+             ("llama.cpp-f16", (1, 8192)): None}  # no cost model: always run
+    assert refused_runs(costs, None) == {}
+    assert refused_runs(costs, 14 * gib) == {}  # i2s's 1 GiB and f32's 13 GiB fit together
+    refused = refused_runs(costs, 6 * gib)
+    assert list(refused) == [("f32", (1, 8192))]
+    assert refused[("f32", (1, 8192))] == (
+        "cannot hold it: needs up to 13.0 GiB of activations (the stock attention's [batch, heads, S, S] scores) "
+        "by the export's cost model, 5.0 GiB of the 6.0 GiB memory budget left")
+    # i2s's largest run is the one left out when it is the larger: smallest first
+    costs[("i2s", (1, 8192))] = (5 * gib, False)
+    costs[("f32", (1, 8192))] = (2 * gib, True)
+    refused = refused_runs(costs, 6 * gib)
+    assert list(refused) == [("i2s", (1, 8192))]
+    assert "needs up to 5.0 GiB of activations by the export's cost model" in refused[("i2s", (1, 8192))]
+
+
 def test_interleave_without_warm_up_measures_reps_times():
     log = []
     times = timing.interleave(["x", "y"], [None], reps=3, measure=lambda n, c: n, log=log.append)
@@ -40,11 +71,11 @@ def test_interleave_without_warm_up_measures_reps_times():
     assert log == ["bench: repetition 1/3 ...", "bench: repetition 2/3 ...", "bench: repetition 3/3 ..."]
 
 
-def _result(times, names, configs):
+def _result(times, names, configs, not_run=None):
     mem = {"file_bytes": 2 * 2**20, "base_rss_bytes": 1, "load_rss_bytes": 3 * 2**20, "peak_rss_bytes": 5 * 2**20}
     return {"threads": 1, "reps": 3, "onnxruntime": "1.0", "bitnet_onnx": "0", "cpu": "Some CPU",
             "variants": {v: {**mem, "folder": "."} for v in names},
-            "rows": report.result_rows(times, names, configs), "model": "m"}
+            "rows": report.result_rows(times, names, configs, not_run), "model": "m"}
 
 
 def test_rows_hold_medians_tokens_per_second_and_ratios_to_the_bases_that_ran():
@@ -55,6 +86,30 @@ def test_rows_hold_medians_tokens_per_second_and_ratios_to_the_bases_that_ran():
     assert rows["i2s"]["x_f32"] == 2.0 and rows["i2s"]["x_ort-int8"] == 4.0
     assert "x_int8" not in rows["i2s"]  # int8 did not run: no column
     assert rows["f32"]["x_f32"] == 1.0
+
+
+def test_runs_not_run_keep_their_rows_with_the_reason_and_ratios_skip_them():
+    configs, names = [(1, 16), (1, 8192)], ["i2s", "f32", "openvino"]
+    not_run = {("f32", (1, 8192)): "cannot hold it: needs up to 13.0 GiB"}
+    times = {(v, c): [] if (v, c) in not_run else [2.0 * (k + 1)] for k, v in enumerate(names) for c in configs}
+    result = {**_result(times, names, configs, not_run), "memory_budget_bytes": 6 * 2**30,
+              "unavailable": {"llama.cpp-f16": "llama-cpp-python is not installed"}}
+    result["variants"]["openvino"].update(inference_precision="bf16", openvino="2026.4.1")
+    rows = {(r["variant"], r["seq"]): r for r in result["rows"]}
+    assert rows[("f32", 8192)] == {"variant": "f32", "batch": 1, "seq": 8192, "not_run": not_run[("f32", (1, 8192))]}
+    assert rows[("i2s", 16)]["x_f32"] == 2.0 and "x_f32" not in rows[("i2s", 8192)]  # no base at 8192
+    lines = report.format_table(result).splitlines()
+    assert lines[1] == ("OpenVINO 2026.4.1 at its default inference precision on this CPU "
+                        "(the compiled model's INFERENCE_PRECISION_HINT): bf16 (openvino)")
+    assert lines[2].startswith("memory budget: 6.0 GiB for the runs' activations")
+    widths = {len(line) for line in lines[3:6]}
+    assert len(widths) == 1  # header, rule and measured rows align
+    assert lines[5].split()[:3] == ["1", "16", "i2s"] and lines[5].split()[5] == "2.00"
+    assert lines[7].split()[2:4] == ["openvino", "(bf16)"]  # named with the precision it ran at
+    assert lines[8].split()[2] == "i2s" and lines[8].split()[5] == "-"  # the ratio to a base that did not run
+    assert lines[9].split("  f32  ")[1] == "not run: cannot hold it: needs up to 13.0 GiB"
+    assert lines[10].split()[2:4] == ["openvino", "(bf16)"] and len(lines) == 12
+    assert lines[11] == "llama.cpp-f16: unavailable, llama-cpp-python is not installed"
 
 
 def test_table_columns_follow_the_variant_table_and_align():
@@ -211,14 +266,26 @@ def test_variant_table():
     with pytest.raises(BitnetOnnxError, match="--variants 'i2s,fp8': choose from i2s, i2s-mul, i2s-lut, i2s-onnx-attn, f32"):
         variants.parse_variants("i2s,fp8")
     assert variants.variants_help() == (
-        "weight variants to compare (default i2s,int8,ort-int8,nbits,f32; also i2s-mul, i2s-lut, i2s-onnx-attn, f16, "
-        "nbits2, nbits4, i2s-text, llama.cpp-f16, llama.cpp-tq2_0; "
+        "weight variants to compare (default i2s,int8,ort-int8,nbits,f32,openvino; also i2s-mul, i2s-lut, i2s-onnx-attn, "
+        "f16, nbits2, nbits4, i2s-text, llama.cpp-f16, llama.cpp-tq2_0; "
         "i2s-mul = i2s with BITNET_ONNX_KERNEL=mul; i2s-lut = i2s with BITNET_ONNX_KERNEL=lut; "
         "i2s-onnx-attn = i2s with the stock ONNX attention instead of EncoderAttention (export --attention onnx); "
         "ort-int8 = ORT's quantize_dynamic of the f32 export; "
         "i2s-text = i2s fed texts, the tokenizer in the graph (export --text-input); "
         "llama.cpp-f16 = upstream llama.cpp on convert-gguf's f16 file, without BitNet's per-projection norms; "
-        "llama.cpp-tq2_0 = that file quantized by llama.cpp to TQ2_0, its fastest ternary type)")
+        "llama.cpp-tq2_0 = that file quantized by llama.cpp to TQ2_0, its fastest ternary type; "
+        "openvino = OpenVINO's CPU runtime at its default precision on the f32 export with the stock attention "
+        "(export --weights f32 --attention onnx; pip install 'bitnet-onnx[openvino]'))")
+
+
+def test_a_variant_whose_runtime_is_not_installed_is_unavailable(monkeypatch):
+    """A runner's optional package missing makes its variants unavailable, with the install line; the
+    ONNX Runtime variants always run."""
+    monkeypatch.setitem(sys.modules, "openvino", None)  # importlib.util.find_spec: not installed
+    monkeypatch.setitem(sys.modules, "llama_cpp", None)
+    assert unavailable("openvino") == "openvino is not installed (pip install 'bitnet-onnx[openvino]')"
+    assert unavailable("llama.cpp-tq2_0").startswith("the llama.cpp variants need llama-cpp-python")
+    assert [v for v in variants.VARIANTS if unavailable(v)] == ["llama.cpp-f16", "llama.cpp-tq2_0", "openvino"]
 
 
 def test_worker_reports_a_load_error_as_one_line(tmp_path):
@@ -245,6 +312,13 @@ def test_host_facts():
     before, after = map(int, subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                                             check=True).stdout.split())
     assert before > 0 and after - before >= 60 << 20  # the touched 64 MiB
+
+
+def test_available_memory(tmp_path):
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal:       24000000 kB\nMemFree:         1000000 kB\nMemAvailable:   20000000 kB\n")
+    assert host.available_memory_bytes(meminfo) == 20000000 * 1024
+    assert host.available_memory_bytes() > 0  # this machine's
 
 
 def test_cpu_name_on_aarch64(tmp_path):

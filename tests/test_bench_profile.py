@@ -144,6 +144,36 @@ def test_bench_profile_shares_are_real_and_leave_no_files(tiny_model, tmp_path, 
     assert not [p for p in tmp_path.rglob("*") if "profile" in p.name and p.suffix == ".json"]
 
 
+def test_runs_beyond_the_memory_budget_are_reported_not_run_in_both_tables(tiny_model, tiny_export, tmp_path, capsys):
+    """A budget that holds i2s's long run but not the stock attention's beside it: f32's long cell is not
+    run, timed or profiled, and says what it would need; every other cell runs."""
+    model, long = tiny_model("qwen3"), 256
+    exports = {w: Manifest.read(tiny_export(model, weights=w)) for w in ("i2s", "f32")}  # what the bench builds
+    assert exports["f32"].attention == "onnx" and exports["f32"].attention_bytes_per_token_pair > 0
+    need = {w: m.batch_bytes(1, long) for w, m in exports.items()}
+    budget = need["i2s"] + need["f32"] // 2
+    out = tmp_path / "bench.json"
+    argv = ["bench", str(model), "--cells", f"1x8,1x{long}", "--variants", "i2s,f32", "--reps", "1",
+            "--memory-budget", repr(budget / 2**30), "--cache-dir", str(tmp_path / "cache"), "--json", str(out),
+            "--profile"]
+    assert main(argv) == 0
+    stdout = capsys.readouterr().out
+    result = json.loads(out.read_text())
+    assert abs(result["memory_budget_bytes"] - budget) <= 1
+    why = (f"cannot hold it: needs up to {report.size_text(need['f32'])} of activations (the stock attention's "
+           f"[batch, heads, S, S] scores) by the export's cost model")
+    for rows in (result["rows"], result["profile"]["rows"]):
+        by_cell = {(r["variant"], r["seq"]): r for r in rows}
+        assert by_cell[("f32", long)]["not_run"].startswith(why)
+        assert all("not_run" not in r for key, r in by_cell.items() if key != ("f32", long))
+    timed = {(r["variant"], r["seq"]): r for r in result["rows"]}
+    assert timed[("i2s", long)]["ms_per_batch"] > 0 and "x_f32" not in timed[("i2s", long)]
+    assert timed[("i2s", 8)]["x_f32"] > 0
+    profiled = {(r["variant"], r["seq"]): r for r in result["profile"]["rows"]}
+    assert profiled[("i2s", long)]["ops_pct"]["EncoderAttention"] > 0 and profiled[("i2s", long)]["runs"] == 1
+    assert stdout.count(f"f32  not run: {why}") == 2  # the timed table and the profile table
+
+
 def test_profile_removes_its_temporary_folder_when_a_worker_fails(tmp_path, monkeypatch):
     temp = tmp_path / "tmp"
     temp.mkdir()
@@ -160,3 +190,4 @@ def test_bench_help_documents_profile(capsys):
         main(["bench", "--help"])
     out = capsys.readouterr().out
     assert "--profile" in out and "overhead" in out and "I2STernaryMatMul" in out
+    assert "1x2048,1x8192" in out and "--memory-budget" in out and "bitnet-onnx[openvino]" in out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import platform
 import sys
 from pathlib import Path
@@ -42,3 +43,18 @@ def peak_rss_bytes() -> int:
 
     scale = 1 if sys.platform == "darwin" else 1024  # macOS reports bytes, Linux KiB
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale
+
+
+def available_memory_bytes(meminfo: Path = Path("/proc/meminfo")) -> int | None:
+    """What the system can give new allocations without swapping: MemAvailable (Linux), else free
+    physical pages; None where neither is known."""
+    try:
+        for line in meminfo.read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None

@@ -10,12 +10,20 @@ the shapes being the same. A bench worker runs the built file with ``runners.RUN
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 from bitnet_onnx.errors import BitnetOnnxError
 
 GGUF_NAME = "model.gguf"
 QUANT_TYPES = {"tq2_0": "LLAMA_FTYPE_MOSTLY_TQ2_0", "tq1_0": "LLAMA_FTYPE_MOSTLY_TQ1_0"}
+NOT_INSTALLED = ("the llama.cpp variants need llama-cpp-python (pip install llama-cpp-python; "
+                 "it builds llama.cpp from source)")
+
+
+def missing() -> str | None:
+    """Why the llama.cpp variants cannot run here (llama-cpp-python not installed), or None."""
+    return None if importlib.util.find_spec("llama_cpp") else NOT_INSTALLED
 
 
 def import_llama_cpp():
@@ -23,8 +31,7 @@ def import_llama_cpp():
     try:
         import llama_cpp
     except ImportError:
-        raise BitnetOnnxError("the llama.cpp variants need llama-cpp-python (pip install llama-cpp-python; "
-                              "it builds llama.cpp from source)") from None
+        raise BitnetOnnxError(NOT_INSTALLED) from None
     return llama_cpp
 
 

@@ -6,16 +6,20 @@ whose job(batch, seq) is a call to time), and a facts function, called in the pa
 "file_bytes" and the header facts of ``report.header``). Every job feeds a full batch of ``seq`` real
 tokens, no padding. Runners of ONNX Runtime sessions (``profiles``) also load a folder with ORT's
 profiler on (``bench --profile``: a trace_prefix), into a session of its own, never the timed one.
+A runner whose package is an optional install says why it cannot run (``missing``; ``unavailable``
+asks for a variant), so the bench can say so before it builds anything.
 """
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from bitnet_onnx.bench import llama_cpp
 from bitnet_onnx.bench.report import export_facts
+from bitnet_onnx.bench.variants import VARIANTS
 from bitnet_onnx.errors import BitnetOnnxError
 
 # Repeated to each asked length: real token ids (the manifest's max_length does not bound a bench).
@@ -32,6 +36,7 @@ class Loaded:
 
     job: Callable[[int, int], Job]  # (batch, seq) -> one run of a full batch
     end_profiling: Callable[[], str] | None = None  # a profiling session's: ends it, returns ORT's trace file
+    facts: dict = field(default_factory=dict)  # what only the loaded runtime knows, for the header (JSON-able)
 
 
 Loader = Callable[[Path, int, "str | None"], Loaded]  # (folder, threads, trace prefix or None) -> Loaded
@@ -44,6 +49,7 @@ class Runner:
     loader: Callable[[], Loader]  # in the worker process
     facts: Callable[[Path], dict]  # in the parent: the folder's "file_bytes" and header facts (report.header)
     profiles: bool = False  # an ORT session: its loader takes a trace prefix (bench --profile)
+    missing: Callable[[], str | None] = lambda: None  # why it cannot run on this install, or None
 
 
 def _onnx_session(folder: Path, manifest, threads: int, text: bool, trace_prefix: str | None):
@@ -53,26 +59,80 @@ def _onnx_session(folder: Path, manifest, threads: int, text: bool, trace_prefix
     return create_session(folder, manifest, threads=threads, text=text, profile_prefix=trace_prefix)
 
 
+def _sample_ids(folder: Path):
+    """SAMPLE_TEXT's token ids by the export's tokenizer (int64)."""
+    import numpy as np
+    from tokenizers import Tokenizer
+
+    from bitnet_onnx.runtime.tokenization import TOKENIZER_FILE
+
+    return np.asarray(Tokenizer.from_file(str(folder / TOKENIZER_FILE)).encode(SAMPLE_TEXT).ids, dtype=np.int64)
+
+
+def _ids_feed(sample, batch: int, seq: int) -> dict:
+    """input_ids and attention_mask of ``batch`` texts of ``seq`` real tokens (``sample`` repeated)."""
+    import numpy as np
+
+    return {"input_ids": np.tile(np.resize(sample, seq), (batch, 1)),
+            "attention_mask": np.ones((batch, seq), dtype=np.int64)}
+
+
 def _onnx_loader() -> Loader:
     """An exported folder in an onnxruntime session, fed input_ids and attention_mask."""
-    import numpy as np
     import onnxruntime  # noqa: F401
-    from tokenizers import Tokenizer
 
     from bitnet_onnx.manifest import Manifest
     from bitnet_onnx.runtime.session import SENTENCE_OUTPUT
-    from bitnet_onnx.runtime.tokenization import TOKENIZER_FILE
 
     def load(folder: Path, threads: int, trace_prefix: str | None = None) -> Loaded:
         session = _onnx_session(folder, Manifest.read(folder), threads, False, trace_prefix)
-        sample = np.asarray(Tokenizer.from_file(str(folder / TOKENIZER_FILE)).encode(SAMPLE_TEXT).ids, dtype=np.int64)
+        sample = _sample_ids(folder)
 
         def job(batch: int, seq: int) -> Job:
-            feed = {"input_ids": np.tile(np.resize(sample, seq), (batch, 1)),
-                    "attention_mask": np.ones((batch, seq), dtype=np.int64)}
+            feed = _ids_feed(sample, batch, seq)
             return lambda: session.run([SENTENCE_OUTPUT], feed)
 
         return Loaded(job, session.end_profiling if trace_prefix else None)
+
+    return load
+
+
+OPENVINO_INSTALL = "pip install 'bitnet-onnx[openvino]'"
+
+
+def _openvino_missing() -> str | None:
+    return None if importlib.util.find_spec("openvino") else f"openvino is not installed ({OPENVINO_INSTALL})"
+
+
+def _openvino_loader() -> Loader:
+    """An export of ONNX Runtime's own ops in OpenVINO's CPU runtime, fed like the onnx runner. OpenVINO's
+    defaults but the thread count, so it multiplies at the precision it picks for this CPU (bf16 where
+    it has AMX); the loaded runtime reports that precision (its INFERENCE_PRECISION_HINT) and version."""
+    import openvino
+
+    from bitnet_onnx.manifest import Manifest
+    from bitnet_onnx.runtime.session import SENTENCE_OUTPUT
+
+    def load(folder: Path, threads: int, trace_prefix: str | None = None) -> Loaded:
+        if trace_prefix is not None:  # Runner.profiles is False: the bench never asks
+            raise BitnetOnnxError(f"{folder}: OpenVINO has no ONNX Runtime profile")
+        manifest = Manifest.read(folder)
+        model = folder / manifest.model_file
+        if manifest.needs_custom_ops:
+            raise BitnetOnnxError(f"{model}: needs the bitnet_onnx op library, which OpenVINO cannot run")
+        core = openvino.Core()
+        try:
+            compiled = core.compile_model(core.read_model(str(model)), "CPU", {"INFERENCE_NUM_THREADS": threads})
+        except RuntimeError as e:  # its report spans many lines: one line for the bench's error
+            raise BitnetOnnxError(f"{model}: OpenVINO cannot compile it: {' '.join(str(e).split())}") from None
+        request, output, sample = compiled.create_infer_request(), compiled.output(SENTENCE_OUTPUT), _sample_ids(folder)
+
+        def job(batch: int, seq: int) -> Job:
+            feed = _ids_feed(sample, batch, seq)
+            return lambda: request.infer(feed)[output]
+
+        precision = compiled.get_property("INFERENCE_PRECISION_HINT").get_type_name()  # e.g. "bf16"
+        return Loaded(job, facts={"inference_precision": precision, "openvino": openvino.get_version()})
 
     return load
 
@@ -166,5 +226,11 @@ def _llama_cpp_facts(folder: Path) -> dict:
 RUNNERS: dict[str, Runner] = {
     "onnx": Runner(_onnx_loader, export_facts, profiles=True),
     "onnx-text": Runner(_onnx_text_loader, export_facts, profiles=True),
-    "llama.cpp": Runner(_llama_cpp_loader, _llama_cpp_facts),
+    "llama.cpp": Runner(_llama_cpp_loader, _llama_cpp_facts, missing=llama_cpp.missing),
+    "openvino": Runner(_openvino_loader, export_facts, missing=_openvino_missing),
 }
+
+
+def unavailable(variant: str) -> str | None:
+    """Why ``variant`` cannot run on this install (its runner's package is not installed), or None."""
+    return RUNNERS[VARIANTS[variant].runner].missing()

@@ -12,10 +12,12 @@ T = TypeVar("T")
 
 def interleave(names: Sequence[str], cells: Sequence[Hashable], reps: int, measure: Callable[[str, Hashable], T],
                warm_up: Callable[[Hashable], bool] | None = None,
-               log: Callable[[str], None] | None = None) -> dict[tuple[str, Hashable], list[T]]:
+               log: Callable[[str], None] | None = None,
+               include: Callable[[str, Hashable], bool] | None = None) -> dict[tuple[str, Hashable], list[T]]:
     """``measure(name, cell)`` for ``reps`` repetitions -> {(name, cell): [one result per repetition]}.
 
-    With ``warm_up``, a first, discarded repetition measures the cells it accepts.
+    With ``warm_up``, a first, discarded repetition measures the cells it accepts. With ``include``, a
+    (name, cell) it refuses is never measured (its list stays empty); the order rotates as without it.
     """
     results: dict[tuple[str, Hashable], list[T]] = {(n, c): [] for c in cells for n in names}
     order = list(names)
@@ -26,6 +28,8 @@ def interleave(names: Sequence[str], cells: Sequence[Hashable], reps: int, measu
             if rep == 0 and not warm_up(cell):
                 continue
             for name in order:
+                if include and not include(name, cell):
+                    continue
                 result = measure(name, cell)
                 if rep > 0:
                     results[(name, cell)].append(result)

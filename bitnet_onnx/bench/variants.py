@@ -83,8 +83,15 @@ VARIANTS: dict[str, Variant] = {v.name: v for v in (
             note="upstream llama.cpp on convert-gguf's f16 file, without BitNet's per-projection norms"),
     Variant("llama.cpp-tq2_0", partial(llama_cpp.build_quantized, quant="tq2_0"), runner="llama.cpp",
             note="that file quantized by llama.cpp to TQ2_0, its fastest ternary type"),
+    # What a user on an Intel server may run instead of ORT: OpenVINO (the openvino extra) on the f32
+    # export, at the precision it picks for the CPU. With the stock attention: the default f32 export of a
+    # causal model runs com.microsoft GroupQueryAttention, which OpenVINO 2026.4 cannot read without its
+    # past_key/past_value inputs.
+    Variant("openvino", partial(_export, weights="f32", attention_name="onnx"), runner="openvino",
+            note="OpenVINO's CPU runtime at its default precision on the f32 export with the stock attention "
+                 "(export --weights f32 --attention onnx; pip install 'bitnet-onnx[openvino]')"),
 )}
-DEFAULT_VARIANTS = ("i2s", "int8", "ort-int8", "nbits", "f32")
+DEFAULT_VARIANTS = ("i2s", "int8", "ort-int8", "nbits", "f32", "openvino")
 
 
 def ratio_bases() -> list[str]:

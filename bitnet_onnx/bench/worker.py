@@ -1,7 +1,8 @@
 """One variant in its own process, so its peak RSS is its own; the parent drives it over pipes.
 
 Protocol (one JSON object per line): the worker first answers ``{"ready", "base_rss_bytes",
-"load_rss_bytes"}`` (peak RSS after imports, then after loading the variant), then answers each
+"load_rss_bytes", "facts"}`` (peak RSS after imports, then after loading the variant; what the loaded
+runtime reports of itself, ``runners.Loaded.facts``), then answers each
 ``{"cmd": "time", "batch", "seq"}`` with ``{"ms"}`` (one run of the runner's job for a full batch of
 ``seq`` real tokens, no padding; ``runners.RUNNERS``) and ``{"cmd": "exit"}`` with
 ``{"peak_rss_bytes"}``. Failures answer ``{"error"}``.
@@ -39,7 +40,7 @@ class Worker:
         cmd += [str(trace_dir)] if trace_dir is not None else []
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1,
                                      env={**os.environ, **dict(env)})
-        self.info = self._reply()  # base_rss_bytes, load_rss_bytes
+        self.info = self._reply()  # base_rss_bytes, load_rss_bytes, facts
 
     def time_ms(self, batch: int, seq: int) -> float:
         return self.ask(cmd="time", batch=batch, seq=seq)["ms"]
@@ -95,7 +96,7 @@ def serve(folder: Path, threads: int, runner: str, trace_dir: Path | None = None
     except BitnetOnnxError as e:
         reply(error=str(e))
         return
-    reply(ready=True, base_rss_bytes=base, load_rss_bytes=peak_rss_bytes())
+    reply(ready=True, base_rss_bytes=base, load_rss_bytes=peak_rss_bytes(), facts=loaded.facts)
     jobs: dict[tuple[int, int], Job] = {}
     runs = 0
     for line in sys.stdin:
