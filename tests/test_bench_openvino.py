@@ -3,6 +3,7 @@ against onnxruntime's, the precision it reports, the bench table with it beside 
 without openvino installed (no timing is asserted)."""
 
 import json
+import os
 import sys
 
 import numpy as np
@@ -47,6 +48,15 @@ def test_openvino_refuses_an_export_that_needs_the_op_library(tiny_model, tiny_e
     folder = tiny_export(tiny_model("qwen3"), weights="i2s")
     with pytest.raises(BitnetOnnxError, match="needs the bitnet_onnx op library, which OpenVINO cannot run"):
         Worker("openvino", folder, threads=1, runner="openvino")
+
+
+def test_openvino_refuses_a_thread_count_it_would_not_run(tiny_model, tiny_export):
+    """OpenVINO 2026.4 caps INFERENCE_NUM_THREADS at the CPU's cores: more would be a row at another thread
+    count than ORT's beside it, so the worker refuses to load."""
+    folder = tiny_export(tiny_model("qwen3"), weights="f32", attention_name="onnx")
+    asked = 4 * (os.cpu_count() or 1)
+    with pytest.raises(BitnetOnnxError, match=rf"OpenVINO runs \d+ threads, not the {asked} asked for"):
+        Worker("openvino", folder, threads=asked, runner="openvino")
 
 
 def test_bench_runs_openvino_beside_onnxruntime(tiny_model, tmp_path, capsys):

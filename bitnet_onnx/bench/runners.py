@@ -132,6 +132,9 @@ def _openvino_loader() -> Loader:
             return lambda: request.infer(feed)[output]
 
         precision = compiled.get_property("INFERENCE_PRECISION_HINT").get_type_name()  # e.g. "bf16"
+        used = int(compiled.get_property("INFERENCE_NUM_THREADS"))  # OpenVINO may cap it (to physical cores)
+        if used != threads:  # the table would compare it with ORT at another thread count
+            raise BitnetOnnxError(f"{model}: OpenVINO runs {used} threads, not the {threads} asked for")
         return Loaded(job, facts={"inference_precision": precision, "openvino": openvino.get_version()})
 
     return load
