@@ -50,6 +50,16 @@ def test_openvino_refuses_an_export_that_needs_the_op_library(tiny_model, tiny_e
         Worker("openvino", folder, threads=1, runner="openvino")
 
 
+def test_openvino_cannot_read_group_query_attention_so_its_variant_keeps_the_stock_one(tiny_model, tiny_export):
+    """Why the openvino variant exports --attention onnx: the default f32 export of a long-context causal
+    model takes ONNX Runtime's GroupQueryAttention (--attention ort), which OpenVINO 2026.4 does not convert
+    without past_key/past_value inputs; its report reaches the bench as one line."""
+    folder = tiny_export(tiny_model("qwen3"), weights="f32", attention_name="ort")
+    with pytest.raises(BitnetOnnxError, match="OpenVINO cannot compile it: .*GroupQueryAttention") as caught:
+        Worker("openvino", folder, threads=1, runner="openvino")
+    assert "\n" not in str(caught.value)
+
+
 def test_openvino_refuses_a_thread_count_it_would_not_run(tiny_model, tiny_export):
     """OpenVINO 2026.4 caps INFERENCE_NUM_THREADS at the CPU's cores: more would be a row at another thread
     count than ORT's beside it, so the worker refuses to load."""
