@@ -32,8 +32,19 @@ python=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$python" -m venv .venv
 pip=(.venv/bin/python -m pip --disable-pip-version-check -q)
 "${pip[@]}" install --upgrade pip >/dev/null
+# pip compiles what it installs to bytecode one file at a time, most of the set-up's time: the installs
+# skip it and compileall does it on every core, torch's files while the package installs. The venv
+# needs the .pyc files: where PYTHONDONTWRITEBYTECODE is set (CI sets it), an import compiles a module
+# it finds without one and keeps nothing, in every process. A file pip is still writing may compile
+# from half its text; the last pass sees its size changed and compiles it again. compileall's status
+# is not checked, as pip's own compile step does not check it: packages ship files that no Python 3
+# compiles (test data, templates), and an import never reads those.
+site_packages=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
+compile_site_packages() { .venv/bin/python -m compileall -qq -j 0 "$site_packages" >/dev/null 2>&1 || true; }
 # The CPU build of PyTorch (a plain `torch` requirement could pull a multi-GB CUDA build).
-"${pip[@]}" install torch==2.13.0
+"${pip[@]}" install --no-compile torch==2.13.0
+compile_site_packages &
+compiling=$!
 extras=reference
 [ "$want_test" = 1 ] && extras=test
 # The editable install compiles the op library into build/ of this checkout, so a fresh clone
@@ -45,5 +56,7 @@ if command -v ccache >/dev/null 2>&1; then
     export CCACHE_BASEDIR=$PWD
     export CCACHE_DIR=${BITNET_ONNX_TEST_CACHE:-$HOME/.cache/bitnet-onnx-tests}/ccache
 fi
-"${pip[@]}" install -e ".[$extras]"
+"${pip[@]}" install --no-compile -e ".[$extras]"
+wait "$compiling"
+compile_site_packages
 echo "setup: ready (.venv/bin/bitnet-onnx)"
