@@ -10,6 +10,7 @@ import numpy as np
 import onnx
 import pytest
 
+from bitnet_onnx.arch import ARCHITECTURES
 from bitnet_onnx.bench.runners import RUNNERS
 from bitnet_onnx.bench.worker import Worker
 from bitnet_onnx.cli import main
@@ -26,7 +27,7 @@ def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (a * b).sum(axis=1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
 
 
-@pytest.mark.parametrize("arch", ["qwen3", "gemma3"])
+@pytest.mark.parametrize("arch", ARCHITECTURES)
 def test_openvino_runs_the_f32_export_like_onnxruntime(tiny_model, tiny_export, arch):
     """The runner's job embeds what the onnx runner's does (same token ids), at the precision it reports,
     which is the compiled model's own INFERENCE_PRECISION_HINT at the bench's thread count."""

@@ -15,6 +15,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -164,6 +165,25 @@ def test_hosts_fail_with_one_line(host_programs, exported, tmp_path, case, expec
         assert res.stdout == "", name
         lines = res.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith(f"{name}: ") and expect in lines[0], (name, res.stderr)
+
+
+def test_a_reconfigure_leaves_the_onnxruntime_link_in_place(host_programs):
+    """Both test workers configure the shared examples build (one at a time) while the other may be running
+    its programs: a re-configure that re-created onnxruntime-lib/'s link removed it for a moment, and a
+    program started then failed to load libonnxruntime (seen once in a suite run). The link stays the
+    same file, and the programs still start."""
+    from venvs import locked
+
+    build = host_programs["embed_c"].parent
+    (link,) = (build / "onnxruntime-lib").iterdir()
+    before = os.lstat(link)
+    cmake = shutil.which("cmake", path=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
+    with locked(build.with_name("examples.lock")):
+        res = _run([cmake, str(build)])
+    assert res.returncode == 0, res.stderr[-3000:]
+    after = os.lstat(link)
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+    assert "usage:" in _run([host_programs["embed_cpp"]]).stderr
 
 
 # -- the bitnet_onnx version a model imports (examples/model_opset.h) ------------------------------------
