@@ -8,7 +8,8 @@ it), byte for byte the data file of the plain export of the same model.
   ``last_hidden_state``, and ``Embedder`` gives the plain export's vectors.
 - At full depth with the released tokenizers (what a user exports; real_width_model at every layer): the
   folder takes no more disk than the plain export plus its tokenizer files, docs/integrations.md's sizes
-  hold, and sentence-transformers' and optimum's plain calls (optimum's venv) give ``Embedder``'s vectors."""
+  hold, sentence-transformers' and optimum's plain calls (optimum's venv) give ``Embedder``'s vectors, and
+  the int8 layout, at max_length 32768, holds ONNX Runtime's own ops only and loads with no argument."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 import pytest
-from integrations_support import REAL_SIZE_TEXTS, external_locations
+from integrations_support import REAL_SIZE_TEXTS, external_locations, plain_ort_session
 from optimum_support import check_loaders, run_loaders
 
 from bitnet_onnx import Embedder, customops
@@ -92,6 +93,9 @@ def test_layout_stores_the_exports_weights_once(real_width_layout_export, plain_
 # no argument; the other variants' layouts are the same files around other ops (their files are checked here,
 # their loaders at the demo's depth: test_integrations_optimum, test_integrations_hf_layout)
 LOADED_AT_FULL_DEPTH = ("i2s", "int8")
+# the variant for hosts that cannot load our op library (Java, C#, JS, mobile builds): ORT-native at the
+# released max_length, its attention ONNX Runtime's own (export/memory.py)
+NO_LIBRARY = "int8"
 SIZES_TABLE = ROOT / "docs" / "integrations.md"
 
 
@@ -104,6 +108,15 @@ def _full_depth_model(real_width_model, arch: str):
 
 def _tokenizer_bytes(folder) -> int:
     return sum((folder / name).stat().st_size for name in TOKENIZER_FILES if (folder / name).is_file())
+
+
+def _check_loads_without_our_library(folder, arch: str) -> None:
+    """Both graphs of the layout load with no argument at the released max_length."""
+    m = Manifest.read(folder)
+    assert (m.max_length, m.attention, m.needs_custom_ops) == (
+        REAL_SHAPES[arch].config["max_position_embeddings"], "ort", False)
+    for graph in (MODEL_NAME, HF_MODEL_FILE):
+        plain_ort_session(folder / graph)
 
 
 def _documented_megabytes(arch: str, weights: str) -> tuple[float, float]:
@@ -127,7 +140,8 @@ def test_full_depth_layout_takes_no_more_disk_than_the_plain_export_and_its_toke
     for byte, once, and takes at most the plain export's bytes plus its tokenizer files' (the layout's graph
     without weights and its JSON files, and the tokenizer.json it rewrites, come to less than the
     tokenizer); both sizes are docs/integrations.md's. The plain calls of sentence-transformers and optimum
-    give ``Embedder``'s vectors on the i2s (our library registered) and int8 (no argument) layouts."""
+    give ``Embedder``'s vectors on the i2s (our library registered) and int8 (no argument) layouts; int8's
+    graphs, at max_length 32768, hold ONNX Runtime's own ops only and load in a session with no options."""
     model = _full_depth_model(real_width_model, arch)
     for weights in NAMES:
         plain, out = tmp_path / f"plain-{weights}", tmp_path / f"hf-{weights}"
@@ -142,6 +156,8 @@ def test_full_depth_layout_takes_no_more_disk_than_the_plain_export_and_its_toke
         documented = _documented_megabytes(arch, weights)
         assert np.allclose(documented, (plain_bytes / 1e6, layout_bytes / 1e6), atol=0.1), (
             weights, documented, plain_bytes, layout_bytes)
+        if weights == NO_LIBRARY:
+            _check_loads_without_our_library(out, arch)
         shutil.rmtree(plain)  # at most one full-depth export on disk beside the layouts the venv loads
         if weights not in LOADED_AT_FULL_DEPTH:
             shutil.rmtree(out)
