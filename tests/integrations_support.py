@@ -8,12 +8,15 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import onnxruntime as ort
 
 os.environ["HF_HUB_OFFLINE"] = "1"  # every loader reads the local folder; nothing may reach a hub
 
 from bitnet_onnx.arch import ARCHITECTURES  # noqa: E402
 
 ARCHS = sorted(ARCHITECTURES)
+# ONNX Runtime's own op domains: all that a host without our op library (Java, C#, JS, mobile builds) has
+ORT_DOMAINS = {"", "ai.onnx", "com.microsoft"}
 MIN_COSINE = 0.99999
 # past the tiny models' 256 tokens: every library cuts the text and keeps the special tokens (Gemma3's
 # trailing <eos>, Qwen3's EOS), as transformers does (bitnet_onnx/special_tokens.py)
@@ -72,3 +75,12 @@ def external_locations(path) -> set[str]:
     model = onnx.load(str(path), load_external_data=False)
     return {e.value for t in model.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL
             for e in t.external_data if e.key == "location"}
+
+
+def plain_ort_session(path) -> ort.InferenceSession:
+    """A session of graph ``path`` as a host without our op library makes it: every node and opset import in
+    ORT_DOMAINS, no local functions, and no session options at all."""
+    model = onnx.load(str(path), load_external_data=False)
+    domains = {n.domain for n in model.graph.node} | {o.domain for o in model.opset_import}
+    assert domains <= ORT_DOMAINS and not model.functions, (path, domains, [f.name for f in model.functions])
+    return ort.InferenceSession(str(path))
