@@ -72,7 +72,8 @@ def test_the_isas_the_library_runs_are_the_oracles():
 def test_the_attention_tiles_it_lists_are_the_ones_this_cpu_has():
     """The float and bf16 tiles of the records this CPU runs are exactly the tile paths whose /proc/cpuinfo flags
     it has (no path hidden, none claimed); auto is bf16 exactly on a record with AMX-BF16 tiles."""
-    listed = {tiles for record in DISPATCH.running() for tiles in (record.attention.f32, record.attention.bf16) if tiles}
+    running = DISPATCH.running()
+    listed = {tiles for record in running for tiles in (record.attention.f32, record.attention.bf16) if tiles}
     assert listed == attention_tiles_of_this_cpu()
     for record in DISPATCH.isas:
         assert (record.attention.auto is not None) == record.runs, record
@@ -143,3 +144,48 @@ def test_forced_values_are_quoted_as_json():
     described = customops.dispatch({customops.ISA_ENV: value, customops.KERNEL_ENV: value})
     assert described.forced_isa.value == value and described.forced_family.value == value
     assert described.forced_isa.error.startswith(f"BITNET_ONNX_ISA={value}: unknown kernel name")
+
+
+def _documented_family(isa: str, m: int, n: int) -> str:
+    """docs/op.md, "Kernel families": a family other than the base one costs ceil(M / block) * block * cost_percent
+    by its first rule for the ISA with N >= min_n; the cheapest below 100 * M runs (the earlier on a tie), else the
+    base family. The rules' numbers are the library's (its description); the inequality is the documented one."""
+    best, best_cost = DISPATCH.base_family().name, 100 * m
+    for family in DISPATCH.other_families():
+        rule = next((r for r in family.rules if r.isa == isa and n >= r.min_n), None)
+        if rule is None or DISPATCH.kernel(isa, family.name) is None:
+            continue
+        cost = -(-m // rule.block) * rule.block * rule.cost_percent
+        if cost < best_cost:
+            best, best_cost = family.name, cost
+    return best
+
+
+# Around the documented boundaries of the 16-token blocks at cost 80% and 90% (docs/op.md: at N >= 512, M = 1-12
+# stay on multiply, 13-16 run lookup, ...; at N = 256-511, M 129 stays, every M from 130 runs lookup).
+_TOKENS = [1, 12, 13, 16, 17, 25, 26, 51, 52, 57, 58, 129, 130, 512]
+_ROWS = [128, 255, 256, 511, 512, 3072]
+
+
+@pytest.mark.parametrize("isa", isas_of_this_cpu())
+def test_the_family_a_shape_runs_follows_the_documented_rule(isa):
+    """The family the driver picks per call (select_family), as the description states it for a shape, is the one
+    docs/op.md's inequality gives with the library's rules, on every ISA this CPU runs; a forced family runs at
+    every shape."""
+    for n in _ROWS:
+        for m in _TOKENS:
+            shape = customops.dispatch({customops.ISA_ENV: isa}, shape=(m, 1024, n)).shape
+            assert shape == customops.ShapeChoice(m, 1024, n, _documented_family(isa, m, n), ""), (isa, m, n)
+    for family in DISPATCH.families:
+        if DISPATCH.kernel(isa, family.name) is not None:
+            environ = {customops.ISA_ENV: isa, customops.KERNEL_ENV: family.name}
+            assert customops.dispatch(environ, shape=(13, 640, 512)).shape.runs == family.name, (isa, family.name)
+
+
+def test_a_shape_the_op_refuses_or_a_refused_isa_runs_no_family():
+    for bad in [(0, 128, 1), (1, 100, 1), (1, 0, 1), (1, 128, 0), (1, (1 << 24), 1)]:
+        shape = customops.dispatch({}, shape=bad).shape
+        assert shape.runs is None and shape.error.startswith(f"shape {','.join(map(str, bad))}: expected M,K,N"), shape
+    assert customops.dispatch({customops.ISA_ENV: "avx9"}, shape=(16, 1024, 1024)).shape == customops.ShapeChoice(
+        16, 1024, 1024, None, "")
+    assert customops.dispatch({}).shape is None

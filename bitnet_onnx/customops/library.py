@@ -190,6 +190,18 @@ class ForcedChoice:
 
 
 @dataclass(frozen=True)
+class ShapeChoice:
+    """The kernel family the driver runs for one call of M tokens against an [N, K] W (select_family,
+    customops/kernels/i2s/driver.h), or why the shape is not one the op takes ("" when it is)."""
+
+    m: int | None
+    k: int | None
+    n: int | None
+    runs: str | None  # the family's name; None when the ISA or family is refused, or the shape is
+    error: str
+
+
+@dataclass(frozen=True)
 class Dispatch:
     """The library's whole dispatch as it states it (its ``bitnet_onnx_dispatch``, built from its C++ tables):
     every Python map of ISAs or families derives from this, never from a copy (docs/op.md, "The library's
@@ -201,6 +213,7 @@ class Dispatch:
     forced_isa: ForcedChoice  # BITNET_ONNX_ISA
     forced_family: ForcedChoice  # BITNET_ONNX_KERNEL
     forced_attention_precision: ForcedChoice  # BITNET_ONNX_ATTENTION_PRECISION
+    shape: ShapeChoice | None  # the family one call of the asked shape runs under the forced values (None: none asked)
 
     def isa(self, name: str) -> IsaDispatch:
         """The record called ``name``; BitnetOnnxError naming it when the library has none."""
@@ -242,14 +255,17 @@ class Dispatch:
         return self.forced_isa.picks
 
 
-def dispatch(environ: Mapping[str, str] | None = None) -> Dispatch:
+def dispatch(environ: Mapping[str, str] | None = None, shape: tuple[int, int, int] | None = None) -> Dispatch:
     """The library's whole dispatch (its ``bitnet_onnx_dispatch``), for a process with ``environ`` (default:
     this one's): every ISA's kernels per family and attention paths, the families and their rules, the ISA it
     runs by default and what ``BITNET_ONNX_ISA``, ``BITNET_ONNX_KERNEL`` and ``BITNET_ONNX_ATTENTION_PRECISION``
-    make it pick (or the op's error)."""
+    make it pick (or the op's error); with ``shape`` (M, K, N), the family a call of M tokens against an [N, K]
+    weight runs there."""
     environ = os.environ if environ is None else environ
+    shape_text = ",".join(str(int(size)) for size in shape) if shape is not None else ""
     text = _library_text("bitnet_onnx_dispatch",
-                         *(environ.get(name, "") for name in (ISA_ENV, KERNEL_ENV, ATTENTION_PRECISION_ENV)))
+                         *(environ.get(name, "") for name in (ISA_ENV, KERNEL_ENV, ATTENTION_PRECISION_ENV)),
+                         shape_text)
     return dispatch_from_text(text)
 
 
@@ -265,9 +281,10 @@ def dispatch_from_text(text: str) -> Dispatch:
     families = tuple(KernelFamily(f["name"], f["order"], f["base"], tuple(FamilyRule(**rule) for rule in f["rules"]))
                      for f in raw["families"])
     forced = raw["forced"]
+    precision = forced["attention_precision"]
     return Dispatch(isas, families, raw["default_isa"], ForcedChoice(**forced["isa"]), ForcedChoice(**forced["family"]),
-                    ForcedChoice(forced["attention_precision"]["value"], forced["attention_precision"]["auto"],
-                                 forced["attention_precision"]["error"]))
+                    ForcedChoice(precision["value"], precision["auto"], precision["error"]),
+                    ShapeChoice(**forced["shape"]) if forced["shape"] is not None else None)
 
 
 def library_ops() -> tuple[str, list[str]]:

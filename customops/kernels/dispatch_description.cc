@@ -1,6 +1,9 @@
 #include "dispatch_description.h"
 
+#include <cerrno>
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "attention.h"
@@ -93,14 +96,45 @@ std::string families() {
   return out + "]";
 }
 
+// "M,K,N" -> the shape of one call (M tokens against an [N, K] W) as the op accepts it; false otherwise.
+bool parse_shape(const char* text, int64_t* m, int64_t* k, int64_t* n) {
+  int64_t* parts[3] = {m, k, n};
+  const char* at = text;
+  for (int i = 0; i < 3; ++i) {
+    char* end = nullptr;
+    errno = 0;
+    const long long value = std::strtoll(at, &end, 10);
+    if (end == at || errno != 0 || *end != (i < 2 ? ',' : '\0')) return false;
+    *parts[i] = value;
+    at = end + 1;
+  }
+  return *m >= 1 && *n >= 1 && *k >= i2s::kBlock && *k % i2s::kBlock == 0 && *k <= i2s::kMaxK;
+}
+
+// {"m", "k", "n", "runs", "error"}: the family the driver runs for one call of `shape` (select_family) with the
+// node's candidates, null when the ISA or the family was refused; "null" when no shape was asked for.
+std::string shape_choice(const char* shape, Isa isa, const i2s::Candidates* candidates) {
+  if (shape == nullptr || shape[0] == '\0') return "null";
+  int64_t m = 0, k = 0, n = 0;
+  if (!parse_shape(shape, &m, &k, &n))
+    return "{\"m\": null, \"k\": null, \"n\": null, \"runs\": null, \"error\": " +
+           quoted("shape " + std::string(shape) + ": expected M,K,N with M, N >= 1 and K a multiple of 128 from " +
+                  "128 to " + std::to_string(i2s::kMaxK)) + "}";
+  const std::string runs =
+      candidates ? quoted(i2s::family_name(i2s::select_family(*candidates, isa, m, k, n))) : std::string("null");
+  return "{\"m\": " + std::to_string(m) + ", \"k\": " + std::to_string(k) + ", \"n\": " + std::to_string(n) +
+         ", \"runs\": " + runs + ", \"error\": \"\"}";
+}
+
 std::string choice(const char* value, const std::string& picks_json, const char* picks_key, const std::string& error) {
   return std::string("{\"value\": ") + quoted(value) + ", \"" + picks_key + "\": " + picks_json +
          ", \"error\": " + quoted(error) + "}";
 }
 
 // What BITNET_ONNX_ISA, BITNET_ONNX_KERNEL and BITNET_ONNX_ATTENTION_PRECISION make the op run, or
-// the error it fails with (select_isa, i2s::candidates_for, attention::auto_precision: the op's own rules).
-std::string forced(const char* forced_isa, const char* forced_family, const char* forced_precision) {
+// the error it fails with (select_isa, i2s::candidates_for, attention::auto_precision: the op's own rules),
+// and the family a call of `shape` runs (select_family).
+std::string forced(const char* forced_isa, const char* forced_family, const char* forced_precision, const char* shape) {
   std::string isa_error;
   const IsaRecord* record = select_isa(forced_isa, &isa_error);
   const std::string isa =
@@ -109,9 +143,12 @@ std::string forced(const char* forced_isa, const char* forced_family, const char
   std::string family_error;
   std::string family_picks = "null";
   i2s::Candidates candidates;
-  if (record != nullptr && i2s::candidates_for(record->isa, forced_family, &candidates, &family_error))
-    family_picks = candidates.forced ? quoted(i2s::family_name(candidates.only)) : quoted("auto");
+  const bool accepted_family =
+      record != nullptr && i2s::candidates_for(record->isa, forced_family, &candidates, &family_error);
+  if (accepted_family) family_picks = candidates.forced ? quoted(i2s::family_name(candidates.only)) : quoted("auto");
   const std::string family = choice(value_of(forced_family), family_picks, "picks", family_error);
+  const std::string for_shape =
+      shape_choice(shape, record ? record->isa : kIsaScalar, accepted_family ? &candidates : nullptr);
 
   std::string precision_error;
   attention::Precision precision;
@@ -119,16 +156,17 @@ std::string forced(const char* forced_isa, const char* forced_family, const char
   const std::string automatic = accepted ? quoted(attention::precision_name(precision)) : "null";
   const std::string attention_precision = choice(value_of(forced_precision), automatic, "auto", precision_error);
 
-  return "{\"isa\": " + isa + ",\n  \"family\": " + family + ",\n  \"attention_precision\": " + attention_precision +
-         "}";
+  return "{\"isa\": " + isa + ",\n  \"family\": " + family + ",\n  \"shape\": " + for_shape +
+         ",\n  \"attention_precision\": " + attention_precision + "}";
 }
 
 }  // namespace
 
-std::string dispatch_description(const char* forced_isa, const char* forced_family, const char* forced_precision) {
+std::string dispatch_description(const char* forced_isa, const char* forced_family, const char* forced_precision,
+                                 const char* shape) {
   return "{\"isas\": " + isas() + ",\n \"families\": " + families() + ",\n \"default_isa\": " +
          quoted(select_isa(nullptr, nullptr)->name) + ",\n \"forced\": " +
-         forced(forced_isa, forced_family, forced_precision) + "}\n";
+         forced(forced_isa, forced_family, forced_precision, shape) + "}\n";
 }
 
 }  // namespace bitnet_onnx

@@ -10,7 +10,8 @@
 namespace bitnet_onnx {
 
 // The values of BITNET_ONNX_ISA, BITNET_ONNX_KERNEL and BITNET_ONNX_ATTENTION_PRECISION to answer
-// for (null or empty: unset). The text is one JSON object:
+// for (null or empty: unset), and `shape`, one call's "M,K,N" (M tokens against an [N, K] W; null or
+// empty: none). The text is one JSON object:
 //   "isas": one object per record of the ISA table, best first: "name", "built", "runs" (this CPU),
 //     "needs", "kernels" (family name -> its kernel's name for this ISA, null where it has none),
 //     "attention": {"f32": the float tiles' name (null where not built), "bf16": the bf16
@@ -21,9 +22,12 @@ namespace bitnet_onnx {
 //     "rules" (the FamilyRule rows: "isa", "min_n", "block", "cost_percent"; empty: forced only).
 //   "default_isa": the record select_isa picks with nothing forced.
 //   "forced": {"isa": {"value", "picks" (name or null), "error"}, "family": {"value", "picks"
-//     ("auto" when unforced; null when refused or the ISA is), "error"}, "attention_precision":
+//     ("auto" when unforced; null when refused or the ISA is), "error"}, "shape": null without a shape,
+//     else {"m", "k", "n", "runs" (the family the driver runs for that call, select_family; null when the
+//     ISA or family is refused or the shape is not one the op takes), "error"}, "attention_precision":
 //     {"value", "auto" (what precision "auto" runs; null when refused), "error"}}; each error the
 //     one line the op would fail with, "" when accepted.
-std::string dispatch_description(const char* forced_isa, const char* forced_family, const char* forced_precision);
+std::string dispatch_description(const char* forced_isa, const char* forced_family, const char* forced_precision,
+                                 const char* shape);
 
 }  // namespace bitnet_onnx

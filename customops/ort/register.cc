@@ -113,13 +113,13 @@ extern "C" __attribute__((visibility("default"))) const char* bitnet_onnx_attent
 // The library's whole dispatch (kernels/dispatch_description.h: every ISA's kernels per family and attention
 // paths, the families and their rules, the ISA picked by default) and what it picks with BITNET_ONNX_ISA =
 // forced_isa, BITNET_ONNX_KERNEL = forced_family and BITNET_ONNX_ATTENTION_PRECISION = forced_precision (null or
-// empty: unset), as one JSON text; else, when memory runs out, a one-line error that is not JSON. Needs no ORT
-// runtime.
+// empty: unset), with the family one call of `shape` ("M,K,N"; null or empty: none) runs, as one JSON text;
+// else, when memory runs out, a one-line error that is not JSON. Needs no ORT runtime.
 extern "C" __attribute__((visibility("default"))) const char* bitnet_onnx_dispatch(
-    const char* forced_isa, const char* forced_family, const char* forced_precision) {
+    const char* forced_isa, const char* forced_family, const char* forced_precision, const char* shape) {
   thread_local std::string text;  // valid until this thread's next call
   try {
-    text = bitnet_onnx::dispatch_description(forced_isa, forced_family, forced_precision);
+    text = bitnet_onnx::dispatch_description(forced_isa, forced_family, forced_precision, shape);
   } catch (const std::exception&) {
     return "bitnet_onnx_dispatch: out of memory";
   }
