@@ -41,7 +41,7 @@ from typing import NamedTuple
 
 import pytest
 from build_cache import build_cache, ccache_cmake_args, ccache_env, via_checkout_link
-from cpu_isas import ALL_ISAS, cpu_flags, isas_of_this_cpu
+from cpu_isas import ALL_ISAS, isas_of_this_cpu
 from venvs import locked
 
 from bitnet_onnx import customops
@@ -223,8 +223,9 @@ def test_sanitizers(vectors):
 
 
 # AMD Zen 4/5 have AVX512-VNNI but no AVX-VNNI: the avxvnni kernel's code still runs there when
-# built with the EVEX form of the same instruction (a test/benchmark-only build option).
-AVXVNNI_BY_EVEX_ONLY = ON_X86 and {"avx512_vnni", "avx512vl"} <= cpu_flags() and "avx_vnni" not in cpu_flags()
+# built with the EVEX form of the same instruction (a test/benchmark-only build option). By the CPU-flag
+# oracle (tests/cpu_isas.py).
+AVXVNNI_BY_EVEX_ONLY = ON_X86 and "avx512vnni" in isas_of_this_cpu() and "avxvnni" not in isas_of_this_cpu()
 
 
 @pytest.mark.skipif(not AVXVNNI_BY_EVEX_ONLY, reason="CPU runs avxvnni natively (test_native) or has no VNNI at all")
