@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import json
 import os
 import platform
@@ -74,12 +75,33 @@ DEFAULT_M = [1, 16, 32, 128, 512, 2048]
 QUICK = dict(m=[1, 16, 512], rounds=2, runs=5, warmup=2)
 
 
+@functools.cache
+def dispatch():
+    """The library's own dispatch (customops.dispatch: its ISA table, each family's kernel per ISA and the
+    families' rules), from which every ISA- or family-keyed fact of this benchmark follows."""
+    from bitnet_onnx import customops
+
+    return customops.dispatch({})
+
+
 def simd_paths() -> list[str]:
     """The SIMD kernel names this build of the library has, best first, as the library lists them
     (its ISA table: the x86 paths on x86-64, i8mm / dotprod / neon on aarch64)."""
-    from bitnet_onnx.customops import library_kernels
+    return [isa.name for isa in dispatch().isas if isa.built and isa.name != "scalar"]
 
-    return [isa.name for isa in library_kernels() if isa.built and isa.name != "scalar"]
+
+def family_kernel(isa: str, family: str) -> str | None:
+    """The kernel a variant of `family` ("auto": the op's per-call choice, named by its base kernel, the
+    ISA's) runs on `isa`, None where the family has none there; an unknown ISA or family fails by name."""
+    if family == "auto":
+        family = dispatch().base_family().name
+    return dispatch().kernel(isa, family)
+
+
+def auto_may_run_another_family(isa: str) -> bool:
+    """Whether the op's own choice (plain i2s-<isa> rows) may run a family other than the base one on `isa`:
+    a family has a rule for it (FamilyRule, customops/kernels/i2s/family.h)."""
+    return any(rule.isa == isa for family in dispatch().other_families() for rule in family.rules)
 
 
 def ops_per_token(model: str) -> int:
@@ -248,22 +270,8 @@ PEAK_LOOPS = {
     "i8mm": (9, ["-march=armv8.2-a+dotprod+i8mm"], "smmla q (2x8 by 8x2)"),
     "lut-neon": (10, [], "byte index + add .8h q from 31 KB of L1 tables"),
 }
-# The lookup kernel each ISA's lookup family runs (customops/kernels/i2s/lut/dispatch.cc).
-LOOKUP_OF_ISA = {"amx": "lut-avx512", "avx512vnni": "lut-avx512", "avxvnni": "lut-avx2", "avx2": "lut-avx2",
-                 "i8mm": "lut-neon", "dotprod": "lut-neon", "neon": "lut-neon"}
-# The ISAs on which the op's own choice (plain i2s-<isa> rows) may run the lookup family: those with a
-# rule in customops/kernels/i2s/lut/dispatch.cc (kRules). Elsewhere it always runs the multiply kernel.
-AUTO_MAY_RUN_LOOKUP = {"avx2"}
 AVXVNNI_PROXY = (1, ["-mavx2", "-mavx512f", "-mavx512vl", "-mavx512vnni"],
                  "vpdpbusd ymm, EVEX form as a proxy: this CPU has AVX512-VNNI but no AVX-VNNI")
-
-
-def _cpu_flags() -> set[str]:
-    try:
-        with open("/proc/cpuinfo") as f:
-            return {w for line in f if line.startswith(("flags", "Features")) for w in line.split(":", 1)[1].split()}
-    except OSError:
-        return set()
 
 
 def run_peak_loop(cc: str, tmp: str, macro: int, flags: list[str]) -> float | None:
@@ -298,15 +306,19 @@ def measure_stream(models: list[str]) -> dict[str, float | None]:
 def measure_peaks(paths: list[str]) -> dict[str, tuple[float | None, str]]:
     """path -> (GOP/s or None, what was measured or why not)."""
     cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
-    flags = _cpu_flags()
+    # the library's own CPU check: the shipped library runs avxvnni only with AVX-VNNI itself
+    avxvnni_by_proxy = not dispatch().isa("avxvnni").runs and dispatch().isa("avx512vnni").runs
     out = {}
     with tempfile.TemporaryDirectory() as tmp:
         for path in paths:
+            if path not in PEAK_LOOPS:
+                out[path] = (None, f"no register peak loop for {path} in PEAK_LOOPS (register_peaks.c)")
+                continue
             macro, cflags, what = PEAK_LOOPS[path]
             if cc is None:
                 out[path] = (None, "no C compiler")
                 continue
-            if path == "avxvnni" and "avx_vnni" not in flags and "avx512_vnni" in flags:
+            if path == "avxvnni" and avxvnni_by_proxy:
                 macro, cflags, what = AVXVNNI_PROXY
             gops = run_peak_loop(cc, tmp, macro, cflags)
             out[path] = (gops, what if gops else f"{what}: not measurable on this CPU/compiler")
@@ -342,9 +354,11 @@ def main() -> int:
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                         help="wall time, or the calling thread's CPU time (1 thread only; default wall)")
     parser.add_argument("--isa", nargs="+", default=simd_paths(), help="op paths to force (default: the SIMD paths of this build)")
-    parser.add_argument("--family", nargs="+", choices=("auto", "lut", "mul"), default=["auto", "lut"],
-                        help="kernel families per ISA: auto (the op's per-call choice, label i2s-<isa>), lut / mul "
-                             "(forced with BITNET_ONNX_KERNEL, labels i2s-<isa>-lut / -mul); default auto lut")
+    families = [family.name for family in dispatch().families]  # the library's family table, base first
+    parser.add_argument("--family", nargs="+", choices=["auto", *families], default=["auto", *families[1:]],
+                        help=f"kernel families per ISA: auto (the op's per-call choice, label i2s-<isa>), "
+                             f"{' / '.join(families)} (forced with BITNET_ONNX_KERNEL, labels i2s-<isa>-<family>); "
+                             f"default auto and every family but the base one ({families[0]})")
     parser.add_argument("--norm", choices=("both", "off", "on"), default="off", help="op variants with/without fused norm_weight")
     parser.add_argument("--baselines", nargs="*", default=["fp32", "dqmm"], help="ORT variants (default fp32 dqmm; also nbits4)")
     parser.add_argument("--json", help="also write the results to this JSON file")
@@ -372,7 +386,9 @@ def main() -> int:
         for threads in args.threads:
             for isa in isas:
                 for family in args.family:
-                    if family == "lut" and isa not in LOOKUP_OF_ISA:
+                    if family_kernel(isa, family) is None:
+                        print(f"# skipping i2s-{isa}-{family}: the {family} family has no kernel on {isa}",
+                              file=sys.stderr)
                         continue
                     tag = "" if family == "auto" else f"-{family}"
                     if args.norm in ("both", "off"):
@@ -384,7 +400,8 @@ def main() -> int:
         for m in args.m:
             inputs[(model, m)] = {f"X{k}": rng.standard_normal((m, k)).astype(np.float32) for k in input_widths(model)}
     errors = check_outputs(variants, inputs, args.models)
-    peaks = measure_peaks(isas + sorted({LOOKUP_OF_ISA[i] for i in isas if i in LOOKUP_OF_ISA and "lut" in args.family}))
+    peaks = measure_peaks(list(dict.fromkeys(kernel for isa in isas for family in ["auto", *args.family]
+                                             if (kernel := family_kernel(isa, family)) is not None)))
     stream = measure_stream(args.models)
 
     # Fewer timed runs for slow cases so a round stays bounded; decided once from a probe run.
@@ -417,8 +434,8 @@ def main() -> int:
                     s = med[v.label]
                     gops = ops_per_token(model) * m / s / 1e9
                     # auto rows run whichever family the op picks per call: no single peak where both exist
-                    path = LOOKUP_OF_ISA.get(v.isa) if v.family == "lut" else v.isa
-                    ambiguous = v.family == "auto" and v.isa in AUTO_MAY_RUN_LOOKUP
+                    path = family_kernel(v.isa, v.family) if v.isa else None
+                    ambiguous = v.family == "auto" and v.isa is not None and auto_may_run_another_family(v.isa)
                     peak = None if ambiguous else peaks.get(path, (None, ""))[0] if v.isa else ref_peak
                     mul_label = f"i2s-{v.isa}-mul" + ("+norm" if v.label.endswith("+norm") else "")
                     results.append({

@@ -38,7 +38,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 KERNELS = REPO / "customops" / "kernels"
-INCLUDES = [KERNELS, KERNELS / "i2s", KERNELS / "i2s" / "mul", KERNELS / "i2s" / "lut"]
+# What a family's files may include (customops/kernels/i2s/CMakeLists.txt's i2s_family): kernels/, the seam
+# (kernels/i2s) and the file's own folder, added per file in _compile.
+INCLUDES = [KERNELS, KERNELS / "i2s"]
 CPUS = ["neoverse-n1", "neoverse-n2", "neoverse-v1", "neoverse-v2"]
 I8MM_CPUS = {"neoverse-n2", "neoverse-v1", "neoverse-v2"}  # Arm's cores with FEAT_I8MM of these
 BRANCH = re.compile(r"^\s*(?:b\.\w+|b\w\w|cbn?z|tbn?z)\s+(?:[wx]\d+,\s*)?(?:#\d+,\s*)?(\.L\w+)\s*$")
@@ -100,7 +102,8 @@ def _compile(cxx: str, loop: Loop, tmp: Path) -> list[str]:
     else:
         src = KERNELS / loop.source
     out = tmp / (src.stem + "-" + loop.march.replace("+", "_") + ".s")
-    cmd = [cxx, "-std=c++17", "-O3", "-ffp-contract=off", f"-march={loop.march}", *(f"-I{p}" for p in INCLUDES),
+    cmd = [cxx, "-std=c++17", "-O3", "-ffp-contract=off", f"-march={loop.march}",
+           *(f"-I{p}" for p in [*INCLUDES, src.parent]),
            "-S", str(src), "-o", str(out)]
     res = subprocess.run(cmd, capture_output=True, text=True)
     if res.returncode != 0:

@@ -1,8 +1,12 @@
-"""Which kernel paths this CPU runs, read from /proc/cpuinfo (the library checks the same through
-CPUID/HWCAP; tests compare the two so the library never hides a path the CPU has).
+"""THE declared oracle of what each kernel ISA and attention tile path needs of the CPU, read from
+/proc/cpuinfo: an independent check of the library's own choice (CPUID/HWCAP, customops/kernels/cpu_features.cc).
+Tests compare the two so the library never hides a path the CPU has nor claims one it lacks.
 
-The kernel names themselves come from their one list, the ISA table of customops/kernels/isa.cc,
-as the op library exports it (bitnet_onnx.customops.library_kernels)."""
+Everything else about the dispatch (which kernel each family runs on an ISA, which attention tiles, the
+families) comes from the library itself (bitnet_onnx.customops.dispatch, built from its C++ tables); the
+names come from their one list, the ISA table of customops/kernels/isa.cc."""
+
+from __future__ import annotations
 
 import platform
 from pathlib import Path
@@ -23,6 +27,22 @@ ISA_FLAGS = {
 }
 
 
+# qemu-aarch64 CPU models (the wheel's and the kernels' emulated runs) -> the /proc/cpuinfo flags each has:
+# -cpu max has dotprod and i8mm, neoverse-n1 dotprod only, cortex-a72 neither
+QEMU_CPU_FLAGS = {"max": {"asimd", "asimddp", "i8mm"}, "neoverse-n1": {"asimd", "asimddp"}, "cortex-a72": {"asimd"}}
+
+# attention tile ops (customops/kernels/attention: TileOps and Bf16TileOps names) -> the flags they need, on x86-64;
+# the scalar tiles need nothing, and aarch64 has no attention tiles of its own
+ATTENTION_TILE_FLAGS = {
+    "x86_64": {
+        "avx2": {"avx2", "fma"},
+        "avx512": {"avx512f", "fma"},
+        "avx512bf16": {"avx512f", "avx512_bf16"},
+        "amxbf16": {"avx512f", "amx_tile", "amx_bf16"},
+    },
+    "aarch64": {},
+}
+
 ALL_ISAS = [isa.name for isa in library_kernels()]  # best first
 assert "scalar" in ALL_ISAS and all(isa in ALL_ISAS for table in ISA_FLAGS.values() for isa in table), ALL_ISAS
 
@@ -41,3 +61,26 @@ def isas_of_this_cpu() -> list[str]:
     flags = cpu_flags()
     table = ISA_FLAGS.get(platform.machine(), {})
     return ["scalar"] + [isa for isa, need in table.items() if need <= flags]
+
+
+def oracle_pick(forced: str) -> str | None:
+    """The ISA the library must run with BITNET_ONNX_ISA=forced by this oracle: unset (""), the best one of the
+    table (best first) this CPU has the flags of; else the forced one where it has them, None where not."""
+    running = isas_of_this_cpu()
+    if not forced:
+        return next(isa for isa in ALL_ISAS if isa in running)
+    return forced if forced in running else None
+
+
+def attention_tiles_of_this_cpu() -> set[str]:
+    """scalar plus every attention tile path whose flags this CPU has."""
+    flags = cpu_flags()
+    table = ATTENTION_TILE_FLAGS.get(platform.machine(), {})
+    return {"scalar"} | {path for path, need in table.items() if need <= flags}
+
+
+def best_isa_of(machine: str, flags: set[str]) -> str:
+    """The best ISA of the table (best first) a CPU of `machine` with these /proc/cpuinfo flags runs, by this
+    oracle (scalar where it has none)."""
+    table = ISA_FLAGS[machine]
+    return next((isa for isa in ALL_ISAS if isa in table and table[isa] <= flags), "scalar")

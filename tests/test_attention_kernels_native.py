@@ -6,33 +6,25 @@ checkout: tests/build_cache.py)."""
 from __future__ import annotations
 
 import os
-import platform
 
 import pytest
 
-from cpu_isas import cpu_flags
 from test_kernels_native import SANITIZE, _build, _run
+
+from bitnet_onnx import customops
 
 pytestmark = pytest.mark.slow  # the suite's tiers: tests/suite_marks.py
 
-ON_X86 = platform.machine() in ("x86_64", "AMD64")
-
 
 def _paths() -> list[str]:
-    """scalar plus every SIMD attention path whose ISA this CPU has (/proc/cpuinfo), each also at
-    precision bf16 on rounded operands (":bf16"), and the AVX512-BF16 / AMX-BF16 tile ops where the CPU has them."""
-    flags = cpu_flags()
-    paths = ["scalar"]
-    if ON_X86 and {"avx2", "fma"} <= flags:
-        paths.append("avx2")
-    if ON_X86 and {"avx512f", "fma"} <= flags:
-        paths.append("avx512")
-    paths += [f"{p}:bf16" for p in paths]
-    if ON_X86 and {"avx512f", "avx512_bf16"} <= flags:
-        paths.append("avx512bf16")
-    if ON_X86 and {"avx512f", "amx_tile", "amx_bf16"} <= flags:
-        paths.append("amxbf16")
-    return paths
+    """Every attention tile path of the ISA records this CPU runs, as the library lists them (its dispatch
+    description: scalar, avx2, avx512 and the AVX512-BF16 / AMX-BF16 tile ops where the CPU has them), the float
+    ones also at precision bf16 on rounded operands (":bf16"). tests/test_dispatch.py holds the list to the
+    CPU flag oracle (tests/cpu_isas.py)."""
+    running = customops.dispatch({}).running()
+    floats = list(dict.fromkeys(record.attention.f32 for record in running))
+    bf16 = list(dict.fromkeys(record.attention.bf16 for record in running if record.attention.bf16))
+    return floats + [f"{path}:bf16" for path in floats] + bf16
 
 
 def _check(res, paths: list[str], min_cases: int = 100) -> None:

@@ -20,11 +20,12 @@ from onnx import TensorProto, helper
 from bitnet_onnx import customops
 from bitnet_onnx.customops import DOMAIN as OP_DOMAIN
 from bitnet_onnx.customops.encoder_attention import NAME as OP_NAME
-from cpu_isas import ALL_ISAS, cpu_flags, isas_of_this_cpu
+from cpu_isas import ALL_ISAS, isas_of_this_cpu
 
-# One BITNET_ONNX_ISA value per attention path this CPU has.
-_PATH_OF = {"scalar": "scalar", "avx2": "avx2", "avxvnni": "avx2", "avx512vnni": "avx512", "amx": "avx512"}
-ISAS = list({_PATH_OF[isa]: isa for isa in reversed(isas_of_this_cpu()) if isa in _PATH_OF}.values())
+# The library's own map of ISA records to attention tiles (customops/kernels/attention/dispatch.cc's rows).
+DISPATCH = customops.dispatch({})
+# One BITNET_ONNX_ISA value per attention float path this CPU has (an ISA the library lacks fails by name).
+ISAS = list({DISPATCH.isa(isa).attention.f32: isa for isa in reversed(isas_of_this_cpu())}.values())
 
 
 def make_model(hq: int, hkv: int, mask_type=TensorProto.INT64, **attrs) -> bytes:
@@ -378,21 +379,21 @@ def test_error_isa_unknown_or_missing(isa, monkeypatch):
 # BITNET_ONNX_ATTENTION_PRECISION
 
 
-def _auto_rule_from_cpuinfo(isa: str) -> str:
-    """What docs/attention.md says auto runs: bf16 on the AMX-BF16 path only (the amx record on a CPU with
-    amx_bf16), f32 elsewhere (AVX512-BF16 alone is slower than f32)."""
-    return "bf16" if isa == "amx" and "amx_bf16" in cpu_flags() else "f32"
+def _auto_rule(isa: str) -> str:
+    """What the library states auto runs on the record (its dispatch description; tests/test_dispatch.py holds it
+    to docs/attention.md's rule and the tiles to this CPU's flags): bf16 on the AMX-BF16 path only."""
+    return DISPATCH.isa(isa).attention.auto
 
 
 @pytest.mark.parametrize("isa", isas_of_this_cpu())
 def test_auto_resolves_by_the_dispatch_rule(isa, monkeypatch):
-    """The library's answer (customops.attention_auto_precision) against the rule read from /proc/cpuinfo, for
-    every ISA this CPU runs, and unforced: the best one's (on this project's AMX-BF16 machine: bf16)."""
+    """The library's answer (customops.attention_auto_precision, what the op runs) against the rule its dispatch
+    description states, for every ISA this CPU runs, and unforced: the best one's (on an AMX-BF16 machine: bf16)."""
     monkeypatch.delenv(customops.ATTENTION_PRECISION_ENV, raising=False)
-    assert customops.attention_auto_precision({customops.ISA_ENV: isa}) == _auto_rule_from_cpuinfo(isa)
-    assert customops.attention_auto_precision({}) == _auto_rule_from_cpuinfo(isas_of_this_cpu()[-1])
+    assert customops.attention_auto_precision({customops.ISA_ENV: isa}) == _auto_rule(isa)
+    assert customops.attention_auto_precision({}) == _auto_rule(isas_of_this_cpu()[-1])
     monkeypatch.setenv(customops.ISA_ENV, isa)
-    assert customops.attention_auto_precision() == _auto_rule_from_cpuinfo(isa)  # this process's environment
+    assert customops.attention_auto_precision() == _auto_rule(isa)  # this process's environment
 
 
 @pytest.mark.parametrize("isa", isas_of_this_cpu())  # amx too: the AMX-BF16 path is the one auto picks
@@ -410,7 +411,7 @@ def test_auto_gives_the_bytes_of_the_precision_it_resolves_to(isa, forced, monke
     if forced is not None:
         monkeypatch.setenv(customops.ATTENTION_PRECISION_ENV, forced)
     resolved = customops.attention_auto_precision()
-    assert resolved == (forced or _auto_rule_from_cpuinfo(isa))
+    assert resolved == (forced or _auto_rule(isa))
     auto = session(make_model(hq, hkv, causal=1, precision="auto")).run(None, feeds)[0]
     assert auto.tobytes() == explicit[resolved].tobytes()
     for p in ("f32", "bf16"):
@@ -452,18 +453,12 @@ _PATH_MULTIPLE = {"amxbf16": 32, "avx512bf16": 16, "avx512": 16, "avx2": 8, "sca
 
 def _path_chain(isa: str, precision: str) -> list[str]:
     """What docs/attention.md says a node of `isa` and `precision` may run, best first: the bf16 dot products of
-    the record on this CPU (AMX-BF16 under amx, else AVX512-BF16 under amx or avx512vnni), its float tiles
-    (bf16-rounded operands under bf16: ":bf16"), the scalar tiles."""
-    flags = cpu_flags()
-    floats = {"amx": "avx512", "avx512vnni": "avx512", "avxvnni": "avx2", "avx2": "avx2"}.get(isa, "scalar")
+    the record on this CPU (AMX-BF16 under amx, else AVX512-BF16 under amx or avx512vnni: the tiles the dispatch
+    description lists), its float tiles (bf16-rounded operands under bf16: ":bf16"), the scalar tiles."""
+    tiles = DISPATCH.isa(isa).attention
     if precision == "f32":
-        return [floats, "scalar"]
-    chain = []
-    if isa == "amx" and "amx_bf16" in flags:
-        chain.append("amxbf16")
-    elif floats == "avx512" and "avx512_bf16" in flags:
-        chain.append("avx512bf16")
-    return chain + [f"{floats}:bf16", "scalar:bf16"]
+        return [tiles.f32, "scalar"]
+    return [tiles.bf16] * (tiles.bf16 is not None) + [f"{tiles.f32}:bf16", "scalar:bf16"]
 
 
 def _expected_path(isa: str, precision: str, head_dim: int) -> customops.AttentionPath:
@@ -482,7 +477,7 @@ def test_the_library_reports_the_path_and_why_it_fell_back(isa, precision, monke
     ISA this CPU runs and head dims every path takes (64-256), only some take (48: not AMX-BF16's 32) and none
     but scalar takes (20); auto is the precision the dispatch resolves it to."""
     monkeypatch.delenv(customops.ATTENTION_PRECISION_ENV, raising=False)
-    resolved = _auto_rule_from_cpuinfo(isa) if precision == "auto" else precision
+    resolved = _auto_rule(isa) if precision == "auto" else precision
     for head_dim in (20, 48, 64, 128, 256):
         got = customops.attention_path(precision, head_dim, {customops.ISA_ENV: isa})
         assert got == _expected_path(isa, resolved, head_dim), (isa, precision, head_dim)
@@ -547,7 +542,7 @@ def test_bf16_at_a_head_dim_amx_does_not_take_runs_the_reported_path(monkeypatch
     hq, hkv, d = 4, 2, 48
     reported = customops.attention_path("bf16", d)
     assert reported == _expected_path(isas_of_this_cpu()[-1], "bf16", d)
-    if "amx_bf16" in cpu_flags() and "amx" in isas_of_this_cpu():
+    if DISPATCH.isa(isas_of_this_cpu()[-1]).attention.bf16 == "amxbf16":
         assert reported == customops.AttentionPath("avx512:bf16", "head_dim 48 is not a multiple of 32, which amxbf16 needs")
     q, k, v, mask = inputs(3, 100, hq, hkv, d, seed=9)
     got = session(make_model(hq, hkv, causal=1, precision="bf16")).run(None, {"q": q, "k": k, "v": v, "mask": mask})[0]

@@ -41,8 +41,10 @@ from typing import NamedTuple
 
 import pytest
 from build_cache import build_cache, ccache_cmake_args, ccache_env, via_checkout_link
-from cpu_isas import ALL_ISAS, cpu_flags, isas_of_this_cpu
+from cpu_isas import ALL_ISAS, isas_of_this_cpu
 from venvs import locked
+
+from bitnet_onnx import customops
 
 pytestmark = pytest.mark.slow  # the suite's tiers: tests/suite_marks.py
 
@@ -176,17 +178,21 @@ def test_native(vectors):
     _check_extreme(res, kernels, EXTREME_K)
 
 
-# The lookup kernel of each ISA this CPU runs (kernels/i2s/lut/dispatch.cc's rows).
-LOOKUP_OF_ISA = {"amx": "lut-avx512", "avx512vnni": "lut-avx512", "avxvnni": "lut-avx2", "avx2": "lut-avx2",
-                 "i8mm": "lut-neon", "dotprod": "lut-neon", "neon": "lut-neon", "scalar": "lut-scalar"}
+def family_kernels(dispatch: customops.Dispatch, isas: list[str]) -> list[str]:
+    """The kernels every family but the base one has on `isas` (the library's description of its family rows:
+    lut-avx512, lut-avx2, lut-scalar, ...; an ISA the description lacks fails by name)."""
+    return sorted({kernel for isa in isas for family in dispatch.other_families()
+                   if (kernel := dispatch.kernel(isa, family.name)) is not None})
 
 
 def _lookup_kernels() -> list[str]:
-    return sorted({LOOKUP_OF_ISA[isa] for isa in _native_kernels() if isa in LOOKUP_OF_ISA})
+    """Every other family's kernel of the ISAs this CPU runs (the lookup family's today)."""
+    return family_kernels(customops.dispatch({}), _native_kernels())
 
 
 def test_lookup_kernels_native(vectors):
-    """Every lookup kernel of this CPU on every vector file, the --generated cases and the op's largest K."""
+    """Every lookup (other family's) kernel of this CPU on every vector file, the --generated cases and the op's
+    largest K."""
     exe = _build("native") / "kernel_test"
     kernels = _lookup_kernels()
     assert "lut-scalar" in kernels and (not ON_X86 or "lut-avx2" in kernels or "avx2" not in _native_kernels())
@@ -217,8 +223,9 @@ def test_sanitizers(vectors):
 
 
 # AMD Zen 4/5 have AVX512-VNNI but no AVX-VNNI: the avxvnni kernel's code still runs there when
-# built with the EVEX form of the same instruction (a test/benchmark-only build option).
-AVXVNNI_BY_EVEX_ONLY = ON_X86 and {"avx512_vnni", "avx512vl"} <= cpu_flags() and "avx_vnni" not in cpu_flags()
+# built with the EVEX form of the same instruction (a test/benchmark-only build option). By the CPU-flag
+# oracle (tests/cpu_isas.py).
+AVXVNNI_BY_EVEX_ONLY = ON_X86 and "avx512vnni" in isas_of_this_cpu() and "avxvnni" not in isas_of_this_cpu()
 
 
 @pytest.mark.skipif(not AVXVNNI_BY_EVEX_ONLY, reason="CPU runs avxvnni natively (test_native) or has no VNNI at all")
@@ -311,7 +318,7 @@ def _ort_headers() -> Path:
 @pytest.mark.skipif(not ON_X86, reason="cross-compiles from x86-64")
 def test_aarch64_op_library_builds():
     """The whole op library (ORT glue + kernels, NEON included) cross-compiles for aarch64 and
-    exports only its three symbols. (No aarch64 onnxruntime here to load it.)"""
+    exports only its six symbols. (No aarch64 onnxruntime here to load it.)"""
     _tool("aarch64-linux-gnu-g++")
     build = _build("aarch64-oplib", f"-DCMAKE_TOOLCHAIN_FILE={TOOLCHAIN}",
                    f"-DONNXRUNTIME_INCLUDE_DIR={_ort_headers()}", source=REPO, target="all")
@@ -321,7 +328,8 @@ def test_aarch64_op_library_builds():
     assert res.returncode == 0, res.stderr
     symbols = {line.split()[-1] for line in res.stdout.splitlines() if line.strip()}
     assert symbols == {"RegisterCustomOps", "bitnet_onnx_kernel_names", "bitnet_onnx_op_names",
-                       "bitnet_onnx_attention_auto_precision", "bitnet_onnx_attention_path"}, symbols
+                       "bitnet_onnx_attention_auto_precision", "bitnet_onnx_attention_path",
+                       "bitnet_onnx_dispatch"}, symbols
     res = _run([_tool("aarch64-linux-gnu-objdump"), "-d", str(libs[0])])
     assert "sdot" in res.stdout, "the SDOT kernel is missing from the aarch64 library"
     assert "smmla" in res.stdout, "the SMMLA (i8mm) kernel is missing from the aarch64 library"

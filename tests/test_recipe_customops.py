@@ -91,6 +91,21 @@ def test_every_family_has_a_row_per_isa():
     assert gaps == [], gaps
 
 
+def _isa_records(isa_source: Path) -> list[str]:
+    """The names of isa.cc's kIsaTable records, in order."""
+    return re.findall(r'^    \{kIsa\w+, "(\w+)"', isa_source.read_text(), flags=re.M)
+
+
+def test_the_dispatch_description_lists_every_row_of_the_tables():
+    """The library's dispatch (bitnet_onnx_dispatch, what every Python map derives from) names every record of
+    isa.cc's table and every row of families.h, in their order: a row removed from either is missing by name."""
+    described = customops.dispatch({})
+    records = _isa_records(ISA_HEADER.with_suffix(".cc"))
+    assert len(records) == len(_isa_enum(ISA_HEADER)), records
+    assert described.isa_names() == records
+    assert [family.name for family in described.families] == _table_rows(I2S)
+
+
 def test_isa_table_order_and_names():
     """Step: the record goes into the table best first; scalar, the fallback, stays last."""
     names = [isa.name for isa in KERNELS]
@@ -386,6 +401,37 @@ def test_a_fake_family_by_the_recipe_compiles_and_runs(tmp_path):
     assert re.search(r"^fake-scalar driver: [1-9]\d* cases at 2 thread counts: ok$", res.stdout, re.M), res.stdout[-4000:]
     res = subprocess.run([str(build / "kernel_test"), "--kernels", "nosuch-scalar", small[0]], capture_output=True, text=True)
     assert res.returncode != 0 and "FAIL select_kernel(nosuch-scalar)" in res.stdout, res.stdout[-2000:]
+    _check_fake_family_described(build)
+
+
+def _describe(build: Path, *forced: str) -> customops.Dispatch:
+    """The copy's dispatch description (customops/tests/dispatch_describe: bitnet_onnx_dispatch's text from the
+    kernels alone), parsed as the library's is."""
+    res = _ninja(build, "dispatch_describe")
+    assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
+    res = subprocess.run([str(build / "dispatch_describe"), *forced], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    return customops.dispatch_from_text(res.stdout)
+
+
+def _check_fake_family_described(build: Path) -> None:
+    """The description lists the fake family after the others, with no rules and its scalar reference only, and
+    the Python consumers derived from it cover it without edits (test_kernels_native's other-family kernels),
+    and BITNET_ONNX_KERNEL=fake is accepted on scalar and refused by name on every other ISA this CPU runs."""
+    import test_kernels_native
+
+    described = _describe(build)
+    assert [family.name for family in described.families] == [*_table_rows(I2S), FAKE]
+    fake = described.family(FAKE)
+    assert (fake.order, fake.base, fake.rules) == (len(described.families) - 1, False, ())
+    assert {record.name: record.kernels[FAKE] for record in described.isas} == {
+        record.name: "fake-scalar" if record.name == "scalar" else None for record in described.isas}
+    assert "fake-scalar" in test_kernels_native.family_kernels(described, ["scalar"])
+    assert _describe(build, "scalar", FAKE).forced_family == customops.ForcedChoice(FAKE, FAKE, "")
+    for record in described.running()[:-1]:  # every ISA this CPU runs but scalar: no fake kernel
+        refused = _describe(build, record.name, FAKE).forced_family
+        assert refused == customops.ForcedChoice(
+            FAKE, None, f"BITNET_ONNX_KERNEL={FAKE}: the {record.name} ISA has no kernel of that family"), refused
 
 
 def test_a_fake_family_without_its_table_row_is_refused_by_cmake():
@@ -460,6 +506,13 @@ def test_a_fake_isa_by_the_recipe_compiles():
                          timeout=600)
     assert res.returncode == 0 and res.stdout.strip().endswith(" 0 failed"), res.stdout[-3000:]
     assert "family lut row fake" not in res.stdout and "FAIL" not in res.stdout, res.stdout[-3000:]
+    described = _describe(build, "fake")
+    assert described.isa_names()[-2:] == ["fake", "scalar"]
+    fake = described.isa("fake")
+    assert (fake.built, fake.runs, fake.needs) == (False, False, "nothing (a test ISA)")
+    assert set(fake.kernels.values()) == {None} and fake.attention == customops.AttentionTiles(None, None, None)
+    assert described.forced_isa.picks is None and described.forced_isa.error.startswith("BITNET_ONNX_ISA=fake: this CPU "
+                                                                                         "lacks fake")
 
 
 @pytest.mark.parametrize("step", list(FAKE_ISA_STEPS))

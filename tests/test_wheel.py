@@ -41,6 +41,7 @@ import pytest
 import test_attention_op as attention_op
 import test_op as i2s_op
 from build_cache import build_cache, ccache_cmake_args, ccache_env, shared_cache, via_checkout_link
+from cpu_isas import ALL_ISAS, ISA_FLAGS, QEMU_CPU_FLAGS, best_isa_of
 from suite_marks import tier_fixture
 from venvs import isolated_env as _fresh_env  # a user who installed only the wheel
 from venvs import locked
@@ -68,12 +69,11 @@ ELF_MACHINE = {"x86_64": "Advanced Micro Devices X86-64", "aarch64": "AArch64"}
 LOADER = {"x86_64": "ld-linux-x86-64.so.2", "aarch64": "ld-linux-aarch64.so.1"}
 GLIBC_LIBRARIES = {"libc.so.6", "libm.so.6", "libpthread.so.0", "libdl.so.2"}
 NEWEST_GLIBC = (2, 28)
-BUILT_ISAS = {"x86_64": {"amx", "avx512vnni", "avxvnni", "avx2", "scalar"},
-              "aarch64": {"i8mm", "dotprod", "neon", "scalar"}}
-# qemu-aarch64 CPU models -> the best NEON multiply path each runs: -cpu max has dotprod and i8mm,
-# neoverse-n1 dotprod only, cortex-a72 neither.
-QEMU_CPU_PATH = {"max": "i8mm", "neoverse-n1": "dotprod", "cortex-a72": "neon"}
-AARCH64_PATHS = ["i8mm", "dotprod", "neon"]  # best first, as the ISA table lists them
+# The ISAs each machine's library builds: the CPU-flag oracle's (tests/cpu_isas.py) and scalar.
+BUILT_ISAS = {arch: set(ISA_FLAGS[arch]) | {"scalar"} for arch in ARCHES}
+# qemu-aarch64 CPU models -> the best NEON multiply path each runs, by the oracle's flags of each model.
+QEMU_CPU_PATH = {cpu: best_isa_of("aarch64", flags) for cpu, flags in QEMU_CPU_FLAGS.items()}
+AARCH64_PATHS = [isa for isa in ALL_ISAS if isa in ISA_FLAGS["aarch64"]]  # best first, as the ISA table lists them
 HINT = "scripts/setup.sh --test installs what these tests need (qemu-user, g++-aarch64-linux-gnu)"
 
 TEXTS = [

@@ -22,10 +22,19 @@ from bitnet_onnx.customops.library import (
     KERNEL_ENV,
     LIBRARY_ENV,
     LIBRARY_NAME,
-    KernelIsa,
     AttentionPath,
+    AttentionTiles,
+    Dispatch,
+    FamilyRule,
+    ForcedChoice,
+    IsaDispatch,
+    KernelFamily,
+    KernelIsa,
+    ShapeChoice,
     attention_auto_precision,
     attention_path,
+    dispatch,
+    dispatch_from_text,
     extensions_library_path,
     library_kernels,
     library_ops,
@@ -38,9 +47,10 @@ from bitnet_onnx.errors import BitnetOnnxError
 
 __all__ = [
     "ATTENTION_PRECISION_ENV", "DOMAIN", "DOMAIN_VERSION", "ISA_ENV", "KERNEL_ENV", "LIBRARY_ENV", "LIBRARY_NAME",
-    "SCHEMAS", "AttentionPath", "BitnetOnnxError", "KernelIsa", "attention_auto_precision", "attention_path",
-    "extensions_library_path", "library_kernels", "library_ops", "library_path", "register_onnx_schema",
-    "selected_isa", "selected_kernel_family", "session_options",
+    "SCHEMAS", "AttentionPath", "AttentionTiles", "BitnetOnnxError", "Dispatch", "FamilyRule", "ForcedChoice",
+    "IsaDispatch", "KernelFamily", "KernelIsa", "ShapeChoice", "attention_auto_precision", "attention_path", "dispatch",
+    "dispatch_from_text", "extensions_library_path", "library_kernels", "library_ops", "library_path",
+    "register_onnx_schema", "selected_isa", "selected_kernel_family", "session_options",
 ]
 
 # op_type -> function building its onnx OpSchema: one row per op of the domain

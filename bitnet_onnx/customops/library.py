@@ -1,4 +1,4 @@
-"""The op library itself: its domain, where it is, what it lists (ops, kernel ISAs), a ready
+"""The op library itself: its domain, where it is, what it lists (ops, kernel ISAs, its whole dispatch), a ready
 SessionOptions. The ops' own modules (i2s_matmul, normalize_nfc, ...) import what they share from
 here, never from the package face (``bitnet_onnx.customops`` re-exports all of it)."""
 
@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import ctypes
 import importlib.util
+import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 
 from bitnet_onnx.errors import BitnetOnnxError
 
@@ -86,18 +88,10 @@ def library_kernels() -> list[KernelIsa]:
 
 def selected_isa(environ: Mapping[str, str] | None = None) -> str:
     """The kernel ISA the library runs in a process with ``environ`` (default: this one's): the record
-    ``BITNET_ONNX_ISA`` names, else the best one this build has and this CPU runs (the rule of
-    select_isa, customops/kernels/isa.h, over the table the library itself lists)."""
-    forced = (os.environ if environ is None else environ).get(ISA_ENV, "")
-    records = library_kernels()
-    if not forced:
-        return next(r.name for r in records if r.built and r.runs)  # scalar always runs
-    record = next((r for r in records if r.name == forced), None)
-    if record is None or not (record.built and record.runs):
-        why = "unknown" if record is None else "not run by this build or CPU"
-        raise BitnetOnnxError(f"{ISA_ENV}={forced}: {why}; this library runs "
-                              f"{', '.join(r.name for r in records if r.built and r.runs)}")
-    return record.name
+    ``BITNET_ONNX_ISA`` names, else the best one this build has and this CPU runs, as the library itself picks
+    it (``dispatch(environ).selected_isa``). BitnetOnnxError with the op's own one-line message when the
+    variable names an ISA the library refuses."""
+    return dispatch(environ).selected_isa()
 
 
 def selected_kernel_family(environ: Mapping[str, str] | None = None) -> str:
@@ -141,6 +135,156 @@ def attention_path(precision: str, head_dim: int, environ: Mapping[str, str] | N
         raise BitnetOnnxError(answer)
     name, fallback = answer.split("\t", 1)
     return AttentionPath(name, fallback)
+
+
+@dataclass(frozen=True)
+class AttentionTiles:
+    """An ISA record's EncoderAttention tile ops (customops/kernels/attention/dispatch.cc)."""
+
+    f32: str | None  # its float tiles ("avx512", "avx2", "scalar"); None where its row is null in this build
+    bf16: str | None  # its bf16 dot-product tiles on this CPU ("amxbf16", "avx512bf16"); None: bf16 runs the
+    #                   float tiles on rounded operands ("<f32>:bf16"), or this CPU does not run the ISA
+    auto: str | None  # what precision "auto" runs with it, unforced ("f32" or "bf16"); None where the CPU lacks it
+
+
+@dataclass(frozen=True)
+class IsaDispatch:
+    """One record of the ISA table with what every kernel family and the attention driver run on it."""
+
+    name: str  # a BITNET_ONNX_ISA value
+    built: bool  # this build of the library has its kernels
+    runs: bool  # this CPU (and OS) runs them
+    needs: str  # what the CPU must provide
+    kernels: Mapping[str, str | None]  # family name -> its I2SKernel's name here (None: the family has none)
+    attention: AttentionTiles
+
+
+@dataclass(frozen=True)
+class FamilyRule:
+    """When the driver runs a family other than the base one (customops/kernels/i2s/family.h, FamilyRule):
+    on ``isa`` for N >= ``min_n``, when padded(M, block) * cost_percent < 100 * M (and below the others')."""
+
+    isa: str
+    min_n: int
+    block: int
+    cost_percent: int
+
+
+@dataclass(frozen=True)
+class KernelFamily:
+    """One row of the family table (customops/kernels/i2s/families.h), in the driver's order."""
+
+    name: str  # a BITNET_ONNX_KERNEL value
+    order: int
+    base: bool  # the multiply family: every ISA and shape
+    rules: tuple[FamilyRule, ...]  # empty: the family runs only when forced (or is the base)
+
+
+@dataclass(frozen=True)
+class ForcedChoice:
+    """What the library picks for one variable's value, or the op's one-line error ("" when accepted)."""
+
+    value: str  # the variable's value ("": unset)
+    picks: str | None  # ISA: its name; family: the forced name or "auto"; attention precision: what auto runs
+    error: str
+
+
+@dataclass(frozen=True)
+class ShapeChoice:
+    """The kernel family the driver runs for one call of M tokens against an [N, K] W (select_family,
+    customops/kernels/i2s/driver.h), or why the shape is not one the op takes ("" when it is)."""
+
+    m: int | None
+    k: int | None
+    n: int | None
+    runs: str | None  # the family's name; None when the ISA or family is refused, or the shape is
+    error: str
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    """The library's whole dispatch as it states it (its ``bitnet_onnx_dispatch``, built from its C++ tables):
+    every Python map of ISAs or families derives from this, never from a copy (docs/op.md, "The library's
+    dispatch"). Looking up a name the library does not have raises BitnetOnnxError naming it."""
+
+    isas: tuple[IsaDispatch, ...]  # best first
+    families: tuple[KernelFamily, ...]  # the driver's order, the base family first
+    default_isa: str  # what the library runs with nothing forced
+    forced_isa: ForcedChoice  # BITNET_ONNX_ISA
+    forced_family: ForcedChoice  # BITNET_ONNX_KERNEL
+    forced_attention_precision: ForcedChoice  # BITNET_ONNX_ATTENTION_PRECISION
+    shape: ShapeChoice | None  # the family one call of the asked shape runs under the forced values (None: none asked)
+
+    def isa(self, name: str) -> IsaDispatch:
+        """The record called ``name``; BitnetOnnxError naming it when the library has none."""
+        for record in self.isas:
+            if record.name == name:
+                return record
+        raise BitnetOnnxError(f"ISA {name!r} is not in the library's ISA table ({', '.join(self.isa_names())})")
+
+    def family(self, name: str) -> KernelFamily:
+        """The family called ``name``; BitnetOnnxError naming it when the library has none."""
+        for family in self.families:
+            if family.name == name:
+                return family
+        raise BitnetOnnxError(f"kernel family {name!r} is not in the library's family table "
+                              f"({', '.join(f.name for f in self.families)})")
+
+    def isa_names(self) -> list[str]:
+        return [record.name for record in self.isas]
+
+    def running(self) -> list[IsaDispatch]:
+        """The records this build has and this CPU runs, best first (scalar always among them)."""
+        return [record for record in self.isas if record.runs]
+
+    def base_family(self) -> KernelFamily:
+        return next(family for family in self.families if family.base)
+
+    def other_families(self) -> list[KernelFamily]:
+        return [family for family in self.families if not family.base]
+
+    def kernel(self, isa: str, family: str) -> str | None:
+        """``family``'s kernel on ``isa`` (None where it has none); either name unknown raises naming it."""
+        self.family(family)
+        return self.isa(isa).kernels[family]
+
+    def selected_isa(self) -> str:
+        """The ISA the op runs under the forced value; BitnetOnnxError with the op's message when refused."""
+        if self.forced_isa.picks is None:
+            raise BitnetOnnxError(self.forced_isa.error)
+        return self.forced_isa.picks
+
+
+def dispatch(environ: Mapping[str, str] | None = None, shape: tuple[int, int, int] | None = None) -> Dispatch:
+    """The library's whole dispatch (its ``bitnet_onnx_dispatch``), for a process with ``environ`` (default:
+    this one's): every ISA's kernels per family and attention paths, the families and their rules, the ISA it
+    runs by default and what ``BITNET_ONNX_ISA``, ``BITNET_ONNX_KERNEL`` and ``BITNET_ONNX_ATTENTION_PRECISION``
+    make it pick (or the op's error); with ``shape`` (M, K, N), the family a call of M tokens against an [N, K]
+    weight runs there."""
+    environ = os.environ if environ is None else environ
+    shape_text = ",".join(str(int(size)) for size in shape) if shape is not None else ""
+    text = _library_text("bitnet_onnx_dispatch",
+                         *(environ.get(name, "") for name in (ISA_ENV, KERNEL_ENV, ATTENTION_PRECISION_ENV)),
+                         shape_text)
+    return dispatch_from_text(text)
+
+
+def dispatch_from_text(text: str) -> Dispatch:
+    """A dispatch description as bitnet_onnx_dispatch (or customops/tests' dispatch_describe, the same text from
+    the kernels alone) writes it; BitnetOnnxError with the text itself when it is the library's one-line error."""
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError:
+        raise BitnetOnnxError(text.strip()) from None
+    isas = tuple(IsaDispatch(r["name"], r["built"], r["runs"], r["needs"], MappingProxyType(dict(r["kernels"])),
+                             AttentionTiles(**r["attention"])) for r in raw["isas"])
+    families = tuple(KernelFamily(f["name"], f["order"], f["base"], tuple(FamilyRule(**rule) for rule in f["rules"]))
+                     for f in raw["families"])
+    forced = raw["forced"]
+    precision = forced["attention_precision"]
+    return Dispatch(isas, families, raw["default_isa"], ForcedChoice(**forced["isa"]), ForcedChoice(**forced["family"]),
+                    ForcedChoice(precision["value"], precision["auto"], precision["error"]),
+                    ShapeChoice(**forced["shape"]) if forced["shape"] is not None else None)
 
 
 def library_ops() -> tuple[str, list[str]]:

@@ -2,7 +2,8 @@
 // whether this CPU runs it, what it needs), best first. Every kernel family maps each record to
 // its implementation in an IsaRow array (i2s/<family>/dispatch.cc: an I2SKernel per ISA, one
 // array per family of i2s/families.h; attention/dispatch.cc: TileOps per ISA), and the library exports the table as text (bitnet_onnx_kernel_names, read by
-// bitnet_onnx.customops.library_kernels, tests/cpu_isas.py and benchmarks/bench_op.py).
+// bitnet_onnx.customops.library_kernels and tests/cpu_isas.py) and with every family's row in its whole dispatch
+// (dispatch_description.h, bitnet_onnx_dispatch).
 // BITNET_ONNX_ISA names a record; the default is the first one this build has and the CPU runs.
 // Pure C++, no ORT headers.
 #pragma once
@@ -35,8 +36,8 @@ const IsaRecord* isa_table();
 
 // The ISA to run: the best record this build has and this CPU runs (`forced` null or empty), or
 // the one `forced` names. Null with *error set (naming BITNET_ONNX_ISA) when `forced` is unknown,
-// not built for this architecture, or not run by this CPU. bitnet_onnx.customops.selected_isa applies
-// the same rule to the exported table (bench headers); tests/test_op.py checks both against the CPU.
+// not built for this architecture, or not run by this CPU. bitnet_onnx.customops.selected_isa reads its
+// answer from the library's dispatch (bench headers); tests/test_dispatch.py checks it against the CPU.
 const IsaRecord* select_isa(const char* forced, std::string* error);
 
 // A family's table: for each Isa (in order), the function returning its implementation, or null

@@ -2,7 +2,8 @@
 // options (SessionOptions.register_custom_ops_library / RegisterCustomOpsLibrary), and
 // bitnet_onnx_op_names lists the domain's ops, bitnet_onnx_kernel_names the kernel ISA table,
 // bitnet_onnx_attention_auto_precision what EncoderAttention's precision "auto" runs and
-// bitnet_onnx_attention_path which tile ops it runs for a head dim, for tools (Python reads them with ctypes).
+// bitnet_onnx_attention_path which tile ops it runs for a head dim, bitnet_onnx_dispatch the whole dispatch
+// as JSON, for tools (Python reads them with ctypes).
 #include <exception>
 #include <cstdlib>
 #include <mutex>
@@ -10,6 +11,7 @@
 #include <string>
 
 #include "attention.h"
+#include "dispatch_description.h"
 #include "isa.h"
 #include "op_table.h"
 #include "ort_api.h"
@@ -106,4 +108,20 @@ extern "C" __attribute__((visibility("default"))) const char* bitnet_onnx_attent
     answer = e.what();
   }
   return answer.c_str();
+}
+
+// The library's whole dispatch (kernels/dispatch_description.h: every ISA's kernels per family and attention
+// paths, the families and their rules, the ISA picked by default) and what it picks with BITNET_ONNX_ISA =
+// forced_isa, BITNET_ONNX_KERNEL = forced_family and BITNET_ONNX_ATTENTION_PRECISION = forced_precision (null or
+// empty: unset), with the family one call of `shape` ("M,K,N"; null or empty: none) runs, as one JSON text;
+// else, when memory runs out, a one-line error that is not JSON. Needs no ORT runtime.
+extern "C" __attribute__((visibility("default"))) const char* bitnet_onnx_dispatch(
+    const char* forced_isa, const char* forced_family, const char* forced_precision, const char* shape) {
+  thread_local std::string text;  // valid until this thread's next call
+  try {
+    text = bitnet_onnx::dispatch_description(forced_isa, forced_family, forced_precision, shape);
+  } catch (const std::exception&) {
+    return "bitnet_onnx_dispatch: out of memory";
+  }
+  return text.c_str();
 }

@@ -223,6 +223,10 @@ inline constexpr const char* kPrecisionEnv = "BITNET_ONNX_ATTENTION_PRECISION";
 // variable) when forced_precision is not "f32" or "bf16", or select_tile_ops refuses forced_isa.
 bool auto_precision(const char* forced_isa, const char* forced_precision, Precision* precision, std::string* error);
 
+// The rule auto_precision applies to a record this CPU runs, without kPrecisionEnv: kBf16 where its bf16 path on
+// this CPU (bf16_tile_ops) is measured faster than the f32 tiles, kF32 elsewhere.
+Precision auto_precision_of(Isa isa);
+
 // "f32" or "bf16": the attribute value of `precision`.
 const char* precision_name(Precision precision);
 

@@ -81,8 +81,12 @@ bool auto_precision(const char* forced_isa, const char* forced_precision, Precis
       *error = std::string(kPrecisionEnv) + "=" + forced_precision + ": unknown attention precision; expected f32 or bf16";
     return false;
   }
-  *precision = bf16_faster_than_f32(select_bf16_tile_ops(forced_isa)) ? Precision::kBf16 : Precision::kF32;
+  *precision = auto_precision_of(select_isa(forced_isa, nullptr)->isa);  // select_tile_ops accepted it
   return true;
+}
+
+Precision auto_precision_of(Isa isa) {
+  return bf16_faster_than_f32(bf16_tile_ops(isa)) ? Precision::kBf16 : Precision::kF32;
 }
 
 const char* precision_name(Precision precision) { return precision == Precision::kBf16 ? "bf16" : "f32"; }

@@ -184,19 +184,6 @@ bool family_possible(const Candidates& candidates, Isa isa, Family family, int64
   return family == kBaseFamily || rule_for(family, isa, n) != nullptr;
 }
 
-std::string family_rules_text() {
-  std::string out;
-  for (Family f = 0; f < kFamilyCount; ++f) {
-    const KernelFamily& fam = family_of(f);
-    for (size_t r = 0; r < fam.rule_count; ++r) {
-      const FamilyRule& rule = fam.rules[r];
-      out += std::string(isa_table()[rule.isa].name) + '\t' + fam.name + "\tn>=" + std::to_string(rule.min_n) +
-             "\tblock " + std::to_string(rule.block) + "\tcost " + std::to_string(rule.cost_percent) + "%\n";
-    }
-  }
-  return out;
-}
-
 MatMul::MatMul(Isa isa, const char* forced_family) : isa_(isa) {
   std::string error;
   if (!candidates_for(isa, forced_family, &candidates_, &error)) throw std::invalid_argument(error);

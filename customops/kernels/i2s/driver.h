@@ -87,9 +87,6 @@ Family select_family(const Candidates& candidates, Isa isa, int64_t m, int64_t k
 // packed only for the families that may run them.
 bool family_possible(const Candidates& candidates, Isa isa, Family family, int64_t k, int64_t n);
 
-// The families' rules as text, one rule per line: "isa <TAB> family <TAB> n>=N <TAB> block B <TAB> cost C%".
-std::string family_rules_text();
-
 // One call's tensors, validated by the caller: x [m, k] float32, W either packed at init
 // (MatMul::set_weights) or given here as I2_S bytes [n, k/4], norm (optional) [k] float32,
 // y [m, n] float32.
