@@ -204,21 +204,17 @@ const TileOps* select_tile_ops(const char* forced, std::string* error);
 // The attention path of `isa` (dispatch.cc's row); null when this build does not have the ISA.
 const TileOps* tile_ops(Isa isa);
 
-// The bf16 dot-product tile ops of `isa` on this CPU (the rule of select_bf16_tile_ops); null: none.
+// The bf16 dot-product tile ops of `isa` on this CPU: AMX-BF16 where `isa` is amx and this CPU has
+// AMX-BF16; else AVX512-BF16 where it is avx512vnni or amx and the CPU has AVX512-BF16; null otherwise
+// (the caller then runs that ISA's TileOps on bf16-rounded operands).
 const Bf16TileOps* bf16_tile_ops(Isa isa);
-
-// The bf16 dot-product path for the ISA select_tile_ops(forced) picks: AMX-BF16 where that ISA is amx
-// and this CPU has AMX-BF16; else AVX512-BF16 where it is avx512vnni or amx and the CPU has AVX512-BF16;
-// null otherwise (the caller then runs that ISA's TileOps on bf16-rounded operands). Call after
-// select_tile_ops succeeded with the same `forced`.
-const Bf16TileOps* select_bf16_tile_ops(const char* forced);
 
 // The variable that forces what precision = "auto" resolves to (f32 or bf16; unset or empty: the rule
 // below). Explicit "f32" and "bf16" attributes do not read it.
 inline constexpr const char* kPrecisionEnv = "BITNET_ONNX_ATTENTION_PRECISION";
 
 // What precision = "auto" runs on this host with BITNET_ONNX_ISA = forced_isa: kBf16 where the bf16 path
-// select_bf16_tile_ops(forced_isa) picks is measured faster than the f32 tiles (AMX-BF16), kF32 elsewhere;
+// (bf16_tile_ops) of the ISA select_tile_ops(forced_isa) picks is measured faster than the f32 tiles (AMX-BF16), kF32 elsewhere;
 // forced_precision (kPrecisionEnv's value) names the answer instead. False with *error set (naming the
 // variable) when forced_precision is not "f32" or "bf16", or select_tile_ops refuses forced_isa.
 bool auto_precision(const char* forced_isa, const char* forced_precision, Precision* precision, std::string* error);

@@ -1,5 +1,5 @@
 // select_tile_ops: each record of the ISA table (isa.h) mapped onto an attention path; the bf16 path of
-// each record (select_bf16_tile_ops) and what precision = "auto" runs (auto_precision).
+// each record (bf16_tile_ops) and what precision = "auto" runs (auto_precision).
 #include <cstring>
 #include <initializer_list>
 #include <string>
@@ -14,15 +14,16 @@ namespace {
 
 // AVX-512 F is all the avx512 path needs and AVX2 + FMA the avx2 one; a forced name is accepted
 // where the ISA table says the CPU runs it, so each path's needs are covered. The aarch64 ISAs
-// (i8mm, dotprod, neon) have no attention path of their own: scalar. Null only where the record is not built.
+// (i8mm, dotprod, neon) have no attention path of their own: scalar. Null where the record is not built
+// (the other architecture's), as the library's dispatch description states it.
 const IsaRow<TileOps> kPaths[] = {
     /*kIsaAmx=*/BITNET_ONNX_X86(avx512_tile_ops),
     /*kIsaAvx512Vnni=*/BITNET_ONNX_X86(avx512_tile_ops),
     /*kIsaAvxVnni=*/BITNET_ONNX_X86(avx2_tile_ops),
     /*kIsaAvx2=*/BITNET_ONNX_X86(avx2_tile_ops),
-    /*kIsaI8mm=*/scalar_tile_ops,
-    /*kIsaDotprod=*/scalar_tile_ops,
-    /*kIsaNeon=*/scalar_tile_ops,
+    /*kIsaI8mm=*/BITNET_ONNX_ARM(scalar_tile_ops),
+    /*kIsaDotprod=*/BITNET_ONNX_ARM(scalar_tile_ops),
+    /*kIsaNeon=*/BITNET_ONNX_ARM(scalar_tile_ops),
     /*kIsaScalar=*/scalar_tile_ops,
 };
 
@@ -46,11 +47,6 @@ const Bf16TileOps* bf16_tile_ops(Isa isa) {
   (void)isa;
 #endif
   return nullptr;
-}
-
-const Bf16TileOps* select_bf16_tile_ops(const char* forced) {
-  const IsaRecord* record = select_isa(forced, nullptr);
-  return record ? bf16_tile_ops(record->isa) : nullptr;
 }
 
 namespace {
