@@ -148,13 +148,9 @@ class AttentionTiles:
 
 
 @dataclass(frozen=True)
-class IsaDispatch:
+class IsaDispatch(KernelIsa):
     """One record of the ISA table with what every kernel family and the attention driver run on it."""
 
-    name: str  # a BITNET_ONNX_ISA value
-    built: bool  # this build of the library has its kernels
-    runs: bool  # this CPU (and OS) runs them
-    needs: str  # what the CPU must provide
     kernels: Mapping[str, str | None]  # family name -> its I2SKernel's name here (None: the family has none)
     attention: AttentionTiles
 
