@@ -29,7 +29,8 @@ with the system C compiler and timed in a child process on this core:
 "% peak" = a path's GOP/s over its own peak (-lut rows: their lookup kernel's, -mul rows the
 multiply path's, plain i2s-<isa> rows too where the op's rules never pick the lookup family, e.g.
 amx; "-" for plain rows of an ISA whose rules pick either, avx2);
-baselines are shown against the avx512vnni (else avx2) peak for scale. GOP/s counts 2*M*K*N.
+baselines are shown against the peak of the op's default path here (its multiply kernel: amx, avx512vnni,
+... by the library's dispatch), the int8 unit MLAS picks too. GOP/s counts 2*M*K*N.
 "x mul" = over the -mul variant of the same ISA (run with --family ... mul).
 
 Method: inter_op 1, sequential execution, intra_op = each of --threads, IOBinding into preallocated
@@ -400,8 +401,12 @@ def main() -> int:
         for m in args.m:
             inputs[(model, m)] = {f"X{k}": rng.standard_normal((m, k)).astype(np.float32) for k in input_widths(model)}
     errors = check_outputs(variants, inputs, args.models)
-    peaks = measure_peaks(list(dict.fromkeys(kernel for isa in isas for family in ["auto", *args.family]
-                                             if (kernel := family_kernel(isa, family)) is not None)))
+    # ORT's baselines are measured against the int8 unit of this CPU's best path: the op's default ISA's
+    # multiply kernel (MLAS picks the same unit: AMX tiles, VNNI or AVX2 multiplies)
+    reference_path = family_kernel(dispatch().default_isa, "auto")
+    peaks = measure_peaks(list(dict.fromkeys([*(kernel for isa in isas for family in ["auto", *args.family]
+                                                if (kernel := family_kernel(isa, family)) is not None),
+                                              *([reference_path] if args.baselines else [])])))
     stream = measure_stream(args.models)
 
     # Fewer timed runs for slow cases so a round stays bounded; decided once from a probe run.
@@ -420,8 +425,7 @@ def main() -> int:
                 rounds[key].append(time_runs(v, m, inputs[(v.model, m)], warmup[key], runs[key], clock))
         print(f"# round {r + 1}/{args.rounds} done", file=sys.stderr)
 
-    ref_peak = next((peaks[p][0] for p in ("avx512vnni", "avx2", "i8mm", "dotprod", "neon") if p in peaks and peaks[p][0]),
-                    None)
+    ref_peak = peaks[reference_path][0] if reference_path in peaks else None
     results = []
     for model in args.models:
         for threads in args.threads:

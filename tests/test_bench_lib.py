@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from bitnet_onnx import customops
 from bitnet_onnx.bench import cache, host, report, timing, variants
 from bitnet_onnx.bench.measure import refused_runs
 from bitnet_onnx.bench.runners import RUNNERS, unavailable
@@ -148,7 +149,7 @@ def test_header_names_the_op_kernels_each_variant_ran(qwen3_bitnet, tiny_export,
     assert ours["attention_precision"] == "auto" and stock["attention_precision"] is None
     assert op_kernels(ours, variants.VARIANTS["i2s"].env) == {"kernels": "scalar/auto",
                                                               "attention_precision": "auto -> f32"}
-    assert op_kernels(ours, variants.VARIANTS["i2s-lut"].env)["kernels"] == "scalar/lut"
+    assert op_kernels(ours, variants.variant("i2s-lut").env)["kernels"] == "scalar/lut"
     assert op_kernels(stock, ()) == {}
     assert op_kernels({"file_bytes": 1, "attention": "llama.cpp"}, ()) == {}  # llama.cpp's facts
     configs, names = [(1, 16)], ["i2s", "i2s-lut", "f32"]
@@ -263,6 +264,10 @@ def test_variant_table():
     assert {v.runner for v in variants.VARIANTS.values()} <= set(RUNNERS)
     assert variants.ratio_bases() == ["i2s-onnx-attn", "f32", "int8", "ort-int8"]
     assert variants.parse_variants(" i2s,f32,i2s,") == ["i2s", "f32"]
+    # one i2s-<family> row per family the op library states, each forcing its family in its worker
+    families = [family.name for family in customops.dispatch().families]
+    assert [(v.name, v.env) for v in variants.family_variants().values()] == [
+        (f"i2s-{family}", ((customops.KERNEL_ENV, family),)) for family in families]
     with pytest.raises(BitnetOnnxError, match="--variants 'i2s,fp8': choose from i2s, i2s-mul, i2s-lut, i2s-onnx-attn, f32"):
         variants.parse_variants("i2s,fp8")
     assert variants.variants_help() == (
@@ -298,8 +303,9 @@ def test_a_variants_environment_reaches_its_worker_only(tiny_model, tiny_export,
     folder = tiny_export(tiny_model("qwen3"), weights="i2s")
     with pytest.raises(BitnetOnnxError, match="BITNET_ONNX_KERNEL=bogus: unknown kernel family"):
         Worker("i2s", folder, threads=1, env=(("BITNET_ONNX_KERNEL", "bogus"),))
-    for name in ("i2s-mul", "i2s-lut"):  # the families' variants load and run
-        worker = Worker(name, folder, threads=1, env=variants.VARIANTS[name].env)
+    assert len(variants.family_variants()) >= 2  # mul and lut at least
+    for name, row in variants.family_variants().items():  # every family's variant loads and runs
+        worker = Worker(name, folder, threads=1, env=row.env)
         assert worker.time_ms(1, 16) > 0
         worker.close()
 

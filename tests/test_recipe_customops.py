@@ -18,6 +18,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from bitnet_onnx import customops
+from bitnet_onnx.bench.variants import family_variants_of
 from bitnet_onnx.export.builder import DOMAIN_VERSIONS
 from bitnet_onnx.ternary import pack_i2s
 from build_cache import build_cache, ccache_cmake_args, ccache_env
@@ -128,7 +129,7 @@ def _isa_enum(isa_header: Path) -> list[str]:
 
 def _table_rows(i2s: Path) -> list[str]:
     """The rows X(<name>) of families.h (what CMake and the C++ table read)."""
-    return re.findall(r"^  X\((\w+)\)", (i2s / "families.h").read_text(), flags=re.M)
+    return re.findall(r"^[ \t]*X\((\w+)\)", (i2s / "families.h").read_text(), flags=re.M)
 
 
 def family_recipe_gaps(i2s: Path, isa_header: Path) -> list[str]:
@@ -215,8 +216,8 @@ const I2SKernel* scalar_kernel();
 }  // namespace bitnet_onnx
 """
 
-# A plain reference kernel: the I2_S bytes as they are, a dot that decodes each weight's code, the
-# seam's quantizer. kernel_test holds it to the same exact sums as every other kernel.
+# A plain reference kernel: the I2_S bytes as they are, a dot that decodes each weight's code, no
+# quantizer (the driver's, the ISA's). kernel_test holds it to the same exact sums as every other kernel.
 FAKE_SCALAR = """#include <cstring>
 
 #include "fake_kernels.h"
@@ -244,12 +245,8 @@ void dot(const uint8_t* packed, int64_t, int64_t k, const QuantizedRows& rows, i
     }
 }
 
-void quantize(const float* x, int64_t m, int64_t k, const float* norm_w, float eps, int8_t* q, float* a,
-              int32_t* qsum) {
-  i2s::quantizer(kIsaScalar)(x, m, k, norm_w, eps, q, a, qsum);
-}
-
-const I2SKernel kScalar = {"fake-scalar", packed_bytes, repack, quantize, dot, /*tile_m=*/16, /*tile_n=*/64};
+const I2SKernel kScalar = {"fake-scalar", packed_bytes, repack, /*quantize=*/nullptr, dot, /*tile_m=*/16,
+                           /*tile_n=*/64};
 
 }  // namespace
 
@@ -427,6 +424,8 @@ def _check_fake_family_described(build: Path) -> None:
     assert {record.name: record.kernels[FAKE] for record in described.isas} == {
         record.name: "fake-scalar" if record.name == "scalar" else None for record in described.isas}
     assert "fake-scalar" in test_kernels_native.family_kernels(described, ["scalar"])
+    bench_rows = family_variants_of(family.name for family in described.families)
+    assert bench_rows[f"i2s-{FAKE}"].env == ((customops.KERNEL_ENV, FAKE),)  # bench --variants i2s-fake
     assert _describe(build, "scalar", FAKE).forced_family == customops.ForcedChoice(FAKE, FAKE, "")
     for record in described.running()[:-1]:  # every ISA this CPU runs but scalar: no fake kernel
         refused = _describe(build, record.name, FAKE).forced_family

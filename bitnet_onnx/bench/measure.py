@@ -28,7 +28,7 @@ from bitnet_onnx.bench.host import available_memory_bytes, cpu_name
 from bitnet_onnx.bench.report import Cell, NotRun, profile_rows, result_rows, size_text
 from bitnet_onnx.bench.runners import RUNNERS
 from bitnet_onnx.bench.timing import interleave
-from bitnet_onnx.bench.variants import VARIANTS
+from bitnet_onnx.bench.variants import variant
 from bitnet_onnx.bench.worker import Worker
 
 WARMUP_MAX_TOKENS = 4096  # bigger cells skip the warm-up run: seconds of compute dwarf first-run costs
@@ -49,7 +49,7 @@ def measure(folders: dict[str, Path], configs: list[Cell], threads: int, reps: i
     workers: dict[str, Worker] = {}
     try:
         for v, folder in folders.items():
-            workers[v] = Worker(v, folder, threads, VARIANTS[v].runner, env=VARIANTS[v].env)
+            workers[v] = Worker(v, folder, threads, variant(v).runner, env=variant(v).env)
         budget = memory_budget if memory_budget is not None else default_memory_budget()
         refused = refused_runs(run_costs(folders, configs), budget)
         _log_refused(refused, log)
@@ -62,8 +62,8 @@ def measure(folders: dict[str, Path], configs: list[Cell], threads: int, reps: i
             w.kill()
     variants = {}
     for v, f in folders.items():
-        facts = RUNNERS[VARIANTS[v].runner].facts(f)
-        variants[v] = {**facts, **op_kernels(facts, VARIANTS[v].env), **workers[v].info.get("facts", {}),
+        facts = RUNNERS[variant(v).runner].facts(f)
+        variants[v] = {**facts, **op_kernels(facts, variant(v).env), **workers[v].info.get("facts", {}),
                        "base_rss_bytes": workers[v].info["base_rss_bytes"],
                        "load_rss_bytes": workers[v].info["load_rss_bytes"], "peak_rss_bytes": peaks[v],
                        "folder": str(f)}
@@ -146,7 +146,7 @@ def profile(folders: dict[str, Path], configs: list[Cell], threads: int, reps: i
 
     The traces ORT writes go to a temporary folder, removed here even when a worker fails or is killed.
     """
-    names = [v for v in folders if RUNNERS[VARIANTS[v].runner].profiles]
+    names = [v for v in folders if RUNNERS[variant(v).runner].profiles]
     with tempfile.TemporaryDirectory(prefix="bitnet-onnx-profile-") as traces:
         workers: dict[str, Worker] = {}
         try:
@@ -154,8 +154,8 @@ def profile(folders: dict[str, Path], configs: list[Cell], threads: int, reps: i
                 log(f"bench: profiling {', '.join(names)} in sessions of their own ...")
             for v in names:
                 (Path(traces) / v).mkdir()  # one folder per worker: ORT names its file by the time only
-                workers[v] = Worker(v, folders[v], threads, VARIANTS[v].runner, trace_dir=Path(traces) / v,
-                                    env=VARIANTS[v].env)
+                workers[v] = Worker(v, folders[v], threads, variant(v).runner, trace_dir=Path(traces) / v,
+                                    env=variant(v).env)
             budget = memory_budget if memory_budget is not None else default_memory_budget()
             refused = refused_runs(run_costs({v: folders[v] for v in names}, configs), budget)
             _log_refused(refused, log)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from bitnet_onnx.bench import llama_cpp
 from bitnet_onnx.bench.report import export_facts
-from bitnet_onnx.bench.variants import VARIANTS
+from bitnet_onnx.bench.variants import variant
 from bitnet_onnx.errors import BitnetOnnxError
 
 # Repeated to each asked length: real token ids (the manifest's max_length does not bound a bench).
@@ -234,6 +234,6 @@ RUNNERS: dict[str, Runner] = {
 }
 
 
-def unavailable(variant: str) -> str | None:
-    """Why ``variant`` cannot run on this install (its runner's package is not installed), or None."""
-    return RUNNERS[VARIANTS[variant].runner].missing()
+def unavailable(name: str) -> str | None:
+    """Why variant ``name`` cannot run on this install (its runner's package is not installed), or None."""
+    return RUNNERS[variant(name).runner].missing()

@@ -10,9 +10,9 @@ it as an ONNX export.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from functools import partial
+from functools import cache, partial
 from pathlib import Path
 
 from bitnet_onnx.bench import llama_cpp
@@ -61,10 +61,6 @@ def _ort_quantize_dynamic(model_dir: Path, out_dir: Path) -> Path:
 
 VARIANTS: dict[str, Variant] = {v.name: v for v in (
     Variant("i2s", partial(_export, weights="i2s")),
-    # The same i2s export with I2STernaryMatMul's kernel family forced (docs/op.md, "Kernel families"),
-    # so one run compares the families interleaved (BITNET_ONNX_ISA, inherited, picks the ISA).
-    *(Variant(f"i2s-{family}", partial(_export, weights="i2s"), env=(("BITNET_ONNX_KERNEL", family),),
-              note=f"i2s with BITNET_ONNX_KERNEL={family}") for family in ("mul", "lut")),
     Variant("i2s-onnx-attn", partial(_export, weights="i2s", attention_name="onnx"), ratio_base=True,
             note="i2s with the stock ONNX attention instead of EncoderAttention (export --attention onnx)"),
     Variant("f32", partial(_export, weights="f32"), ratio_base=True),
@@ -94,6 +90,48 @@ VARIANTS: dict[str, Variant] = {v.name: v for v in (
 DEFAULT_VARIANTS = ("i2s", "int8", "ort-int8", "nbits", "f32", "openvino")
 
 
+FAMILY_PREFIX = "i2s-"  # i2s-<family>: the i2s export with one I2S kernel family forced
+
+
+def family_variant(family: str) -> Variant:
+    """The same i2s export with I2STernaryMatMul's kernel family forced (docs/op.md, "Kernel families"), so
+    one run compares the families interleaved (BITNET_ONNX_ISA, inherited, picks the ISA)."""
+    return Variant(f"{FAMILY_PREFIX}{family}", partial(_export, weights="i2s"), env=(("BITNET_ONNX_KERNEL", family),),
+                   note=f"i2s with BITNET_ONNX_KERNEL={family}")
+
+
+def family_variants_of(families: Iterable[str]) -> dict[str, Variant]:
+    """name -> row of each family's i2s-<family> variant."""
+    return {v.name: v for v in map(family_variant, families)}
+
+
+@cache
+def family_variants() -> dict[str, Variant]:
+    """One i2s-<family> row per kernel family the op library states (its dispatch description, never a
+    copy); none when the library cannot be loaded, since no family could run then."""
+    from bitnet_onnx.customops import dispatch
+
+    try:
+        return family_variants_of(f.name for f in dispatch().families)
+    except (BitnetOnnxError, OSError):
+        return {}
+
+
+def all_variants() -> dict[str, Variant]:
+    """Every variant name -> its row, the library's families right after i2s."""
+    rows = {}
+    for name, row in VARIANTS.items():
+        rows[name] = row
+        if name == "i2s":
+            rows.update(family_variants())
+    return rows
+
+
+def variant(name: str) -> Variant:
+    """The row of ``name``; KeyError when there is none."""
+    return VARIANTS[name] if name in VARIANTS else family_variants()[name]
+
+
 def ratio_bases() -> list[str]:
     """Variants the table compares every row against, in column order."""
     return [v.name for v in VARIANTS.values() if v.ratio_base]
@@ -101,19 +139,21 @@ def ratio_bases() -> list[str]:
 
 def build_variant(model_dir: Path, out_dir: Path, name: str) -> Path:
     """Builds one variant of ``model_dir`` into ``out_dir`` (which must not exist yet)."""
-    return VARIANTS[name].build(Path(model_dir), Path(out_dir))
+    return variant(name).build(Path(model_dir), Path(out_dir))
 
 
 def parse_variants(text: str, option: str = "--variants") -> list[str]:
     """Comma-separated variant names -> the list without repeats; unknown names raise naming ``option``."""
     names = [v.strip() for v in text.split(",") if v.strip()]
-    if not names or any(v not in VARIANTS for v in names):
-        raise BitnetOnnxError(f"{option} {text!r}: choose from {', '.join(VARIANTS)}")
+    known = all_variants()
+    if not names or any(v not in known for v in names):
+        raise BitnetOnnxError(f"{option} {text!r}: choose from {', '.join(known)}")
     return list(dict.fromkeys(names))
 
 
 def variants_help() -> str:
     """--variants' help text: the default list, the other names, the notes."""
-    others = [v for v in VARIANTS if v not in DEFAULT_VARIANTS]
-    notes = [f"{v.name} = {v.note}" for v in VARIANTS.values() if v.note]
+    known = all_variants()
+    others = [v for v in known if v not in DEFAULT_VARIANTS]
+    notes = [f"{v.name} = {v.note}" for v in known.values() if v.note]
     return f"weight variants to compare (default {','.join(DEFAULT_VARIANTS)}; also {', '.join(others)}; {'; '.join(notes)})"

@@ -38,15 +38,16 @@ struct FreeBytes {
 
 struct Case {
   const I2SKernel* kern;
+  QuantizeFn quantize;  // the ISA's (the driver's, whichever family)
   std::unique_ptr<uint8_t, FreeBytes> packed;
   std::vector<double> times;
 };
 
 // One call as the op makes it on one thread: quantize every row, then dot_scaled over the
 // kernel's tile grid (n tiles outer, as the op's dot_job orders them).
-void run_once(const I2SKernel& kern, const uint8_t* packed, int64_t m, int64_t n, int64_t k, const float* x,
-              int8_t* q, float* a, int32_t* qsum, float* y) {
-  kern.quantize(x, m, k, nullptr, 1e-6f, q, a, qsum);
+void run_once(const I2SKernel& kern, QuantizeFn quantize, const uint8_t* packed, int64_t m, int64_t n, int64_t k,
+              const float* x, int8_t* q, float* a, int32_t* qsum, float* y) {
+  quantize(x, m, k, nullptr, 1e-6f, q, a, qsum);
   i2s_bench::dot_grid(kern, packed, n, k, QuantizedRows{q, a, qsum, m, k}, y);
 }
 
@@ -97,20 +98,22 @@ int main(int argc, char** argv) {
         }
         Case c;
         c.kern = kern;
+        c.quantize = bitnet_onnx::i2s::quantizer(isa);
         c.packed.reset(static_cast<uint8_t*>(std::aligned_alloc(64, (kern->packed_bytes(n, k) + 63) / 64 * 64)));
         kern->repack(i2s.data(), n, k, c.packed.get());
         cases.push_back(std::move(c));
       }
       // Calls per sample, from one probe call of the first kernel.
       double t0 = thread_cpu_seconds();
-      run_once(*cases[0].kern, cases[0].packed.get(), m, n, k, x.data(), q.data(), a.data(), qsum.data(), y.data());
+      run_once(*cases[0].kern, cases[0].quantize, cases[0].packed.get(), m, n, k, x.data(), q.data(), a.data(),
+               qsum.data(), y.data());
       const int64_t calls = std::max<int64_t>(1, static_cast<int64_t>(min_seconds / std::max(thread_cpu_seconds() - t0, 1e-7)));
       for (int r = 0; r < reps; ++r)
         for (Case& c : cases) {
-          run_once(*c.kern, c.packed.get(), m, n, k, x.data(), q.data(), a.data(), qsum.data(), y.data());
+          run_once(*c.kern, c.quantize, c.packed.get(), m, n, k, x.data(), q.data(), a.data(), qsum.data(), y.data());
           t0 = thread_cpu_seconds();
           for (int64_t i = 0; i < calls; ++i)
-            run_once(*c.kern, c.packed.get(), m, n, k, x.data(), q.data(), a.data(), qsum.data(), y.data());
+            run_once(*c.kern, c.quantize, c.packed.get(), m, n, k, x.data(), q.data(), a.data(), qsum.data(), y.data());
           c.times.push_back((thread_cpu_seconds() - t0) / calls);
         }
       for (Case& c : cases) {

@@ -33,6 +33,7 @@ struct Job {
   float s_w;
   float* y;
   // quantization
+  QuantizeFn quantize;  // the ISA's, whichever family runs (family.h)
   const float* x;
   const float* norm;
   float eps;
@@ -46,8 +47,7 @@ void quantize_job(void* p, size_t i) {
   Job& job = *static_cast<Job*>(p);
   const int64_t r0 = static_cast<int64_t>(i) * kQuantRowsPerJob;
   const int64_t r1 = std::min(job.m, r0 + kQuantRowsPerJob);
-  job.kernel->quantize(job.x + r0 * job.k, r1 - r0, job.k, job.norm, job.eps, job.q + r0 * job.k, job.a + r0,
-                       job.qsum + r0);
+  job.quantize(job.x + r0 * job.k, r1 - r0, job.k, job.norm, job.eps, job.q + r0 * job.k, job.a + r0, job.qsum + r0);
 }
 
 // Job index -> (n tile, m tile), n outer: consecutive jobs on one thread reuse a weight tile.
@@ -227,6 +227,7 @@ void MatMul::run(const Call& call, const ParallelFor& pool) const {
   job.m = m;
   job.n = n;
   job.k = k;
+  job.quantize = quantizer(isa_);
   job.x = call.x;
   job.norm = call.norm;
   job.eps = call.eps;

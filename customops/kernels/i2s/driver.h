@@ -58,21 +58,6 @@ struct Candidates {
   Family only = kBaseFamily;
 };
 
-// The family of row `family` of the table (families.h).
-const KernelFamily& family_of(Family family);
-
-// The BITNET_ONNX_KERNEL values, one per family, in table order ("mul", "lut").
-const char* family_name(Family family);
-
-// `family`'s kernel for `isa` (its IsaRow), null where it has none.
-const I2SKernel* family_kernel(Family family, Isa isa);
-
-// The kernel called `name` of the ISA this CPU runs that is best (table order) among those whose
-// row holds it, in any family; *isa and *family say where. Multiply kernels are named after their
-// ISA and found through select_isa (its errors: "BITNET_ONNX_ISA=<name>: this CPU lacks ...").
-// Null with *error set otherwise. For kernel_test and kernel_bench.
-const I2SKernel* kernel_named(const char* name, Isa* isa, Family* family, std::string* error);
-
 // Every family's kernel for `isa` (a built record of the ISA table); `forced_family` is
 // BITNET_ONNX_KERNEL's value (null or empty: choose per call). Null result (with *error naming
 // BITNET_ONNX_KERNEL) when the value is unknown or the ISA has no kernel of that family.

@@ -3,7 +3,9 @@
 #include <cstring>
 #include <string>
 
-#include "driver.h"
+#include "cpu_features.h"
+#include "families.h"
+#include "isa.h"
 
 namespace bitnet_onnx {
 namespace i2s {

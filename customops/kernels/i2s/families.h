@@ -6,6 +6,8 @@
 // family"; tests/test_recipe_customops.py follows that recipe with a fake family).
 #pragma once
 
+#include <string>
+
 #include "family.h"
 
 // clang-format off
@@ -30,6 +32,23 @@ inline constexpr FamilyRow kFamilies[] = {BITNET_ONNX_I2S_FAMILIES(BITNET_ONNX_I
 using Family = int;
 constexpr Family kBaseFamily = 0;  // mul: every ISA, every shape
 constexpr int kFamilyCount = static_cast<int>(sizeof(kFamilies) / sizeof(kFamilies[0]));
+
+// The table's accessors (families.cc).
+
+// The family of row `family` of the table.
+const KernelFamily& family_of(Family family);
+
+// The BITNET_ONNX_KERNEL values, one per family, in table order ("mul", "lut").
+const char* family_name(Family family);
+
+// `family`'s kernel for `isa` (its IsaRow), null where it has none.
+const I2SKernel* family_kernel(Family family, Isa isa);
+
+// The kernel called `name` of the ISA this CPU runs that is best (table order) among those whose
+// row holds it, in any family; *isa and *family say where. Multiply kernels are named after their
+// ISA and found through select_isa (its errors: "BITNET_ONNX_ISA=<name>: this CPU lacks ...").
+// Null with *error set otherwise. For kernel_test and kernel_bench.
+const I2SKernel* kernel_named(const char* name, Isa* isa, Family* family, std::string* error);
 
 }  // namespace i2s
 }  // namespace bitnet_onnx

@@ -47,8 +47,9 @@ struct I2SKernel {
   // I2_S bytes [n, k/4] (docs/architecture.md, "I2_S byte layout") -> the kernel's layout, done once per constant W.
   void (*repack)(const uint8_t* i2s, int64_t n, int64_t k, uint8_t* packed);
 
-  // The activations' quantizer (QuantizeFn). Only the multiply family owns quantizers; other
-  // families take the ISA's from i2s::quantizer below, so that every family sees the same q.
+  // The activations' quantizer (QuantizeFn): the base (multiply) family's kernels own one per ISA;
+  // every other family leaves it null, since the driver quantizes with the ISA's (i2s::quantizer
+  // below) whichever family runs, so that every family sees the same q.
   QuantizeFn quantize;
 
   // out[(i - m0) * ld + (j - n0)] = sum_k q[i, k] * T[j, k] for i in [m0, m1), j in [n0, n1).
@@ -97,8 +98,8 @@ struct KernelFamily {
   size_t rule_count;
 };
 
-// The activations' quantizer of `isa` (the multiply family's kernel's, families.cc): what a
-// family's kernels put in I2SKernel::quantize (through a wrapper of their own).
+// The activations' quantizer of `isa` (the base family's kernel's, families.cc): what the driver
+// quantizes with for every family's kernel of that ISA.
 QuantizeFn quantizer(Isa isa);
 
 }  // namespace i2s

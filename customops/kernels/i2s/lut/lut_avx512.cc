@@ -14,12 +14,7 @@ namespace {
 #endif
 using Kernel = LutKernel<BITNET_LUT_AVX512_BLOCK_GROUPS, Zmm32, Ymm16>;
 
-void quantize(const float* x, int64_t m, int64_t k, const float* norm_w, float eps, int8_t* q, float* a,
-              int32_t* qsum) {
-  i2s::quantizer(kIsaAvx512Vnni)(x, m, k, norm_w, eps, q, a, qsum);
-}
-
-const I2SKernel kAvx512 = {"lut-avx512", Kernel::packed_size, Kernel::repack_groups, quantize, Kernel::dot,
+const I2SKernel kAvx512 = {"lut-avx512", Kernel::packed_size, Kernel::repack_groups, /*quantize=*/nullptr, Kernel::dot,
                            /*tile_m=*/32, /*tile_n=*/4096, Kernel::dot_scaled, /*min_tile_n=*/512};
 
 }  // namespace

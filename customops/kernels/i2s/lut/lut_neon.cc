@@ -86,12 +86,7 @@ struct Neon16 {
 
 using Kernel = LutKernel<12, Neon16, Neon16>;
 
-void quantize(const float* x, int64_t m, int64_t k, const float* norm_w, float eps, int8_t* q, float* a,
-              int32_t* qsum) {
-  i2s::quantizer(kIsaNeon)(x, m, k, norm_w, eps, q, a, qsum);
-}
-
-const I2SKernel kNeon = {"lut-neon", Kernel::packed_size, Kernel::repack_groups, quantize, Kernel::dot,
+const I2SKernel kNeon = {"lut-neon", Kernel::packed_size, Kernel::repack_groups, /*quantize=*/nullptr, Kernel::dot,
                          /*tile_m=*/16, /*tile_n=*/4096, Kernel::dot_scaled, /*min_tile_n=*/512};
 
 }  // namespace

@@ -35,12 +35,8 @@ void dot(const uint8_t* packed, int64_t n, int64_t k, const QuantizedRows& rows,
   }
 }
 
-void quantize(const float* x, int64_t m, int64_t k, const float* norm_w, float eps, int8_t* q, float* a,
-              int32_t* qsum) {
-  i2s::quantizer(kIsaScalar)(x, m, k, norm_w, eps, q, a, qsum);
-}
-
-const I2SKernel kScalar = {"lut-scalar", packed_size, repack_scalar, quantize, dot, /*tile_m=*/32, /*tile_n=*/256};
+const I2SKernel kScalar = {"lut-scalar", packed_size, repack_scalar, /*quantize=*/nullptr, dot, /*tile_m=*/32,
+                           /*tile_n=*/256};
 
 }  // namespace
 
