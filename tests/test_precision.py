@@ -169,8 +169,9 @@ def test_bad_precision_arguments_are_one_line_and_write_nothing(calibrated, tmp_
         {p.name for p in tmp_path.iterdir()} == {"wrong_shape.npy", "not_finite.npy"}
 
 
-# The modules whose reference is sentence-transformers' quantize_embeddings, imported at their top
-PRECISION_MODULES = ("test_precision.py", "test_serve_precision.py")
+# The modules of precision tests against sentence-transformers' quantize_embeddings (the third through its
+# encode(precision=...)): each imports sentence-transformers at its top, whose package imports the module
+PRECISION_MODULES = ("test_precision.py", "test_serve_precision.py", "test_integrations_sentence_transformers.py")
 
 # A pytest plugin that makes sentence_transformers.util.quantization unimportable, as if it had moved
 BLOCK_QUANTIZATION = """\
