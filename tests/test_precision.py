@@ -194,9 +194,11 @@ sys.meta_path.insert(0, Moved)
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.slow
 def test_a_moved_quantization_module_fails_the_precision_tests(tmp_path):
     """The precision tests' reference is sentence-transformers' own function: if its module moves, they
-    fail (a collection error naming the module), never skip."""
+    fail (a collection error naming the module), never skip. Slow: the child imports torch (through
+    sentence-transformers' package) before it reaches the module, 8-13 s here."""
     (tmp_path / "block_quantization.py").write_text(BLOCK_QUANTIZATION)
     tests = Path(__file__).parent
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))}
