@@ -1,7 +1,7 @@
 """``bitnet-onnx serve``'s ``output_dtype`` (Voyage AI's field) on /v1/embeddings and TEI's /embed: the
 real ``openai`` client and raw HTTP against sentence-transformers' ``quantize_embeddings`` byte for
-byte (lists of integers, base64 of the stored bytes), with ``dimensions``, on both architectures; 422
-naming the field; the /metrics label; a graph-quantized export refused."""
+byte (lists of integers, base64 of the stored bytes), with ``dimensions``, on both architectures; the
+``serve`` verb's ``--ranges``; 422 naming the field; the /metrics label; a graph-quantized export refused."""
 
 from __future__ import annotations
 
