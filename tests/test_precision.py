@@ -7,6 +7,9 @@ of 8 through its Pad), bad inputs, and one run at the real Qwen3-0.6B widths."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -35,7 +38,10 @@ TEXTS = [
     "Le renard brun rapide saute par-dessus le chien paresseux.",
 ]
 CALIBRATION = [f"calibration text {i}: " + "lorem ipsum dolor sit amet " * (i % 5) for i in range(40)]
-WIDTHS = (None, 24)  # full width and a Matryoshka width that is not a multiple of 8
+# full width (128) and a Matryoshka width that is not a multiple of 8: 20 values, 2 bytes of bits and a
+# half byte padded per row (24 would pack into whole bytes, where bits packed across the batch, as
+# sentence-transformers 5.6.1 and older did, give the same bytes)
+WIDTHS = (None, 20)
 
 
 def _st(embeddings: np.ndarray, precision: str, ranges) -> np.ndarray:
@@ -79,6 +85,7 @@ def calibrated(tiny_model, tiny_export, tmp_path_factory):
 
 @pytest.mark.parametrize("arch", ARCHITECTURES)
 def test_embedder_equals_quantize_embeddings_with_matryoshka_and_one_by_one(calibrated, arch):
+    assert WIDTHS[1] % 8, "the Matryoshka width must leave its last byte of bits part padding"
     folder, path, table = calibrated(arch)
     embedder = Embedder(folder, threads=1)
     for width in WIDTHS:
@@ -160,6 +167,51 @@ def test_bad_precision_arguments_are_one_line_and_write_nothing(calibrated, tmp_
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
     assert not out.exists() and list(tmp_path.iterdir()) == sorted(tmp_path.iterdir()) and \
         {p.name for p in tmp_path.iterdir()} == {"wrong_shape.npy", "not_finite.npy"}
+
+
+# The modules of precision tests against sentence-transformers' quantize_embeddings (the third through its
+# encode(precision=...)): each imports sentence-transformers at its top, whose package imports the module
+PRECISION_MODULES = ("test_precision.py", "test_serve_precision.py", "test_integrations_sentence_transformers.py")
+
+# A pytest plugin that makes sentence_transformers.util.quantization unimportable, as if it had moved
+BLOCK_QUANTIZATION = """\
+import sys
+
+MOVED = "sentence_transformers.util.quantization"
+
+
+class Moved:
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if name == MOVED:
+            raise ModuleNotFoundError(f"No module named {MOVED!r}", name=MOVED)
+        return None
+
+
+assert MOVED not in sys.modules
+sys.meta_path.insert(0, Moved)
+"""
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.slow
+def test_a_moved_quantization_module_fails_the_precision_tests(tmp_path):
+    """The precision tests' reference is sentence-transformers' own function: if its module moves, they
+    fail (a collection error naming the module), never skip. Slow: the child imports torch (through
+    sentence-transformers' package) before it reaches the module, 8-13 s here."""
+    (tmp_path / "block_quantization.py").write_text(BLOCK_QUANTIZATION)
+    tests = Path(__file__).parent
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))}
+    run = subprocess.run([sys.executable, "-m", "pytest", "-p", "block_quantization", "-p", "no:cacheprovider",
+                          "-p", "no:xdist", "--collect-only", "-q", "-rfEs",
+                          *(str(tests / name) for name in PRECISION_MODULES)],
+                         capture_output=True, text=True, timeout=240, cwd=tests.parent, env=env)
+    out = run.stdout + run.stderr
+    assert run.returncode == pytest.ExitCode.INTERRUPTED, out[-4000:]  # errors during collection
+    for name in PRECISION_MODULES:
+        assert f"ERROR tests/{name}" in out, out[-4000:]
+    assert out.count("No module named 'sentence_transformers.util.quantization'") >= len(PRECISION_MODULES), out[-4000:]
+    assert "skipped" not in out and "SKIPPED" not in out, out[-4000:]
 
 
 def test_check_ranges_and_calibration_refuse_what_cannot_scale():
@@ -253,9 +305,9 @@ def test_export_output_precision_refusals(calibrated, tiny_model, tmp_path, caps
         (["--output-precision", "ubinary", "--layout", "hf"], "--layout hf"),
         (["--output-precision", "fp4"], "--output-precision must be one of float32, int8, uint8, binary, ubinary"),
     ]
-    np.save(tmp_path / "narrow.npy", table[24])
+    np.save(tmp_path / "narrow.npy", table[20])
     cases.append((["--output-precision", "uint8", "--output-ranges", str(tmp_path / "narrow.npy")],
-                  "narrow.npy has ranges for width 24, not 128"))
+                  "narrow.npy has ranges for width 20, not 128"))
     for argv, message in cases:
         out = tmp_path / "out"
         assert main(["export", str(model), "-o", str(out), *argv]) != 0

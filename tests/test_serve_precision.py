@@ -1,7 +1,7 @@
 """``bitnet-onnx serve``'s ``output_dtype`` (Voyage AI's field) on /v1/embeddings and TEI's /embed: the
 real ``openai`` client and raw HTTP against sentence-transformers' ``quantize_embeddings`` byte for
-byte (lists of integers, base64 of the stored bytes), with ``dimensions``, on both architectures; 422
-naming the field; the /metrics label; a graph-quantized export refused."""
+byte (lists of integers, base64 of the stored bytes), with ``dimensions``, on both architectures; the
+``serve`` verb's ``--ranges``; 422 naming the field; the /metrics label; a graph-quantized export refused."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from bitnet_onnx.runtime.server import ServerConfig, create_app  # noqa: E402
 from bitnet_onnx.runtime.server.service import OUTPUT_DTYPES  # noqa: E402
 from test_serve import TEXTS, LiveServer, _sample  # noqa: E402
 
-DIM = 48  # a Matryoshka width of the tiny models
+DIM = 44  # a Matryoshka width of the tiny models, not a multiple of 8: the bits end in a padded byte
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +98,7 @@ def test_raw_http_on_both_routes_and_the_metrics_label(served, arch):
 @pytest.mark.parametrize("body, words", [
     ({"input": "a", "output_dtype": "int4"}, "output_dtype must be one of float, int8, uint8, binary, ubinary"),
     ({"input": "a", "output_dtype": 8}, "got 8"),
-    ({"input": "a", "output_dtype": "int8", "dimensions": 16}, "has ranges for width 48, 128, not 16"),
+    ({"input": "a", "output_dtype": "int8", "dimensions": 16}, "has ranges for width 44, 128, not 16"),
 ])
 def test_bad_output_dtype_is_a_422_naming_the_field(setup, body, words):
     server = setup[3]
@@ -110,6 +110,46 @@ def test_bad_output_dtype_is_a_422_naming_the_field(setup, body, words):
         assert words in message
         if isinstance(error, dict):
             assert error["param"] == "output_dtype"
+
+
+@pytest.mark.parametrize("arch", ARCHITECTURES)
+def test_serve_verb_ranges_scale_output_dtype(served, arch, tmp_path, monkeypatch):
+    """``bitnet-onnx serve EXPORT --ranges FILE``: the verb's server scales int8 / uint8 by that file (the
+    export has no calibration file: without the option int8 is a 422) and packs the bits, at the full width
+    and a Matryoshka one, as quantize_embeddings does. The app the verb would serve is asked through a test
+    client (uvicorn stood in for)."""
+    from fastapi.testclient import TestClient
+
+    import bitnet_onnx.runtime.server as server
+    from bitnet_onnx.cli import main
+    from bitnet_onnx.precision import CALIBRATION_FILE
+
+    folder, embedder, _, _ = served(arch)
+    assert not (folder / CALIBRATION_FILE).exists()
+    path = tmp_path / "ranges.json"  # ranges of other texts than the live server's, so these are the file's
+    table = embedder.calibrate([f"other calibration {i}: " + "words " * i for i in range(24)], dimensions=(None, DIM),
+                               path=path)
+    asked = [("int8", None), ("uint8", DIM), ("ubinary", DIM), ("binary", None)]
+    answers = []
+
+    def serve_requests(app, sock, **kwargs):
+        sock.close()
+        with TestClient(app) as client:
+            for output_dtype, dimensions in asked:
+                body = {"model": "m", "input": TEXTS, "output_dtype": output_dtype, "encoding_format": "float",
+                        **({"dimensions": dimensions} if dimensions else {})}
+                answers.append(client.post("/v1/embeddings", json=body))
+
+    monkeypatch.setattr(server, "serve", serve_requests)
+    argv = ["serve", str(folder), "--port", "0", "--model-name", "m", "--threads", "1"]
+    assert main([*argv, "--ranges", str(path)]) == 0
+    for (output_dtype, dimensions), r in zip(asked, answers, strict=True):
+        assert r.status_code == 200, r.text
+        assert [d["embedding"] for d in r.json()["data"]] == _want(embedder, table, output_dtype, dimensions).tolist(), \
+            (output_dtype, dimensions)
+    answers.clear()
+    assert main(argv) == 0
+    assert answers[0].status_code == 422 and "needs calibration ranges" in answers[0].json()["error"]["message"]
 
 
 def test_int8_without_ranges_is_a_422_and_a_quantized_graph_is_refused(setup, tiny_model, tmp_path):
