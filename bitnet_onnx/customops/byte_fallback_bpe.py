@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bitnet_onnx.customops.library import DOMAIN
+from bitnet_onnx.customops.op_schema import Attr, Param, op_schema
 from bitnet_onnx.errors import BitnetOnnxError
 
 NAME = "ByteFallbackBpe"
@@ -259,38 +260,23 @@ def _infer(ctx) -> None:
 
 
 def schema(domain: str, version: int):
-    from onnx import helper
-    from onnx.defs import OpSchema
-
-    param = OpSchema.FormalParameter
-    attr = OpSchema.Attribute
-    kinds = OpSchema.AttrType
-    schema = OpSchema(
-        NAME,
-        domain,
-        version,
-        _DOC,
-        inputs=[param("text", "S", "[N] UTF-8 strings")],
-        outputs=[param("input_ids", "I", "[N, S] token ids, right-padded with 0 (S = the longest row)"),
-                 param("attention_mask", "I", "[N, S] 1 on real tokens, 0 on padding")],
+    return op_schema(
+        NAME, domain, version, _DOC,
+        inputs=[Param("text", "S", "[N] UTF-8 strings")],
+        outputs=[Param("input_ids", "I", "[N, S] token ids, right-padded with 0 (S = the longest row)"),
+                 Param("attention_mask", "I", "[N, S] 1 on real tokens, 0 on padding")],
         type_constraints=[("S", ["tensor(string)"], "strings"), ("I", ["tensor(int64)"], "int64")],
         attributes=[
-            attr("vocab", kinds.TENSOR, "1-D string tensor: the model's tokens (token i has id i, or vocab_ids[i])",
+            Attr("vocab", "1-D string tensor: the model's tokens (token i has id i, or vocab_ids[i])", kind="TENSOR",
                  required=True),
-            attr("vocab_ids", kinds.INTS, "id of each vocab token (absent: its position)", required=False),
-            attr("merges", kinds.INTS, "flattened [left id, right id] pairs in rank order (absent: none)",
-                 required=False),
-            attr("added_tokens", kinds.TENSOR, "1-D string tensor: tokens matched on the raw text", required=False),
-            attr("added_token_ids", kinds.INTS, "id of each added token", required=False),
-            attr("unk_id", helper.make_attribute("unk_id", -1), "id of the unk token (-1: unknown characters "
-                 "are dropped)"),
-            attr("fuse_unk", helper.make_attribute("fuse_unk", 0), "1: consecutive unknown characters give one unk"),
-            attr("byte_fallback", helper.make_attribute("byte_fallback", 0),
-                 "1: an unknown character becomes its UTF-8 byte tokens <0xXX>"),
-            attr("space_replacement", helper.make_attribute("space_replacement", "\u2581"),
-                 "what each space becomes before BPE"),
-            attr("max_length", helper.make_attribute("max_length", 0), "at most this many ids per row (0: no cap)"),
+            Attr("vocab_ids", "id of each vocab token (absent: its position)", kind="INTS"),
+            Attr("merges", "flattened [left id, right id] pairs in rank order (absent: none)", kind="INTS"),
+            Attr("added_tokens", "1-D string tensor: tokens matched on the raw text", kind="TENSOR"),
+            Attr("added_token_ids", "id of each added token", kind="INTS"),
+            Attr("unk_id", "id of the unk token (-1: unknown characters are dropped)", default=-1),
+            Attr("fuse_unk", "1: consecutive unknown characters give one unk", default=0),
+            Attr("byte_fallback", "1: an unknown character becomes its UTF-8 byte tokens <0xXX>", default=0),
+            Attr("space_replacement", "what each space becomes before BPE", default="\u2581"),
+            Attr("max_length", "at most this many ids per row (0: no cap)", default=0),
         ],
-    )
-    schema.set_type_and_shape_inference_function(_infer)
-    return schema
+        infer=_infer)

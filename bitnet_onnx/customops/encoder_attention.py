@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from bitnet_onnx.customops.op_schema import Attr, Param, op_schema
+
 NAME = "EncoderAttention"
 
 _DOC = (
@@ -66,37 +68,24 @@ def _known(dim) -> bool:
 
 
 def schema(domain: str, version: int):
-    from onnx import helper
-    from onnx.defs import OpSchema
-
-    param = OpSchema.FormalParameter
-    attr = OpSchema.Attribute
-    ints = OpSchema.AttrType.INT
-    schema = OpSchema(
-        NAME,
-        domain,
-        version,
-        _DOC,
+    return op_schema(
+        NAME, domain, version, _DOC,
         inputs=[
-            param("Q", "T", "queries [B, S, num_heads * D] (after rotary; not yet scaled)"),
-            param("K", "T", "keys [B, S, kv_num_heads * D] (after rotary)"),
-            param("V", "T", "values [B, S, kv_num_heads * D]"),
-            param("attention_mask", "M", "[B, S], nonzero = a real token"),
+            Param("Q", "T", "queries [B, S, num_heads * D] (after rotary; not yet scaled)"),
+            Param("K", "T", "keys [B, S, kv_num_heads * D] (after rotary)"),
+            Param("V", "T", "values [B, S, kv_num_heads * D]"),
+            Param("attention_mask", "M", "[B, S], nonzero = a real token"),
         ],
-        outputs=[param("output", "T", "context [B, S, num_heads * D], heads merged as o_proj reads them")],
+        outputs=[Param("output", "T", "context [B, S, num_heads * D], heads merged as o_proj reads them")],
         type_constraints=[("T", ["tensor(float)"], "float32"), ("M", ["tensor(int64)"], "int64 mask")],
         attributes=[
-            attr("num_heads", ints, "query heads", required=True),
-            attr("kv_num_heads", ints, "key/value heads (divides num_heads)", required=True),
-            attr("scale", OpSchema.AttrType.FLOAT, "multiplies q before q.k (absent: D^-0.5)", required=False),
-            attr("causal", helper.make_attribute("causal", 0), "1: query i sees keys j <= i"),
-            attr("window_left", ints, "query i sees keys j >= i - window_left (absent: unbounded)", required=False),
-            attr("window_right", ints, "query i sees keys j <= i + window_right (absent: unbounded)",
-                 required=False),
-            attr("precision", helper.make_attribute("precision", "f32"),
-                 "what q.k and p.v multiply: f32, bf16 (q, k, p, v rounded to bfloat16, float32 sums), or auto "
-                 "(bf16 where the host's bf16 path is faster than f32, else f32)"),
+            Attr("num_heads", "query heads", kind="INT", required=True),
+            Attr("kv_num_heads", "key/value heads (divides num_heads)", kind="INT", required=True),
+            Attr("scale", "multiplies q before q.k (absent: D^-0.5)", kind="FLOAT"),
+            Attr("causal", "1: query i sees keys j <= i", default=0),
+            Attr("window_left", "query i sees keys j >= i - window_left (absent: unbounded)", kind="INT"),
+            Attr("window_right", "query i sees keys j <= i + window_right (absent: unbounded)", kind="INT"),
+            Attr("precision", "what q.k and p.v multiply: f32, bf16 (q, k, p, v rounded to bfloat16, float32 sums), "
+                 "or auto (bf16 where the host's bf16 path is faster than f32, else f32)", default="f32"),
         ],
-    )
-    schema.set_type_and_shape_inference_function(_infer)
-    return schema
+        infer=_infer)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from bitnet_onnx.customops.op_schema import Attr, Param, op_schema
+
 NAME = "I2STernaryMatMul"
 
 _DOC = (
@@ -40,38 +42,20 @@ def _infer(ctx) -> None:
 
 
 def schema(domain: str, version: int):
-    from onnx.defs import OpSchema
-
-    param = OpSchema.FormalParameter
-    optional = OpSchema.FormalParameterOption.Optional
-    schema = OpSchema(
-        NAME,
-        domain,
-        version,
-        _DOC,
+    return op_schema(
+        NAME, domain, version, _DOC,
         inputs=[
-            param("X", "T", "activations [..., K], K % 128 == 0"),
-            param("W", "T1", "I2_S ternary weight bytes [N, K/4]"),
-            param("scale", "T", "weight scale s_w, shape [1]"),
-            param("norm_weight", "T2", "optional fused RMSNorm weight [K]", param_option=optional),
+            Param("X", "T", "activations [..., K], K % 128 == 0"),
+            Param("W", "T1", "I2_S ternary weight bytes [N, K/4]"),
+            Param("scale", "T", "weight scale s_w, shape [1]"),
+            Param("norm_weight", "T2", "optional fused RMSNorm weight [K]", optional=True),
         ],
-        outputs=[param("Y", "T", "output [..., N]")],
+        outputs=[Param("Y", "T", "output [..., N]")],
         type_constraints=[
             ("T", ["tensor(float)"], "float32 activations, scale and output"),
             ("T1", ["tensor(uint8)"], "packed I2_S bytes"),
             ("T2", ["tensor(float)", "tensor(float16)"], "norm weight"),
         ],
-        attributes=[
-            OpSchema.Attribute(
-                "epsilon", _float_attr(1e-6), "RMSNorm epsilon (used with norm_weight)"
-            ),
-        ],
-    )
-    schema.set_type_and_shape_inference_function(_infer)
-    return schema
+        attributes=[Attr("epsilon", "RMSNorm epsilon (used with norm_weight)", default=1e-6)],
+        infer=_infer)
 
-
-def _float_attr(value: float):
-    import onnx
-
-    return onnx.helper.make_attribute("epsilon", value)

@@ -17,6 +17,7 @@ import unicodedata
 from functools import lru_cache
 
 from bitnet_onnx.customops.library import DOMAIN
+from bitnet_onnx.customops.op_schema import Attr, Param, op_schema
 
 NAME = "NormalizeNFC"
 NO_SECOND = -1  # decompositions: a singleton's second code point
@@ -82,28 +83,17 @@ def _infer(ctx) -> None:
 
 
 def schema(domain: str, version: int):
-    from onnx.defs import OpSchema
-
-    param = OpSchema.FormalParameter
-    attr = OpSchema.Attribute
-    ints = OpSchema.AttrType.INTS
-    schema = OpSchema(
-        NAME,
-        domain,
-        version,
-        _DOC,
-        inputs=[param("text", "T", "UTF-8 strings, any shape")],
-        outputs=[param("output", "T", "NFC of each string, text's shape")],
+    return op_schema(
+        NAME, domain, version, _DOC,
+        inputs=[Param("text", "T", "UTF-8 strings, any shape")],
+        outputs=[Param("output", "T", "NFC of each string, text's shape")],
         type_constraints=[("T", ["tensor(string)"], "UTF-8 strings")],
         attributes=[
-            attr("combining_classes", ints, "[code point, canonical combining class]* for classes != 0",
+            Attr("combining_classes", "[code point, canonical combining class]* for classes != 0", kind="INTS",
                  required=True),
-            attr("decompositions", ints, "[code point, first, second or -1]*: canonical one-step "
-                 "decompositions, Hangul syllables excluded", required=True),
-            attr("compositions", ints, "[first, second, composite]*: primary composites", required=True),
-            attr("unicode_version", OpSchema.AttrType.STRING, "the tables' Unicode version (informational)",
-                 required=False),
+            Attr("decompositions", "[code point, first, second or -1]*: canonical one-step decompositions, Hangul "
+                 "syllables excluded", kind="INTS", required=True),
+            Attr("compositions", "[first, second, composite]*: primary composites", kind="INTS", required=True),
+            Attr("unicode_version", "the tables' Unicode version (informational)", kind="STRING"),
         ],
-    )
-    schema.set_type_and_shape_inference_function(_infer)
-    return schema
+        infer=_infer)
