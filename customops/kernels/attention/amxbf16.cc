@@ -48,7 +48,7 @@ void scores(const uint16_t* q, int64_t rows, int64_t d, const uint16_t* kt, int6
 }
 
 void softmax(float* s, int64_t rows, float* m, float* l, float* alpha, uint16_t* p) {
-  softmax_step<V512, true>(s, rows, m, l, alpha, p);
+  softmax_step<V512, true, 4>(s, rows, m, l, alpha, p);
 }
 
 // o[rows16][d] = o * alpha + p[rows16][64] . v: o scaled by alpha in zmm first (rows only: the padding

@@ -57,7 +57,7 @@ void scores(const uint16_t* q, int64_t rows, int64_t d, const uint16_t* kt, int6
 }
 
 void softmax(float* s, int64_t rows, float* m, float* l, float* alpha, uint16_t* p) {
-  softmax_step<V512, true>(s, rows, m, l, alpha, p);
+  softmax_step<V512, true, 4>(s, rows, m, l, alpha, p);
 }
 
 // RB rows x DC vectors (16 floats) of the head dimension, over key pairs.
