@@ -1,14 +1,15 @@
 // attention_phases: where one EncoderAttention call's time goes, phase by phase (phases.h: the plan,
 // queries, scores, mask, softmax, p . v, output), on a build of the attention kernels with the phase
 // timers compiled in (attention_kernels_phases; the op library has none). One thread, random q/k/v, no
-// padding, the layer shapes of benchmarks/bench_attention.py; per (shape, S) the repetition of median
-// total time is printed as a Markdown row: milliseconds and % of the total per phase, "other" the rest
-// (job set-up, scratch, the pool loop).
+// padding, the layer shapes of benchmarks/bench_attention.py; per (shape, S) a Markdown row: the median
+// total (this thread's CPU time, which a shared machine's preemption does not inflate) and each phase's
+// own median over the repetitions (wall clock: a time slice lost to another process lands in one
+// phase of one repetition, which the median drops), in milliseconds and % of the total, "other" the
+// rest (job set-up, scratch, the pool loop).
 //
 //   attention_phases [--isa amx] [--precision bf16] [--shapes qwen3,gemma3-sliding,gemma3-full]
 //                    [--seq 512,2048,8192] [--reps 5]
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -16,6 +17,8 @@
 #include <random>
 #include <string>
 #include <vector>
+
+#include <time.h>
 
 #include "attention.h"
 #include "phases.h"
@@ -44,15 +47,33 @@ struct Timing {
   double phase_ms[kPhaseCount] = {};
 };
 
+double thread_cpu_ms() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
 // One call of the driver with the phase counters zeroed first.
 Timing time_call(const Attention& driver, const Problem& p) {
   std::fill(phase_ns, phase_ns + kPhaseCount, 0);
-  const auto start = std::chrono::steady_clock::now();
+  const double start = thread_cpu_ms();
   driver.run(p, ParallelFor{});
   Timing t;
-  t.total_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  t.total_ms = thread_cpu_ms() - start;
   for (int i = 0; i < kPhaseCount; ++i) t.phase_ms[i] = phase_ns[i] * 1e-6;
   return t;
+}
+
+// The median total and, phase by phase, each phase's median.
+Timing medians(std::vector<Timing> runs) {
+  Timing m;
+  auto median = [&](auto key) {
+    std::sort(runs.begin(), runs.end(), [&](const Timing& a, const Timing& b) { return key(a) < key(b); });
+    return key(runs[runs.size() / 2]);
+  };
+  m.total_ms = median([](const Timing& t) { return t.total_ms; });
+  for (int i = 0; i < kPhaseCount; ++i) m.phase_ms[i] = median([i](const Timing& t) { return t.phase_ms[i]; });
+  return m;
 }
 
 void print_row(const Shape& shape, int64_t seq, const std::string& path, const Timing& t) {
@@ -119,8 +140,7 @@ int main(int argc, char** argv) {
       time_call(driver, p);  // warm-up: scratch grown, pages touched
       std::vector<Timing> runs;
       for (int r = 0; r < reps; ++r) runs.push_back(time_call(driver, p));
-      std::sort(runs.begin(), runs.end(), [](const Timing& a, const Timing& b) { return a.total_ms < b.total_ms; });
-      print_row(*shape, seq, driver.path_for(shape->head_dim).path.name(), runs[runs.size() / 2]);
+      print_row(*shape, seq, driver.path_for(shape->head_dim).path.name(), medians(runs));
       std::fflush(stdout);
     }
   }
