@@ -2,10 +2,11 @@
 // queries, scores, mask, softmax, p . v, output), on a build of the attention kernels with the phase
 // timers compiled in (attention_kernels_phases; the op library has none). One thread, random q/k/v, no
 // padding, the layer shapes of benchmarks/bench_attention.py; per (shape, S) a Markdown row: the median
-// total (this thread's CPU time, which a shared machine's preemption does not inflate) and each phase's
-// own median over the repetitions (wall clock: a time slice lost to another process lands in one
-// phase of one repetition, which the median drops), in milliseconds and % of the total, "other" the
-// rest (job set-up, scratch, the pool loop).
+// total in this thread's CPU time (which a shared machine's preemption does not inflate) and each phase's
+// share of it, in milliseconds and %, "other" the rest (job set-up, scratch, the pool loop). The phase
+// timers are wall clock (a thread-CPU clock read costs far more than a key tile's phases), so a phase's
+// share is its wall time summed over the repetitions over their summed wall time: time slices lost to
+// other processes land in phases in proportion to their length, and the sums spread them so.
 //
 //   attention_phases [--isa amx] [--precision bf16] [--shapes qwen3,gemma3-sliding,gemma3-full]
 //                    [--seq 512,2048,8192] [--reps 5]
@@ -43,8 +44,9 @@ const Shape kShapes[] = {
 };
 
 struct Timing {
-  double total_ms = 0;
-  double phase_ms[kPhaseCount] = {};
+  double total_ms = 0;  // CPU time
+  double wall_ms = 0;
+  double phase_ms[kPhaseCount] = {};  // wall clock
 };
 
 double thread_cpu_ms() {
@@ -57,22 +59,26 @@ double thread_cpu_ms() {
 Timing time_call(const Attention& driver, const Problem& p) {
   std::fill(phase_ns, phase_ns + kPhaseCount, 0);
   const double start = thread_cpu_ms();
+  const int64_t wall_start = phase_clock();
   driver.run(p, ParallelFor{});
   Timing t;
   t.total_ms = thread_cpu_ms() - start;
+  t.wall_ms = (phase_clock() - wall_start) * 1e-6;
   for (int i = 0; i < kPhaseCount; ++i) t.phase_ms[i] = phase_ns[i] * 1e-6;
   return t;
 }
 
-// The median total and, phase by phase, each phase's median.
-Timing medians(std::vector<Timing> runs) {
+// The median CPU total, split by each phase's share of the repetitions' summed wall time.
+Timing summary(std::vector<Timing> runs) {
   Timing m;
-  auto median = [&](auto key) {
-    std::sort(runs.begin(), runs.end(), [&](const Timing& a, const Timing& b) { return key(a) < key(b); });
-    return key(runs[runs.size() / 2]);
-  };
-  m.total_ms = median([](const Timing& t) { return t.total_ms; });
-  for (int i = 0; i < kPhaseCount; ++i) m.phase_ms[i] = median([i](const Timing& t) { return t.phase_ms[i]; });
+  double wall = 0, phase_wall[kPhaseCount] = {};
+  for (const Timing& t : runs) {
+    wall += t.wall_ms;
+    for (int i = 0; i < kPhaseCount; ++i) phase_wall[i] += t.phase_ms[i];
+  }
+  std::sort(runs.begin(), runs.end(), [](const Timing& a, const Timing& b) { return a.total_ms < b.total_ms; });
+  m.total_ms = runs[runs.size() / 2].total_ms;
+  for (int i = 0; i < kPhaseCount; ++i) m.phase_ms[i] = wall > 0 ? m.total_ms * phase_wall[i] / wall : 0;
   return m;
 }
 
@@ -140,7 +146,7 @@ int main(int argc, char** argv) {
       time_call(driver, p);  // warm-up: scratch grown, pages touched
       std::vector<Timing> runs;
       for (int r = 0; r < reps; ++r) runs.push_back(time_call(driver, p));
-      print_row(*shape, seq, driver.path_for(shape->head_dim).path.name(), medians(runs));
+      print_row(*shape, seq, driver.path_for(shape->head_dim).path.name(), summary(runs));
       std::fflush(stdout);
     }
   }
