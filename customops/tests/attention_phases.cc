@@ -1,14 +1,16 @@
 // attention_phases: where one EncoderAttention call's time goes, phase by phase (phases.h: the plan,
 // queries, scores, mask, softmax, p . v, output), on a build of the attention kernels with the phase
 // timers compiled in (attention_kernels_phases; the op library has none). One thread, random q/k/v, no
-// padding, the layer shapes of benchmarks/bench_attention.py; per (shape, S) the repetition of median
-// total time is printed as a Markdown row: milliseconds and % of the total per phase, "other" the rest
-// (job set-up, scratch, the pool loop).
+// padding, the layer shapes of benchmarks/bench_attention.py; per (shape, S) a Markdown row: the median
+// total in this thread's CPU time (which a shared machine's preemption does not inflate) and each phase's
+// share of it, in milliseconds and %, "other" the rest (job set-up, scratch, the pool loop). The phase
+// timers are wall clock (a thread-CPU clock read costs far more than a key tile's phases), so a phase's
+// share is its wall time summed over the repetitions over their summed wall time: time slices lost to
+// other processes land in phases in proportion to their length, and the sums spread them so.
 //
 //   attention_phases [--isa amx] [--precision bf16] [--shapes qwen3,gemma3-sliding,gemma3-full]
 //                    [--seq 512,2048,8192] [--reps 5]
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -16,6 +18,8 @@
 #include <random>
 #include <string>
 #include <vector>
+
+#include <time.h>
 
 #include "attention.h"
 #include "phases.h"
@@ -40,19 +44,42 @@ const Shape kShapes[] = {
 };
 
 struct Timing {
-  double total_ms = 0;
-  double phase_ms[kPhaseCount] = {};
+  double total_ms = 0;  // CPU time
+  double wall_ms = 0;
+  double phase_ms[kPhaseCount] = {};  // wall clock
 };
+
+double thread_cpu_ms() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
 
 // One call of the driver with the phase counters zeroed first.
 Timing time_call(const Attention& driver, const Problem& p) {
   std::fill(phase_ns, phase_ns + kPhaseCount, 0);
-  const auto start = std::chrono::steady_clock::now();
+  const double start = thread_cpu_ms();
+  const int64_t wall_start = phase_clock();
   driver.run(p, ParallelFor{});
   Timing t;
-  t.total_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  t.total_ms = thread_cpu_ms() - start;
+  t.wall_ms = (phase_clock() - wall_start) * 1e-6;
   for (int i = 0; i < kPhaseCount; ++i) t.phase_ms[i] = phase_ns[i] * 1e-6;
   return t;
+}
+
+// The median CPU total, split by each phase's share of the repetitions' summed wall time.
+Timing summary(std::vector<Timing> runs) {
+  Timing m;
+  double wall = 0, phase_wall[kPhaseCount] = {};
+  for (const Timing& t : runs) {
+    wall += t.wall_ms;
+    for (int i = 0; i < kPhaseCount; ++i) phase_wall[i] += t.phase_ms[i];
+  }
+  std::sort(runs.begin(), runs.end(), [](const Timing& a, const Timing& b) { return a.total_ms < b.total_ms; });
+  m.total_ms = runs[runs.size() / 2].total_ms;
+  for (int i = 0; i < kPhaseCount; ++i) m.phase_ms[i] = wall > 0 ? m.total_ms * phase_wall[i] / wall : 0;
+  return m;
 }
 
 void print_row(const Shape& shape, int64_t seq, const std::string& path, const Timing& t) {
@@ -119,8 +146,7 @@ int main(int argc, char** argv) {
       time_call(driver, p);  // warm-up: scratch grown, pages touched
       std::vector<Timing> runs;
       for (int r = 0; r < reps; ++r) runs.push_back(time_call(driver, p));
-      std::sort(runs.begin(), runs.end(), [](const Timing& a, const Timing& b) { return a.total_ms < b.total_ms; });
-      print_row(*shape, seq, driver.path_for(shape->head_dim).path.name(), runs[runs.size() / 2]);
+      print_row(*shape, seq, driver.path_for(shape->head_dim).path.name(), summary(runs));
       std::fflush(stdout);
     }
   }

@@ -3,12 +3,14 @@
 // products per instruction where vdpbf16ps does 32 (on Sapphire Rapids vdpbf16ps runs no more
 // products per cycle than float32 FMAs: AVX512-BF16 alone does not speed attention up there).
 // Operand layouts are Bf16TileOps' (the B tiles are kt's and v's pair rows as they are); the
-// driver pads q, p and o to whole 16-row tiles (Bf16TileOps::row_multiple). Softmax: avx512's.
+// driver pads q, p and o to whole 16-row tiles (Bf16TileOps::row_multiple). Softmax: avx512's;
+// packing of K, V and q: pack512.h's.
 #include <immintrin.h>
 
 #include <cstring>
 
 #include "amx_tiles.h"
+#include "pack512.h"
 #include "v512.h"
 
 namespace bitnet_onnx {
@@ -46,7 +48,7 @@ void scores(const uint16_t* q, int64_t rows, int64_t d, const uint16_t* kt, int6
 }
 
 void softmax(float* s, int64_t rows, float* m, float* l, float* alpha, uint16_t* p) {
-  softmax_step<V512, true>(s, rows, m, l, alpha, p);
+  softmax_step<V512, true, 4>(s, rows, m, l, alpha, p);
 }
 
 // o[rows16][d] = o * alpha + p[rows16][64] . v: o scaled by alpha in zmm first (rows only: the padding
@@ -89,7 +91,7 @@ void pv(const uint16_t* p, int64_t rows, int64_t nk, const uint16_t* v, int64_t 
   }
 }
 
-const Bf16TileOps kAmxBf16 = {"amxbf16", 32, scores, softmax, pv, 16};
+const Bf16TileOps kAmxBf16 = {"amxbf16", 32, scores, softmax, pv, 16, pack_k, pack_v, pack_q};
 
 }  // namespace
 

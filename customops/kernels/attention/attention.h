@@ -98,6 +98,14 @@ struct Bf16TileOps {
   // > 1 (AMX tiles): q, s, p and o hold whole blocks of this many rows (rows rounded up; the extra
   // rows of q and p are zeros, of o zeros on return), and pv reads kTileK keys of p and v always.
   int64_t row_multiple;
+  // Packing in the ISA's own instructions (null: the driver's generic loops; the same bits either way).
+  // kt[((c / 2) * ldk + j) * 2 + c % 2] = bf16_bits(k[j * ld + c]) for j < n, c < d.
+  void (*pack_k)(const float* k, int64_t ld, int64_t n, int64_t d, uint16_t* kt, int64_t ldk);
+  // vh[(j / 2) * d * 2 + c * 2 + j % 2] = bf16_bits(v[j * ld + c]) for j < n, c < d (an odd n leaves the
+  // last pair's second half as it was).
+  void (*pack_v)(const float* v, int64_t ld, int64_t n, int64_t d, uint16_t* vh);
+  // q16[r * d + c] = bf16_bits(q[r * ld + c] * scale) for r < n, c < d.
+  void (*pack_q)(const float* q, int64_t ld, int64_t n, int64_t d, float scale, uint16_t* q16);
 };
 
 const TileOps* scalar_tile_ops();
@@ -185,9 +193,12 @@ class Attention {
 };
 
 // Validated by the caller (shapes, q_heads % kv_heads == 0, head_dim > 0). Throws std::bad_alloc.
-// packed_bf16 (only with p.precision == kBf16): lay K and V out for Bf16TileOps; otherwise K and V
-// are floats (rounded to bf16 under kBf16) for TileOps.
+// packed_bf16 (only with p.precision == kBf16): lay K and V out for Bf16TileOps (with the packing of this
+// CPU's bf16 tile ops, bf16_tile_ops(kIsaAmx), where it has any); otherwise K and V are floats (rounded
+// to bf16 under kBf16) for TileOps.
 Plan make_plan(const Problem& p, bool packed_bf16 = false);
+// Laid out for Bf16TileOps (p.precision == kBf16) with ops' packing (its pack_k and pack_v; null: generic loops).
+Plan make_plan(const Problem& p, const Bf16TileOps& ops);
 
 // Runs job `index` (< plan.jobs): writes the output rows of one (batch, kv head, query tile)
 // for all query heads of the group. False only when its scratch could not be allocated.

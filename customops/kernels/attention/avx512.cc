@@ -7,8 +7,8 @@ namespace bitnet_onnx {
 namespace attention {
 namespace {
 
-const TileOps kAvx512 = {"avx512", V512::width, scores<V512, 6, 4>, softmax<V512>, pv<V512, 6, 4>,
-                          softmax_bf16<V512>};
+const TileOps kAvx512 = {"avx512", V512::width, scores<V512, 6, 4>, softmax<V512, 4>, pv<V512, 6, 4>,
+                          softmax_bf16<V512, 4>};
 
 }  // namespace
 

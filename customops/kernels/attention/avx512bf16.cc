@@ -1,11 +1,13 @@
 // AVX512-BF16 tile ops for Precision::kBf16: vdpbf16ps multiplies a pair of bf16 per 32-bit lane
 // and adds both exact products to a float32 lane, so q.k and p.v run twice the products of the
 // f32 FMA path per instruction (6 x 4 register blocks of 32 zmm registers, as avx512.cc). The
-// softmax is avx512.cc's, rounding p to bf16 (round_bf16) and storing it for p.v.
+// softmax is avx512.cc's, rounding p to bf16 (round_bf16) and storing it for p.v; packing of K, V and q
+// is pack512.h's.
 #include <immintrin.h>
 
 #include <cstring>
 
+#include "pack512.h"
 #include "v512.h"
 
 namespace bitnet_onnx {
@@ -55,7 +57,7 @@ void scores(const uint16_t* q, int64_t rows, int64_t d, const uint16_t* kt, int6
 }
 
 void softmax(float* s, int64_t rows, float* m, float* l, float* alpha, uint16_t* p) {
-  softmax_step<V512, true>(s, rows, m, l, alpha, p);
+  softmax_step<V512, true, 4>(s, rows, m, l, alpha, p);
 }
 
 // RB rows x DC vectors (16 floats) of the head dimension, over key pairs.
@@ -104,7 +106,7 @@ void pv(const uint16_t* p, int64_t rows, int64_t nk, const uint16_t* v, int64_t 
   for (; c0 < d; c0 += 16) pv_rows<RB, 1>(p, rows, pairs, v, d, alpha, o, c0);
 }
 
-const Bf16TileOps kAvx512Bf16 = {"avx512bf16", 16, scores, softmax, pv, 1};
+const Bf16TileOps kAvx512Bf16 = {"avx512bf16", 16, scores, softmax, pv, 1, pack_k, pack_v, pack_q};
 
 }  // namespace
 

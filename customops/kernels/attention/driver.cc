@@ -56,7 +56,10 @@ void mask_tile(const Problem& p, const int64_t* mask, int64_t q0, int64_t nq, in
 
 }  // namespace
 
-Plan make_plan(const Problem& p, bool packed_bf16) {
+namespace {
+
+// make_plan: packed_bf16 lays K and V out for Bf16TileOps, with ops' packing where it has it.
+Plan plan_call(const Problem& p, bool packed_bf16, const Bf16TileOps* ops) {
   Plan plan;
   plan.p = p;
   plan.packed_bf16 = packed_bf16 && p.precision == Precision::kBf16;
@@ -94,20 +97,30 @@ Plan make_plan(const Problem& p, bool packed_bf16) {
       for (int64_t h = 0; h < p.kv_heads; ++h) {
         uint16_t* kt = plan.kt16.get() + (b * p.kv_heads + h) * d * plan.ld_kt;
         uint16_t* vh = plan.vh16.get() + (b * p.kv_heads + h) * plan.ld_vh * d * 2;
-        for (int64_t j0 = 0; j0 < s; j0 += 16) {
-          const int64_t j1 = std::min(s, j0 + 16);
-          for (int64_t c = 0; c < d; ++c)
-            for (int64_t j = j0; j < j1; ++j)
-              kt[((c / 2) * plan.ld_kt + j) * 2 + c % 2] = bf16_bits(p.k[(b * s + j) * ld_kv + h * d + c]);
+        if (ops && ops->pack_k) {
+          ops->pack_k(p.k + b * s * ld_kv + h * d, ld_kv, s, d, kt, plan.ld_kt);
+        } else {
+          for (int64_t j0 = 0; j0 < s; j0 += 16) {
+            const int64_t j1 = std::min(s, j0 + 16);
+            for (int64_t c = 0; c < d; ++c)
+              for (int64_t j = j0; j < j1; ++j)
+                kt[((c / 2) * plan.ld_kt + j) * 2 + c % 2] = bf16_bits(p.k[(b * s + j) * ld_kv + h * d + c]);
+          }
         }
         for (int64_t c2 = 0; c2 < d / 2; ++c2)
           std::fill(kt + (c2 * plan.ld_kt + s) * 2, kt + (c2 + 1) * plan.ld_kt * 2, uint16_t{0});
+        // Zeros from the pair holding key s - 1 on (an odd count leaves its second half zero); the pairs
+        // before it are all written below.
         const int64_t first = std::min(plan.first[b], s);
-        std::fill(vh, vh + plan.ld_vh * d * 2, uint16_t{0});
-        for (int64_t j = first; j < s; ++j) {
-          const float* src = p.v + (b * s + j) * ld_kv + h * d;
-          uint16_t* dst = vh + ((j - first) / 2) * d * 2 + (j - first) % 2;
-          for (int64_t c = 0; c < d; ++c) dst[c * 2] = bf16_bits(src[c]);
+        std::fill(vh + (s - first) / 2 * d * 2, vh + plan.ld_vh * d * 2, uint16_t{0});
+        if (ops && ops->pack_v) {
+          ops->pack_v(p.v + (b * s + first) * ld_kv + h * d, ld_kv, s - first, d, vh);
+        } else {
+          for (int64_t j = first; j < s; ++j) {
+            const float* src = p.v + (b * s + j) * ld_kv + h * d;
+            uint16_t* dst = vh + ((j - first) / 2) * d * 2 + (j - first) % 2;
+            for (int64_t c = 0; c < d; ++c) dst[c * 2] = bf16_bits(src[c]);
+          }
         }
       }
     return plan;
@@ -136,6 +149,18 @@ Plan make_plan(const Problem& p, bool packed_bf16) {
     }
   return plan;
 }
+
+}  // namespace
+
+Plan make_plan(const Problem& p, bool packed_bf16) {
+#if defined(__x86_64__) || defined(_M_X64)
+  return plan_call(p, packed_bf16, packed_bf16 ? bf16_tile_ops(kIsaAmx) : nullptr);
+#else
+  return plan_call(p, packed_bf16, nullptr);
+#endif
+}
+
+Plan make_plan(const Problem& p, const Bf16TileOps& ops) { return plan_call(p, true, &ops); }
 
 namespace {
 
@@ -189,7 +214,14 @@ bool job(const Ops& ops, const Plan& plan, int64_t index) {
   const bool bf16 = p.precision == Precision::kBf16;
   uint16_t* q16 = kPacked ? sc.q16.data() : nullptr;
   BITNET_ONNX_PHASE(kPhaseQuery, {
-    for (int64_t r = 0; r < rows; ++r) {
+    bool packed_q = false;  // by the tile ops' own pack_q
+    if constexpr (kPacked)
+      if (ops.pack_q) {
+        for (int64_t g = 0; g < g_n; ++g)
+          ops.pack_q(p.q + (b * s_len + q0) * ld_q + (h * g_n + g) * d, ld_q, nq, d, p.scale, q16 + g * nq * d);
+        packed_q = true;
+      }
+    for (int64_t r = 0; r < rows && !packed_q; ++r) {
       const float* src = p.q + (b * s_len + q0 + r % nq) * ld_q + (h * g_n + r / nq) * d;
       if constexpr (kPacked)
         for (int64_t c = 0; c < d; ++c) q16[r * d + c] = bf16_bits(src[c] * p.scale);
@@ -336,7 +368,7 @@ void Attention::run(const Problem& problem, const ParallelFor& pool) const {
   Problem p = problem;
   p.precision = precision_;
   Plan plan;
-  BITNET_ONNX_PHASE(kPhasePlan, plan = make_plan(p, choice.path.bf16 != nullptr));
+  BITNET_ONNX_PHASE(kPhasePlan, plan = choice.path.bf16 ? make_plan(p, *choice.path.bf16) : make_plan(p));
   CallJobs call;
   call.path = &choice.path;
   call.plan = &plan;

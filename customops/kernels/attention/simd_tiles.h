@@ -57,53 +57,76 @@ void scores(const float* q, int64_t rows, int64_t d, const float* kt, int64_t ld
   }
 }
 
-// p16 (kRound only, may be null): the rounded p also stored as bf16 bits [rows][kTileK].
-template <class V, bool kRound = false>
-void softmax_step(float* s, int64_t rows, float* m, float* l, float* alpha, uint16_t* p16) {
+// The online-softmax step of RB rows (s, m, l, alpha, p16 at the block's first row): each row's operations
+// and their order are one row's alone; the rows of a block are interleaved so that one row's reductions
+// (max, sum) overlap another's exps. p16 (kRound only, may be null): the rounded p also stored as bf16
+// bits [rows][kTileK].
+template <class V, bool kRound, int RB>
+inline void softmax_block(float* s, float* m, float* l, float* alpha, uint16_t* p16) {
   using R = typename V::reg;
   constexpr int n = kTileK / V::width;
   const float neg_inf = -INFINITY;
-  for (int64_t r = 0; r < rows; ++r) {
-    float* sr = s + r * kTileK;
-    R x[n];
-    for (int i = 0; i < n; ++i) x[i] = V::load(sr + i * V::width);
-    R mx = x[0];
-    for (int i = 1; i < n; ++i) mx = V::max(mx, x[i]);
+  R x[RB][n];
+  float m_new[RB];
+  for (int b = 0; b < RB; ++b) {
+    for (int i = 0; i < n; ++i) x[b][i] = V::load(s + b * kTileK + i * V::width);
+    R mx = x[b][0];
+    for (int i = 1; i < n; ++i) mx = V::max(mx, x[b][i]);
     const float tile_max = V::hmax(mx);
-    const float m_new = m[r] > tile_max ? m[r] : tile_max;
-    if (m_new == neg_inf) {  // nothing allowed so far in this row
+    m_new[b] = m[b] > tile_max ? m[b] : tile_max;
+  }
+  R sum[RB];
+  for (int b = 0; b < RB; ++b) {
+    float* sr = s + b * kTileK;
+    sum[b] = V::zero();
+    if (m_new[b] == neg_inf) {  // nothing allowed so far in this row
       for (int i = 0; i < n; ++i) V::store(sr + i * V::width, V::zero());
       if constexpr (kRound)
         if (p16)
-          for (int j = 0; j < kTileK; ++j) p16[r * kTileK + j] = 0;
-      alpha[r] = 1.0f;
+          for (int j = 0; j < kTileK; ++j) p16[b * kTileK + j] = 0;
       continue;
     }
-    const R mv = V::set1(m_new);
-    R sum = V::zero();
+    const R mv = V::set1(m_new[b]);
     for (int i = 0; i < n; ++i) {
-      R e = V::exp(V::sub(x[i], mv));
+      R e = V::exp(V::sub(x[b][i], mv));
       if constexpr (kRound) {
         e = V::round_bf16(e);
-        if (p16) V::store_bf16(p16 + r * kTileK + i * V::width, e);
+        if (p16) V::store_bf16(p16 + b * kTileK + i * V::width, e);
       }
       if (!p16) V::store(sr + i * V::width, e);  // the bf16 tile ops read p16 only
-      sum = V::add(sum, e);
+      sum[b] = V::add(sum[b], e);
+    }
+  }
+  for (int b = 0; b < RB; ++b) {
+    if (m_new[b] == neg_inf) {
+      alpha[b] = 1.0f;
+      continue;
     }
     // exp(0) is exactly 1: a row whose maximum did not move (most tiles past a row's first few) needs no exp.
-    alpha[r] = m[r] == m_new ? 1.0f : std::exp(m[r] - m_new);
-    l[r] = l[r] * alpha[r] + V::hsum(sum);
-    m[r] = m_new;
+    alpha[b] = m[b] == m_new[b] ? 1.0f : std::exp(m[b] - m_new[b]);
+    l[b] = l[b] * alpha[b] + V::hsum(sum[b]);
+    m[b] = m_new[b];
   }
 }
 
-template <class V>
-void softmax(float* s, int64_t rows, float* m, float* l, float* alpha) {
-  softmax_step<V, false>(s, rows, m, l, alpha, nullptr);
+// Blocks of RB rows (RB = 4 on AVX-512: 16 of its 32 registers hold the block's scores; 1 on AVX2's 16),
+// the last rows % RB one at a time: the same bits for any RB.
+template <class V, bool kRound = false, int RB = 1>
+void softmax_step(float* s, int64_t rows, float* m, float* l, float* alpha, uint16_t* p16) {
+  int64_t r = 0;
+  for (; r + RB <= rows; r += RB)
+    softmax_block<V, kRound, RB>(s + r * kTileK, m + r, l + r, alpha + r, p16 ? p16 + r * kTileK : nullptr);
+  for (; r < rows; ++r)
+    softmax_block<V, kRound, 1>(s + r * kTileK, m + r, l + r, alpha + r, p16 ? p16 + r * kTileK : nullptr);
 }
-template <class V>
+
+template <class V, int RB = 1>
+void softmax(float* s, int64_t rows, float* m, float* l, float* alpha) {
+  softmax_step<V, false, RB>(s, rows, m, l, alpha, nullptr);
+}
+template <class V, int RB = 1>
 void softmax_bf16(float* s, int64_t rows, float* m, float* l, float* alpha) {
-  softmax_step<V, true>(s, rows, m, l, alpha, nullptr);
+  softmax_step<V, true, RB>(s, rows, m, l, alpha, nullptr);
 }
 
 // RB rows x DC vectors of the head dimension: o = o * alpha + p . v over nk keys.
