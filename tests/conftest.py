@@ -36,7 +36,7 @@ pytest_plugins = ["suite_marks", "suite_groups"]
 REPO = Path(__file__).resolve().parents[1]
 
 # Exports default to EncoderAttention precision "auto", which the op library resolves per host: bf16 on
-# AMX-BF16, f32 elsewhere. The suite's bounds against the stock attention and the reference are f32's, and
+# AMX-BF16 and AMD Zen 4, f32 elsewhere. The suite's bounds against the stock attention and the reference are f32's, and
 # a test must not pass or fail by the host's CPU, so the whole session (and every process it starts, which
 # inherit the variable; tests/venvs.py's isolated_env keeps it) runs auto as f32. Tests of auto itself set
 # or clear the variable (tests/test_attention_op.py, test_attention_export.py, test_bench_lib.py).

@@ -43,6 +43,10 @@ ATTENTION_TILE_FLAGS = {
     "aarch64": {},
 }
 
+# bf16 attention tiles -> the CPU classes (/proc/cpuinfo "vendor_id", "cpu family"; None: any) where precision
+# "auto" runs them, measured faster than the f32 tiles there (docs/attention.md, "Precision")
+AUTO_BF16_CLASSES = {"amxbf16": None, "avx512bf16": {("AuthenticAMD", 25)}}  # AMD Zen 4
+
 ALL_ISAS = [isa.name for isa in library_kernels()]  # best first
 assert "scalar" in ALL_ISAS and all(isa in ALL_ISAS for table in ISA_FLAGS.values() for isa in table), ALL_ISAS
 
@@ -54,6 +58,24 @@ def cpu_flags() -> set[str]:
         if key.strip() in ("flags", "Features"):
             flags.update(value.split())
     return flags
+
+
+def cpu_class() -> tuple[str, int]:
+    """(vendor_id, cpu family) of /proc/cpuinfo's first processor; ("", 0) where it has none (aarch64)."""
+    fields = {}
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    family = fields.get("cpu family", "0")
+    return fields.get("vendor_id", ""), int(family) if family.isdigit() else 0
+
+
+def auto_runs_bf16(bf16_tiles: str | None) -> bool:
+    """Whether precision auto runs these bf16 tiles (None: none) on this CPU, by AUTO_BF16_CLASSES."""
+    if bf16_tiles not in AUTO_BF16_CLASSES:
+        return False
+    classes = AUTO_BF16_CLASSES[bf16_tiles]
+    return classes is None or cpu_class() in classes
 
 
 def isas_of_this_cpu() -> list[str]:

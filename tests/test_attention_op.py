@@ -381,14 +381,16 @@ def test_error_isa_unknown_or_missing(isa, monkeypatch):
 
 def _auto_rule(isa: str) -> str:
     """What the library states auto runs on the record (its dispatch description; tests/test_dispatch.py holds it
-    to docs/attention.md's rule and the tiles to this CPU's flags): bf16 on the AMX-BF16 path only."""
+    to docs/attention.md's rule and the tiles to this CPU's flags): bf16 on the AMX-BF16 path, and on the
+    AVX512-BF16 path of AMD Zen 4."""
     return DISPATCH.isa(isa).attention.auto
 
 
 @pytest.mark.parametrize("isa", isas_of_this_cpu())
 def test_auto_resolves_by_the_dispatch_rule(isa, monkeypatch):
     """The library's answer (customops.attention_auto_precision, what the op runs) against the rule its dispatch
-    description states, for every ISA this CPU runs, and unforced: the best one's (on an AMX-BF16 machine: bf16)."""
+    description states, for every ISA this CPU runs, and unforced: the best one's (bf16 on an AMX-BF16 machine
+    or AMD Zen 4)."""
     monkeypatch.delenv(customops.ATTENTION_PRECISION_ENV, raising=False)
     assert customops.attention_auto_precision({customops.ISA_ENV: isa}) == _auto_rule(isa)
     assert customops.attention_auto_precision({}) == _auto_rule(isas_of_this_cpu()[-1])

@@ -51,7 +51,11 @@ bool os_permits_tiles() {
 CpuFeatures detect() {
   CpuFeatures f;
   unsigned eax, ebx, ecx, edx;
+  if (__get_cpuid(0, &eax, &ebx, &ecx, &edx))  // vendor: "Auth" "enti" "cAMD" in ebx, edx, ecx
+    f.amd = ebx == 0x68747541u && edx == 0x69746e65u && ecx == 0x444d4163u;
   if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return f;
+  const unsigned base_family = (eax >> 8) & 0xf;
+  f.x86_family = base_family == 0xf ? base_family + ((eax >> 20) & 0xff) : base_family;
   const bool fma = bit(ecx, 12), osxsave = bit(ecx, 27), avx = bit(ecx, 28), f16c = bit(ecx, 29);
   if (!osxsave || !avx) return f;
   const uint64_t xcr0 = xgetbv0();

@@ -14,6 +14,9 @@ struct CpuFeatures {
                             // and (Linux) granted to this process by arch_prctl
   bool avx512bf16 = false;  // AVX512-BF16 (vdpbf16ps, vcvtne2ps2bf16) on top of avx512vnni
   bool amxbf16 = false;     // AMX-BF16 (tdpbf16ps) on top of amx
+  // The x86 CPU class, for rules measured on one class only (attention/dispatch.cc's auto precision)
+  bool amd = false;            // CPUID vendor "AuthenticAMD"
+  unsigned x86_family = 0;     // CPUID display family (base + extended): AMD Zen 4 0x19, Zen 5 0x1a
   // aarch64
   bool neon = false;     // Advanced SIMD
   bool dotprod = false;  // SDOT/UDOT (ARMv8.2 dotprod), HWCAP_ASIMDDP

@@ -51,12 +51,16 @@ const Bf16TileOps* bf16_tile_ops(Isa isa) {
 
 namespace {
 
-// precision = "auto" runs bf16 only on a bf16 path measured faster than the f32 tiles: AMX-BF16, 2.2-3.3x
-// f32 at S = 2048 (BENCHMARKS.md, "EncoderAttention precision"). AVX512-BF16's vdpbf16ps was 0.68-0.73x
-// f32 on Sapphire Rapids, and the f32 tiles on bf16-rounded operands cost what f32 does: both stay f32.
+// precision = "auto" runs bf16 only on a bf16 path measured faster than the f32 tiles on the CPU class at
+// hand: AMX-BF16, 2.2-3.3x f32 at S = 2048 (BENCHMARKS.md, "EncoderAttention precision"); AVX512-BF16 on
+// AMD Zen 4 (family 0x19), 1.5-1.9x f32 at S = 512-8192 (BENCHMARKS.md, "bf16 on AMD Zen 4"). AVX512-BF16
+// was 0.68-0.73x f32 on Sapphire Rapids and is not measured on Zen 5; the f32 tiles on bf16-rounded
+// operands cost what f32 does: all of these stay f32.
 bool bf16_faster_than_f32(const Bf16TileOps* ops) {
 #if defined(__x86_64__) || defined(_M_X64)
-  return ops != nullptr && ops == amxbf16_tile_ops();
+  if (ops == nullptr) return false;
+  const CpuFeatures& cpu = cpu_features();
+  return ops == amxbf16_tile_ops() || (ops == avx512bf16_tile_ops() && cpu.amd && cpu.x86_family == 0x19);
 #else
   (void)ops;
   return false;
