@@ -225,7 +225,8 @@ const Bf16TileOps* bf16_tile_ops(Isa isa);
 inline constexpr const char* kPrecisionEnv = "BITNET_ONNX_ATTENTION_PRECISION";
 
 // What precision = "auto" runs on this host with BITNET_ONNX_ISA = forced_isa: kBf16 where the bf16 path
-// (bf16_tile_ops) of the ISA select_tile_ops(forced_isa) picks is measured faster than the f32 tiles (AMX-BF16), kF32 elsewhere;
+// (bf16_tile_ops) of the ISA select_tile_ops(forced_isa) picks is measured faster than the f32 tiles on this CPU class
+// (AMX-BF16; AVX512-BF16 on AMD Zen 4: dispatch.cc), kF32 elsewhere;
 // forced_precision (kPrecisionEnv's value) names the answer instead. False with *error set (naming the
 // variable) when forced_precision is not "f32" or "bf16", or select_tile_ops refuses forced_isa.
 bool auto_precision(const char* forced_isa, const char* forced_precision, Precision* precision, std::string* error);
