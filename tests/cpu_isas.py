@@ -51,23 +51,26 @@ ALL_ISAS = [isa.name for isa in library_kernels()]  # best first
 assert "scalar" in ALL_ISAS and all(isa in ALL_ISAS for table in ISA_FLAGS.values() for isa in table), ALL_ISAS
 
 
-def cpu_flags() -> set[str]:
-    flags: set[str] = set()
+def _cpuinfo_first(*keys: str) -> dict[str, str]:
+    """The first value of each of these /proc/cpuinfo keys ("" where absent): the one reader of the file."""
+    found: dict[str, str] = {}
     for line in Path("/proc/cpuinfo").read_text().splitlines():
         key, _, value = line.partition(":")
-        if key.strip() in ("flags", "Features"):
-            flags.update(value.split())
-    return flags
+        if key.strip() in keys:
+            found.setdefault(key.strip(), value.strip())
+    return {key: found.get(key, "") for key in keys}
+
+
+def cpu_flags() -> set[str]:
+    fields = _cpuinfo_first("flags", "Features")  # x86-64, aarch64
+    return set(fields["flags"].split()) | set(fields["Features"].split())
 
 
 def cpu_class() -> tuple[str, int]:
     """(vendor_id, cpu family) of /proc/cpuinfo's first processor; ("", 0) where it has none (aarch64)."""
-    fields = {}
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        key, _, value = line.partition(":")
-        fields.setdefault(key.strip(), value.strip())
-    family = fields.get("cpu family", "0")
-    return fields.get("vendor_id", ""), int(family) if family.isdigit() else 0
+    fields = _cpuinfo_first("vendor_id", "cpu family")
+    family = fields["cpu family"]
+    return fields["vendor_id"], int(family) if family.isdigit() else 0
 
 
 def auto_runs_bf16(bf16_tiles: str | None) -> bool:
