@@ -65,7 +65,8 @@ def _host_facts(manifest: Manifest) -> list[tuple[str, str]]:
     facts.append(("kernel ISA", customops.selected_isa() + _chosen(customops.ISA_ENV, "the best this build and CPU run")))
     if i2s_matmul.NAME in manifest.custom_ops:
         facts.append(("kernel family",
-                      customops.selected_kernel_family() + _chosen(customops.KERNEL_ENV, "the op's per-call rules")))
+                      customops.selected_kernel_family()
+                      + _chosen(customops.KERNEL_ENV, "timed on this host's first calls of each shape")))
     if manifest.attention == "fused":
         facts.append(("attention precision", _attention_precision(manifest.attention_precision)))
     return facts

@@ -99,5 +99,5 @@ def test_lookup_with_w_fed_at_run_time_and_two_threads(monkeypatch):
 def test_bad_kernel_family_is_a_clear_error(value, monkeypatch):
     w = pack_i2s(np.zeros((1, 128), dtype=np.int8))
     monkeypatch.setenv(KERNEL_ENV, value)
-    with pytest.raises(Exception, match=rf"BITNET_ONNX_KERNEL={value}: unknown kernel family; expected mul or lut"):
+    with pytest.raises(Exception, match=rf"BITNET_ONNX_KERNEL={value}: unknown kernel family; expected measure, rules, mul or lut"):
         session(make_model(128, 1, w), None, monkeypatch)

@@ -124,7 +124,8 @@ def _log_refused(refused: NotRun, log: Callable[[str], None] | None) -> None:
 def op_kernels(facts: dict, env: tuple[tuple[str, str], ...]) -> dict:
     """{"kernels": "<ISA>/<family>"} for an export whose graph runs our op library (its runner's facts
     say "op_library"), as its worker's environment (this one's plus the variant's ``env``) selects
-    them; family "auto" is the op's per-call rule table (docs/op.md, "Kernel families"). {} otherwise.
+    them; family "measure" is the op's choice timed on this host per shape (docs/op.md, "Kernel families"). {}
+    otherwise.
     An export whose EncoderAttention nodes say precision "auto" also gets "attention_precision":
     "auto -> f32|bf16", what the library resolves it to in that environment."""
     from bitnet_onnx.customops import attention_auto_precision, selected_isa, selected_kernel_family

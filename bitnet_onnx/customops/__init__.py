@@ -30,6 +30,7 @@ from bitnet_onnx.customops.library import (
     IsaDispatch,
     KernelFamily,
     KernelIsa,
+    MeasuredShape,
     ShapeChoice,
     attention_auto_precision,
     attention_path,
@@ -48,8 +49,8 @@ from bitnet_onnx.errors import BitnetOnnxError
 __all__ = [
     "ATTENTION_PRECISION_ENV", "DOMAIN", "DOMAIN_VERSION", "ISA_ENV", "KERNEL_ENV", "LIBRARY_ENV", "LIBRARY_NAME",
     "SCHEMAS", "AttentionPath", "AttentionTiles", "BitnetOnnxError", "Dispatch", "FamilyRule", "ForcedChoice",
-    "IsaDispatch", "KernelFamily", "KernelIsa", "ShapeChoice", "attention_auto_precision", "attention_path", "dispatch",
-    "dispatch_from_text", "extensions_library_path", "library_kernels", "library_ops", "library_path",
+    "IsaDispatch", "KernelFamily", "KernelIsa", "MeasuredShape", "ShapeChoice", "attention_auto_precision",
+    "attention_path", "dispatch", "dispatch_from_text", "extensions_library_path", "library_kernels", "library_ops", "library_path",
     "register_onnx_schema", "selected_isa", "selected_kernel_family", "session_options",
 ]
 

@@ -21,7 +21,8 @@ DOMAIN_VERSION = 1  # the one version of the domain the ops implement (customops
 LIBRARY_NAME = "libbitnet_onnx_ops.so"
 LIBRARY_ENV = "BITNET_ONNX_LIBRARY"  # path of the library to use instead of the installed one
 ISA_ENV = "BITNET_ONNX_ISA"  # read by the library: force one kernel ISA (README, environment variables)
-KERNEL_ENV = "BITNET_ONNX_KERNEL"  # read by the library: force a kernel family, lut or mul (docs/op.md)
+# read by the library: how the kernel family is chosen, "measure" (default), "rules" or a family's name (docs/op.md)
+KERNEL_ENV = "BITNET_ONNX_KERNEL"
 # read by the library: what EncoderAttention's precision "auto" runs, f32 or bf16 (docs/attention.md)
 ATTENTION_PRECISION_ENV = "BITNET_ONNX_ATTENTION_PRECISION"
 
@@ -95,10 +96,14 @@ def selected_isa(environ: Mapping[str, str] | None = None) -> str:
 
 
 def selected_kernel_family(environ: Mapping[str, str] | None = None) -> str:
-    """The I2STernaryMatMul kernel family a process with ``environ`` (default: this one's) runs: the one
-    ``BITNET_ONNX_KERNEL`` forces (the library checks the name when a session creates the op's kernel), else
-    "auto", the op's per-call rules (docs/op.md, "Kernel families")."""
-    return (os.environ if environ is None else environ).get(KERNEL_ENV) or "auto"
+    """How a process with ``environ`` (default: this one's) picks the I2STernaryMatMul kernel family, as the
+    library reads ``BITNET_ONNX_KERNEL``: "measure" (unset: timed on the host per shape), "rules" (the
+    compiled rules) or the forced family's name (docs/op.md, "Kernel families"). BitnetOnnxError with the
+    op's own one-line message when the value would fail the session."""
+    family = dispatch(environ).forced_family
+    if family.picks is None:
+        raise BitnetOnnxError(family.error)
+    return family.picks
 
 
 def attention_auto_precision(environ: Mapping[str, str] | None = None) -> str:
@@ -187,14 +192,40 @@ class ForcedChoice:
 
 @dataclass(frozen=True)
 class ShapeChoice:
-    """The kernel family the driver runs for one call of M tokens against an [N, K] W (select_family,
-    customops/kernels/i2s/driver.h), or why the shape is not one the op takes ("" when it is)."""
+    """The kernel family the driver runs for one call of M tokens against an [N, K] W
+    (customops/kernels/i2s/driver.h), and how it was chosen, or why the shape is not one the op takes."""
 
     m: int | None
     k: int | None
     n: int | None
-    runs: str | None  # the family's name; None when the ISA or family is refused, or the shape is
-    error: str
+    # the family's name; None when the ISA or family is refused, the shape is, or its measured choice is not
+    # made yet in this process
+    runs: str | None
+    by: str | None  # "measured" (on this host, per shape), "rules" or "forced"; None when refused
+    error: str  # "" when the shape is one the op takes
+
+
+@dataclass(frozen=True)
+class MeasuredShape:
+    """A kernel family choice the library measured (or is measuring) in this process for the calls of one ISA,
+    [N, K] weight and bucket of M (customops/kernels/i2s/measured_choice.h)."""
+
+    isa: str
+    n: int
+    k: int
+    m_first: int
+    m_last: int | None  # None: every larger M
+    runs: str | None  # the family chosen; None while measuring
+    trials: Mapping[str, int]  # timed calls per family
+    ns_per_token: Mapping[str, float | None]  # each family's best time per token
+
+    def describe(self) -> str:
+        """One line, e.g. "avx512vnni N=1024 K=2048 M=65-128: lut (mul 41.2 ns/token, lut 33.0)"."""
+        m = f"{self.m_first}-{self.m_last}" if self.m_last != self.m_first else f"{self.m_first}"
+        times = ", ".join(f"{family} " + (f"{ns:.1f}" if ns is not None else "-")
+                          for family, ns in self.ns_per_token.items())
+        return (f"{self.isa} N={self.n} K={self.k} M={m if self.m_last is not None else f'{self.m_first}+'}: "
+                f"{self.runs or 'measuring'} ({times} ns/token)")
 
 
 @dataclass(frozen=True)
@@ -210,6 +241,7 @@ class Dispatch:
     forced_family: ForcedChoice  # BITNET_ONNX_KERNEL
     forced_attention_precision: ForcedChoice  # BITNET_ONNX_ATTENTION_PRECISION
     shape: ShapeChoice | None  # the family one call of the asked shape runs under the forced values (None: none asked)
+    measured: tuple[MeasuredShape, ...]  # the family choices measured in this process so far
 
     def isa(self, name: str) -> IsaDispatch:
         """The record called ``name``; BitnetOnnxError naming it when the library has none."""
@@ -278,9 +310,11 @@ def dispatch_from_text(text: str) -> Dispatch:
                      for f in raw["families"])
     forced = raw["forced"]
     precision = forced["attention_precision"]
+    measured = tuple(MeasuredShape(**{**m, "trials": MappingProxyType(m["trials"]),
+                                      "ns_per_token": MappingProxyType(m["ns_per_token"])}) for m in raw["measured"])
     return Dispatch(isas, families, raw["default_isa"], ForcedChoice(**forced["isa"]), ForcedChoice(**forced["family"]),
                     ForcedChoice(precision["value"], precision["auto"], precision["error"]),
-                    ShapeChoice(**forced["shape"]) if forced["shape"] is not None else None)
+                    ShapeChoice(**forced["shape"]) if forced["shape"] is not None else None, measured)
 
 
 def library_ops() -> tuple[str, list[str]]:

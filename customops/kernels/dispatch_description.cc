@@ -9,6 +9,7 @@
 #include "attention.h"
 #include "driver.h"
 #include "isa.h"
+#include "measured_choice.h"
 
 namespace bitnet_onnx {
 namespace {
@@ -111,19 +112,39 @@ bool parse_shape(const char* text, int64_t* m, int64_t* k, int64_t* n) {
   return *m >= 1 && *n >= 1 && *k >= i2s::kBlock && *k % i2s::kBlock == 0 && *k <= i2s::kMaxK;
 }
 
-// {"m", "k", "n", "runs", "error"}: the family the driver runs for one call of `shape` (select_family) with the
-// node's candidates, null when the ISA or the family was refused; "null" when no shape was asked for.
+// How a node's candidates pick their family ("measured", "rules", "forced": FamilyChoice).
+const char* chosen_by(const i2s::Candidates& candidates) {
+  switch (candidates.choice) {
+    case i2s::FamilyChoice::kMeasured:
+      return "measured";
+    case i2s::FamilyChoice::kRules:
+      return "rules";
+    case i2s::FamilyChoice::kForced:
+      break;
+  }
+  return "forced";
+}
+
+// {"m", "k", "n", "runs", "by", "error"}: the family the driver runs for one call of `shape` with the
+// node's candidates and how it is chosen; "runs" is null when the ISA or the family was refused, and
+// while a measured choice has not been made in this process; "null" when no shape was asked for.
 std::string shape_choice(const char* shape, Isa isa, const i2s::Candidates* candidates) {
   if (shape == nullptr || shape[0] == '\0') return "null";
   int64_t m = 0, k = 0, n = 0;
   if (!parse_shape(shape, &m, &k, &n))
-    return "{\"m\": null, \"k\": null, \"n\": null, \"runs\": null, \"error\": " +
+    return "{\"m\": null, \"k\": null, \"n\": null, \"runs\": null, \"by\": null, \"error\": " +
            quoted("shape " + std::string(shape) + ": expected M,K,N with M, N >= 1 and K a multiple of 128 from " +
                   "128 to " + std::to_string(i2s::kMaxK)) + "}";
-  const std::string runs =
-      candidates ? quoted(i2s::family_name(i2s::select_family(*candidates, isa, m, k, n))) : std::string("null");
+  std::string runs = "null", by = "null";
+  if (candidates) {
+    by = quoted(chosen_by(*candidates));
+    const i2s::Family family = candidates->choice == i2s::FamilyChoice::kMeasured
+                                   ? i2s::measured_choice().chosen(isa, m, k, n)
+                                   : i2s::select_family(*candidates, isa, m, k, n);
+    if (family >= 0) runs = quoted(i2s::family_name(family));
+  }
   return "{\"m\": " + std::to_string(m) + ", \"k\": " + std::to_string(k) + ", \"n\": " + std::to_string(n) +
-         ", \"runs\": " + runs + ", \"error\": \"\"}";
+         ", \"runs\": " + runs + ", \"by\": " + by + ", \"error\": \"\"}";
 }
 
 std::string choice(const char* value, const std::string& picks_json, const char* picks_key, const std::string& error) {
@@ -145,7 +166,12 @@ std::string forced(const char* forced_isa, const char* forced_family, const char
   i2s::Candidates candidates;
   const bool accepted_family =
       record != nullptr && i2s::candidates_for(record->isa, forced_family, &candidates, &family_error);
-  if (accepted_family) family_picks = candidates.forced ? quoted(i2s::family_name(candidates.only)) : quoted("auto");
+  if (accepted_family) {
+    const bool forced = candidates.choice == i2s::FamilyChoice::kForced;
+    family_picks = quoted(forced ? i2s::family_name(candidates.only)
+                                 : candidates.choice == i2s::FamilyChoice::kRules ? i2s::kRulesValue
+                                                                                   : i2s::kMeasureValue);
+  }
   const std::string family = choice(value_of(forced_family), family_picks, "picks", family_error);
   const std::string for_shape =
       shape_choice(shape, record ? record->isa : kIsaScalar, accepted_family ? &candidates : nullptr);
@@ -166,7 +192,8 @@ std::string dispatch_description(const char* forced_isa, const char* forced_fami
                                  const char* shape) {
   return "{\"isas\": " + isas() + ",\n \"families\": " + families() + ",\n \"default_isa\": " +
          quoted(select_isa(nullptr, nullptr)->name) + ",\n \"forced\": " +
-         forced(forced_isa, forced_family, forced_precision, shape) + "}\n";
+         forced(forced_isa, forced_family, forced_precision, shape) + ",\n \"measured\": " +
+         i2s::measured_choice().json() + "}\n";
 }
 
 }  // namespace bitnet_onnx

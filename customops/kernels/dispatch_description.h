@@ -22,11 +22,15 @@ namespace bitnet_onnx {
 //     "rules" (the FamilyRule rows: "isa", "min_n", "block", "cost_percent"; empty: forced only).
 //   "default_isa": the record select_isa picks with nothing forced.
 //   "forced": {"isa": {"value", "picks" (name or null), "error"}, "family": {"value", "picks"
-//     ("auto" when unforced; null when refused or the ISA is), "error"}, "shape": null without a shape,
-//     else {"m", "k", "n", "runs" (the family the driver runs for that call, select_family; null when the
-//     ISA or family is refused or the shape is not one the op takes), "error"}, "attention_precision":
+//     ("measure" when unset, "rules", or the forced family's name; null when refused or the ISA is),
+//     "error"}, "shape": null without a shape, else {"m", "k", "n", "runs" (the family the driver runs for
+//     that call: the forced one, the rules' (select_family), or the one measured in this process; null
+//     while unmeasured, or when the ISA or family is refused or the shape is not one the op takes),
+//     "by" ("measured", "rules" or "forced"; null when refused), "error"}, "attention_precision":
 //     {"value", "auto" (what precision "auto" runs; null when refused), "error"}}; each error the
 //     one line the op would fail with, "" when accepted.
+//   "measured": the family choices this process has measured or is measuring (MeasuredChoice::json,
+//     i2s/measured_choice.h): what the op's nodes in this process run per shape, and why.
 std::string dispatch_description(const char* forced_isa, const char* forced_family, const char* forced_precision,
                                  const char* shape);
 

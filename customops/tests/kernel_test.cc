@@ -45,6 +45,7 @@
 #include "cpu_features.h"
 #include "driver.h"
 #include "isa.h"
+#include "measured_choice.h"
 #include "tool_support.h"
 
 using tool_support::split;
@@ -553,6 +554,53 @@ void check_family_rules() {
   }
 }
 
+// The measured family choice (measured_choice.h) on a table of its own, with the times handed to
+// it: the M buckets tile every M, candidates take turns until each has kTrialsPerFamily trials, the
+// fastest per token is chosen from then on, and a shape's choice is its own.
+void check_measured_choice() {
+  namespace i2s = bitnet_onnx::i2s;
+  std::string wrong;
+  for (int b = 0; b <= i2s::kLastBucket; ++b) {
+    const int64_t first = i2s::bucket_first_m(b), last = i2s::bucket_last_m(b);
+    if (i2s::m_bucket(first) != b || i2s::m_bucket(last) != b || (b > 0 && i2s::m_bucket(first - 1) != b - 1))
+      wrong = fmt("bucket %d holds M = %" PRId64 "..%" PRId64 " but m_bucket disagrees", b, first, last);
+  }
+  if (i2s::m_bucket(1) != 0 || i2s::m_bucket(16) != 4 || i2s::m_bucket(17) != 5 || i2s::m_bucket(2048) != 11)
+    wrong = "M = 1, 16, 17, 2048 are not in buckets 0, 4, 5, 11";
+  report(wrong.empty(), "measured choice buckets", wrong);
+
+  i2s::Candidates every;  // every family's scalar kernel: the choice is made among all of them
+  for (i2s::Family f = i2s::kBaseFamily; f < i2s::kFamilyCount; ++f)
+    every.kernel[f] = i2s::family_kernel(f, bitnet_onnx::kIsaScalar);
+  const bitnet_onnx::Isa isa = bitnet_onnx::kIsaScalar;
+  // Shape A: the last family is 3x faster per token; shape B (another N): the base family is.
+  i2s::MeasuredChoice table;
+  const i2s::Family fast_a = i2s::kFamilyCount - 1;
+  std::vector<int> turns(i2s::kFamilyCount, 0);
+  for (int call = 0; call < i2s::kFamilyCount * i2s::kTrialsPerFamily; ++call) {
+    const i2s::MeasuredChoice::Pick a = table.pick(every, isa, 100, 1024, 512);
+    if (!a.timed && wrong.empty()) wrong = fmt("trial call %d was not timed", call);
+    ++turns[a.family];
+    table.record(every, isa, 100, 1024, 512, a.family, a.family == fast_a ? 1e-3 : 3e-3);
+    const i2s::MeasuredChoice::Pick b = table.pick(every, isa, 128, 1024, 640);
+    table.record(every, isa, 128, 1024, 640, b.family, b.family == i2s::kBaseFamily ? 1e-3 : 2e-3);
+  }
+  for (i2s::Family f = 0; f < i2s::kFamilyCount; ++f)
+    if (turns[f] != i2s::kTrialsPerFamily && wrong.empty())
+      wrong = fmt("family %s had %d trials, not %d", i2s::family_name(f), turns[f], i2s::kTrialsPerFamily);
+  const i2s::MeasuredChoice::Pick a = table.pick(every, isa, 65, 1024, 512);  // same bucket as M = 100
+  const i2s::MeasuredChoice::Pick b = table.pick(every, isa, 128, 1024, 640);
+  if (wrong.empty() && (a.timed || a.family != fast_a))
+    wrong = fmt("shape A runs %s (timed %d), not the fastest %s", i2s::family_name(a.family), a.timed, i2s::family_name(fast_a));
+  if (wrong.empty() && (b.timed || b.family != i2s::kBaseFamily)) wrong = "shape B does not run the base family untimed";
+  if (wrong.empty() && table.chosen(isa, 64, 1024, 512) != -1) wrong = "M = 64 (another bucket) has a choice unmeasured";
+  const i2s::MeasuredChoice::Pick other = table.pick(every, isa, 64, 1024, 512);
+  if (wrong.empty() && !other.timed) wrong = "M = 64 (another bucket) was not measured";
+  if (wrong.empty() && table.json().find("\"runs\": \"" + std::string(i2s::family_name(fast_a)) + "\"") == std::string::npos)
+    wrong = "json() does not name shape A's choice: " + table.json();
+  report(wrong.empty(), "measured choice", wrong);
+}
+
 // ---- --threads (the driver: quantization, tiling over the host's threads, epilogue)
 
 // A pool of `threads` std::threads taking job indices from a shared counter (threads == 1: a loop).
@@ -572,7 +620,7 @@ struct ThreadPool {
 };
 
 // y of MatMul::run (the op's path: constant W, fused norm when the case has one, s_w = 0.37) on
-// `isa` forced to `family`, split over `threads` threads.
+// `isa` forced to `family` (null: measured), split over `threads` threads.
 std::vector<float> driver_y(bitnet_onnx::Isa isa, const char* family, const Vectors& v, int threads) {
   bitnet_onnx::i2s::MatMul matmul(isa, family);
   matmul.set_weights(v.i2s.data(), v.n, v.k);
@@ -588,16 +636,26 @@ std::vector<float> driver_y(bitnet_onnx::Isa isa, const char* family, const Vect
 
 // The driver on the kernel's ISA and family at each thread count == `want`, the scalar multiply
 // kernel's driver on one thread, bit for bit (every float, NaN rows as NaN).
+void check_driver_y(const std::vector<float>& got, const std::vector<float>& want, const std::string& tag) {
+  int64_t bad = -1;
+  for (size_t i = 0; i < got.size() && bad < 0; ++i)
+    if (!same_float(got[i], want[i])) bad = static_cast<int64_t>(i);
+  report(bad < 0, tag, bad < 0 ? "" : fmt("y[%" PRId64 "] = %a, scalar %a", bad, got[bad], want[bad]));
+}
+
 void check_driver(bitnet_onnx::Isa isa, const char* family, const Vectors& v, const std::vector<float>& want,
                   const std::vector<int>& threads, const std::string& tag) {
-  for (const int t : threads) {
-    const std::vector<float> got = driver_y(isa, family, v, t);
-    int64_t bad = -1;
-    for (size_t i = 0; i < got.size() && bad < 0; ++i)
-      if (!same_float(got[i], want[i])) bad = static_cast<int64_t>(i);
-    report(bad < 0, tag + fmt(" driver %d thread%s", t, t == 1 ? "" : "s"),
-           bad < 0 ? "" : fmt("y[%" PRId64 "] = %a, scalar %a", bad, got[bad], want[bad]));
-  }
+  for (const int t : threads)
+    check_driver_y(driver_y(isa, family, v, t), want, tag + fmt(" driver %d thread%s", t, t == 1 ? "" : "s"));
+}
+
+// The driver on `isa` with its family measured (BITNET_ONNX_KERNEL unset, measured_choice.h): through
+// every family's trials and past the choice, every call == `want` bit for bit.
+void check_measured_driver(bitnet_onnx::Isa isa, const Vectors& v, const std::vector<float>& want, int threads,
+                           const std::string& tag) {
+  namespace i2s = bitnet_onnx::i2s;
+  for (int call = 0; call <= i2s::kFamilyCount * i2s::kTrialsPerFamily; ++call)
+    check_driver_y(driver_y(isa, nullptr, v, threads), want, tag + fmt(" measured driver call %d", call));
 }
 
 }  // namespace
@@ -673,6 +731,7 @@ int main(int argc, char** argv) {
     }
   }
   check_family_rules();
+  check_measured_choice();
 
   std::vector<Vectors> cases(files.size());
   for (size_t f = 0; f < files.size(); ++f) {
@@ -708,6 +767,7 @@ int main(int argc, char** argv) {
       if (v.x.empty()) continue;  // --generated: integer inputs only
       if (threads.empty()) continue;
       check_driver(isa, i2s::family_name(family), v, scalar_y[c], threads, tag);
+      if (family == i2s::kBaseFamily) check_measured_driver(isa, v, scalar_y[c], threads.back(), tag);
       ++driver_cases;
       if (!kern->quantize) continue;  // not the base family: the driver runs the ISA's quantizer (checked there)
       check_quantize(*kern, v, false, tag);

@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "measured_choice.h"
 
 namespace bitnet_onnx {
 namespace i2s {
@@ -125,11 +128,10 @@ const FamilyRule* rule_for(Family family, Isa isa, int64_t n) {
   return nullptr;
 }
 
-// "mul or lut", "mul, lut or x": the values BITNET_ONNX_KERNEL accepts.
-std::string family_names() {
-  std::string out;
-  for (Family f = 0; f < kFamilyCount; ++f)
-    out += std::string(f == 0 ? "" : f + 1 == kFamilyCount ? " or " : ", ") + family_name(f);
+// "measure, rules, mul or lut": the values BITNET_ONNX_KERNEL accepts.
+std::string choice_values() {
+  std::string out = std::string(kMeasureValue) + ", " + kRulesValue;
+  for (Family f = 0; f < kFamilyCount; ++f) out += std::string(f + 1 == kFamilyCount ? " or " : ", ") + family_name(f);
   return out;
 }
 
@@ -138,23 +140,23 @@ std::string family_names() {
 bool candidates_for(Isa isa, const char* forced_family, Candidates* out, std::string* error) {
   Candidates c;
   for (Family f = 0; f < kFamilyCount; ++f) c.kernel[f] = family_kernel(f, isa);
-  if (forced_family && forced_family[0] != '\0') {
+  const std::string value = forced_family ? forced_family : "";
+  if (value == kRulesValue) {
+    c.choice = FamilyChoice::kRules;
+  } else if (!value.empty() && value != kMeasureValue) {
     int found = -1;
     for (Family f = 0; f < kFamilyCount; ++f)
-      if (std::strcmp(forced_family, family_name(f)) == 0) found = f;
+      if (value == family_name(f)) found = f;
     if (found < 0) {
-      if (error)
-        *error = std::string("BITNET_ONNX_KERNEL=") + forced_family + ": unknown kernel family; expected " +
-                 family_names();
+      if (error) *error = "BITNET_ONNX_KERNEL=" + value + ": unknown kernel family; expected " + choice_values();
       return false;
     }
     if (!c.kernel[found]) {
       if (error)
-        *error = std::string("BITNET_ONNX_KERNEL=") + forced_family + ": the " + isa_table()[isa].name +
-                 " ISA has no kernel of that family";
+        *error = "BITNET_ONNX_KERNEL=" + value + ": the " + isa_table()[isa].name + " ISA has no kernel of that family";
       return false;
     }
-    c.forced = true;
+    c.choice = FamilyChoice::kForced;
     c.only = found;
   }
   *out = c;
@@ -163,7 +165,7 @@ bool candidates_for(Isa isa, const char* forced_family, Candidates* out, std::st
 
 Family select_family(const Candidates& candidates, Isa isa, int64_t m, int64_t k, int64_t n) {
   (void)k;  // no rule depends on K (K = 640..3072 measured alike)
-  if (candidates.forced) return candidates.only;
+  if (candidates.choice == FamilyChoice::kForced) return candidates.only;
   // Costs in percent of the base family's time per token: the cheapest family runs, the earlier on a tie.
   Family best = kBaseFamily;
   int64_t best_cost = 100 * m;
@@ -180,7 +182,14 @@ Family select_family(const Candidates& candidates, Isa isa, int64_t m, int64_t k
 bool family_possible(const Candidates& candidates, Isa isa, Family family, int64_t k, int64_t n) {
   (void)k;
   if (!candidates.kernel[family]) return false;
-  if (candidates.forced) return family == candidates.only;
+  switch (candidates.choice) {
+    case FamilyChoice::kMeasured:
+      return true;
+    case FamilyChoice::kForced:
+      return family == candidates.only;
+    case FamilyChoice::kRules:
+      break;
+  }
   return family == kBaseFamily || rule_for(family, isa, n) != nullptr;
 }
 
@@ -200,22 +209,31 @@ void MatMul::set_weights(const uint8_t* i2s, int64_t n, int64_t k) {
   has_weights_ = true;
 }
 
-const I2SKernel* MatMul::kernel_for(int64_t m, int64_t k, int64_t n) const {
-  return candidates_.kernel[select_family(candidates_, isa_, m, k, n)];
+MatMul::FamilyPick MatMul::family_for(int64_t m, int64_t k, int64_t n) const {
+  if (candidates_.choice != FamilyChoice::kMeasured) return {select_family(candidates_, isa_, m, k, n), false};
+  const MeasuredChoice::Pick pick = measured_choice().pick(candidates_, isa_, m, k, n);
+  return {pick.family, pick.timed};
 }
 
 void MatMul::run(const Call& call, const ParallelFor& pool) const {
   const int64_t m = call.m, n = call.n, k = call.k;
   if (m == 0 || n == 0) return;
-  const Family family = select_family(candidates_, isa_, m, k, n);
+  const FamilyPick pick = family_for(m, k, n);
+  const Family family = pick.family;
   const I2SKernel* kernel = candidates_.kernel[family];
 
+  // A trial times the family's own part of the call: packing a runtime W and the dot (the
+  // quantization is the same whichever family runs).
+  using Clock = std::chrono::steady_clock;
+  Clock::duration family_time{};
+  Clock::time_point started = Clock::now();
   AlignedBytes w_rt;
   const uint8_t* packed = packed_[family].data();
   if (call.w_i2s) {
     w_rt = pack(*kernel, call.w_i2s, n, k);
     packed = w_rt.data();
   }
+  family_time += Clock::now() - started;
 
   // Uninitialized (quantize writes every element).
   std::unique_ptr<int8_t[]> q(new int8_t[static_cast<size_t>(m * k)]);
@@ -245,8 +263,12 @@ void MatMul::run(const Call& call, const ParallelFor& pool) const {
   job.y = call.y;
 
   run_jobs(pool, quantize_job, static_cast<size_t>(tiles(m, kQuantRowsPerJob)), job);
+  started = Clock::now();
   run_jobs(pool, dot_job, static_cast<size_t>(job.tiles_m * job.tiles_n), job);
-  if (job.failed) throw std::bad_alloc();
+  family_time += Clock::now() - started;
+  if (job.failed) throw std::bad_alloc();  // a trial that fails is never recorded: its shape runs the base family
+  if (pick.timed)
+    measured_choice().record(candidates_, isa_, m, k, n, family, std::chrono::duration<double>(family_time).count());
 }
 
 }  // namespace i2s

@@ -7,9 +7,10 @@
 // Kernel families (family.h, the seam; families.h, the table): a family is a folder of I2SKernel
 // tables, one IsaRow array over the ISA table (mul/: the multiply kernels; lut/: the lookup
 // kernels). A node's MatMul holds the kernels every family has for the node's ISA (its
-// Candidates) and, for each call, select_family picks one of them by (ISA, M, K, N) from the
-// families' measured rules (or the family BITNET_ONNX_KERNEL forces); a constant W is packed
-// once for each family that may run it. The driver names no family: it reads the table.
+// Candidates) and, for each call, picks one of them by (ISA, M, K, N): by timing them on this host
+// (measured_choice.h, the default), by the families' compiled rules (select_family), or the family
+// BITNET_ONNX_KERNEL forces; a constant W is packed once for each family that may run it. The
+// driver names no family: it reads the table.
 #pragma once
 
 #include <cstddef>
@@ -49,27 +50,34 @@ struct AlignedBytes {
   uint8_t* data() const { return ptr.get(); }
 };
 
+// How a node picks its family per call: BITNET_ONNX_KERNEL unset, empty or "measure" (kMeasureValue):
+// measured on this host, per shape (measured_choice.h); "rules" (kRulesValue): the families' compiled
+// rules (FamilyRule, family.h), the same on every host; a family's name: that family for every call.
+enum class FamilyChoice { kMeasured, kRules, kForced };
+inline constexpr const char* kMeasureValue = "measure";
+inline constexpr const char* kRulesValue = "rules";
+
 // The kernels a node may run, one per family of the table (null: the family has none for the
 // ISA). The base family's kernel is always there: it serves every shape. The others (e.g. the
 // lookup kernels, lut/) do fewer instructions per weight at some shapes; docs/op.md, "Kernel families".
 struct Candidates {
   const I2SKernel* kernel[kFamilyCount] = {};
-  bool forced = false;  // BITNET_ONNX_KERNEL named a family: `only` runs for every shape
-  Family only = kBaseFamily;
+  FamilyChoice choice = FamilyChoice::kMeasured;
+  Family only = kBaseFamily;  // kForced: the family every shape runs
 };
 
-// Every family's kernel for `isa` (a built record of the ISA table); `forced_family` is
-// BITNET_ONNX_KERNEL's value (null or empty: choose per call). Null result (with *error naming
+// Every family's kernel for `isa` (a built record of the ISA table) and how they are chosen from
+// `forced_family`, BITNET_ONNX_KERNEL's value (FamilyChoice). False (with *error naming
 // BITNET_ONNX_KERNEL) when the value is unknown or the ISA has no kernel of that family.
 bool candidates_for(Isa isa, const char* forced_family, Candidates* out, std::string* error);
 
-// THE per-call choice of kernel family: which candidate runs m tokens against an [n, k] W on
-// `isa`, from the families' measured rules (FamilyRule, family.h). Returns a family whose
-// candidate is non-null.
+// The per-call choice of kernel family by the compiled rules (or the forced family): which candidate
+// runs m tokens against an [n, k] W on `isa` when nothing is measured (FamilyChoice::kRules and
+// kForced; kMeasured nodes ask measured_choice.h). Returns a family whose candidate is non-null.
 Family select_family(const Candidates& candidates, Isa isa, int64_t m, int64_t k, int64_t n);
 
-// Whether select_family can pick `family` for some m with this [n, k] W: constant weights are
-// packed only for the families that may run them.
+// Whether a node can run `family` for some m with this [n, k] W: constant weights are packed only
+// for the families that may run them (every family the ISA has, when measured).
 bool family_possible(const Candidates& candidates, Isa isa, Family family, int64_t k, int64_t n);
 
 // One call's tensors, validated by the caller: x [m, k] float32, W either packed at init
@@ -90,8 +98,8 @@ class MatMul {
  public:
   // No kernels yet (a node's state before its init); assign a MatMul(isa, family) before use.
   MatMul() = default;
-  // The candidate kernels of `isa`; `forced_family` (BITNET_ONNX_KERNEL: "mul", "lut", null or empty
-  // for the per-call choice) limits them. Throws std::invalid_argument naming the variable when the
+  // The candidate kernels of `isa` and how a call picks one (`forced_family`, BITNET_ONNX_KERNEL's
+  // value: FamilyChoice). Throws std::invalid_argument naming the variable when the
   // family is unknown or `isa` has no such kernel.
   MatMul(Isa isa, const char* forced_family);
 
@@ -105,10 +113,14 @@ class MatMul {
   // constant. Throws std::bad_alloc when scratch cannot be allocated.
   void run(const Call& call, const ParallelFor& pool) const;
 
-  // The kernel run() uses for m tokens (what ran, for benchmarks and tests).
-  const I2SKernel* kernel_for(int64_t m, int64_t k, int64_t n) const;
-
  private:
+  struct FamilyPick {
+    Family family;
+    bool timed;  // a trial of the measured choice: run() times it
+  };
+  FamilyPick family_for(int64_t m, int64_t k, int64_t n) const;
+
+
   Isa isa_ = kIsaScalar;
   Candidates candidates_;
   bool has_weights_ = false;

@@ -1,0 +1,83 @@
+// The kernel family a call runs, measured on the host that runs it (docs/op.md, "Kernel families").
+// Which bit-exact family is fastest depends on the CPU in ways no compiled table covers (the order
+// of mul and lut flips between Zen 4, Zen 5, Sapphire Rapids and AVX2-only cores), so by default the
+// driver times the candidates on the calls it serves: for each (ISA, N, K, M bucket) the first
+// kTrialsPerFamily calls of every candidate family are timed, taking turns, and from then on the
+// fastest one (its best time per token) runs. Every call computes its real output (each family's
+// bits are the same), so measuring costs only the slower candidates' few calls; no file is read or
+// written. One table per process, shared by every node and session of the same shape and ISA, under
+// a mutex: safe for concurrent runs. Pure C++, no ORT headers.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <tuple>
+
+#include "driver.h"
+#include "families.h"
+#include "isa.h"
+
+namespace bitnet_onnx {
+namespace i2s {
+
+// Timed calls per candidate family before the choice is made: the best of 3 leaves out a call that a
+// cold cache, a page fault or another process slowed down.
+constexpr int kTrialsPerFamily = 3;
+
+// Calls of M tokens share a choice with the calls of their bucket: M = 1 is bucket 0, and
+// 2^(b-1) < M <= 2^b bucket b (M = 16 is the top of bucket 4), up to kLastBucket, which holds every
+// M above 2^(kLastBucket - 1).
+constexpr int kLastBucket = 14;
+int m_bucket(int64_t m);
+int64_t bucket_first_m(int bucket);  // the smallest M of the bucket
+int64_t bucket_last_m(int bucket);   // the largest (INT64_MAX for the last bucket)
+
+class MeasuredChoice {
+ public:
+  struct Pick {
+    Family family;
+    bool timed;  // a trial: the caller times the call and hands the time to record()
+  };
+
+  // The family a call of m tokens against an [n, k] W on `isa` runs, among `candidates`' non-null
+  // kernels (the same set for every call of one ISA: all the families the ISA has).
+  Pick pick(const Candidates& candidates, Isa isa, int64_t m, int64_t k, int64_t n);
+
+  // A timed call's duration; the choice is made once every candidate has kTrialsPerFamily.
+  void record(const Candidates& candidates, Isa isa, int64_t m, int64_t k, int64_t n, Family family,
+              double seconds);
+
+  // The family chosen for calls like this one; -1 while none is (still measuring, or never run).
+  Family chosen(Isa isa, int64_t m, int64_t k, int64_t n) const;
+
+  // Every shape this table measured or is measuring, as a JSON array: {"isa", "n", "k", "m_first",
+  // "m_last", "runs" (the chosen family, null while measuring), "trials" and "ns_per_token" (each
+  // candidate family's timed calls and best time per token, by family name)}.
+  std::string json() const;
+
+ private:
+  struct Key {
+    Isa isa;
+    int64_t n, k;
+    int bucket;
+    bool operator<(const Key& o) const { return std::tie(isa, n, k, bucket) < std::tie(o.isa, o.n, o.k, o.bucket); }
+  };
+  struct Entry {
+    int started[kFamilyCount] = {};  // trials handed out (taking turns: the fewest goes next)
+    int done[kFamilyCount] = {};
+    double best_per_token[kFamilyCount] = {};
+    Family chosen = -1;
+  };
+  static Key key_of(Isa isa, int64_t m, int64_t k, int64_t n) { return Key{isa, n, k, m_bucket(m)}; }
+
+  mutable std::mutex mutex_;
+  std::map<Key, Entry> entries_;
+};
+
+// The process's table, the one the op's nodes share.
+MeasuredChoice& measured_choice();
+
+}  // namespace i2s
+}  // namespace bitnet_onnx
