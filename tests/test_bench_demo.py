@@ -3,6 +3,7 @@
 import argparse
 import json
 import shutil
+import re
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +14,7 @@ from bitnet_onnx.arch import ARCHITECTURES, REAL_SHAPES
 from bitnet_onnx.bench import cache as bench_cache
 from bitnet_onnx.cli import main
 from bitnet_onnx.commands import bench as bench_command
-from bitnet_onnx.customops import attention_auto_precision, selected_isa
+from bitnet_onnx.customops import attention_auto_precision, dispatch, selected_isa
 from bitnet_onnx.manifest import Manifest
 
 
@@ -30,14 +31,21 @@ def test_bench_table_json_and_cache(gemma3_bitnet, tmp_path, capsys, monkeypatch
     assert {v: m["attention"] for v, m in result["variants"].items()} == attention
     assert lines[1].startswith("attention: ") and all(f"{a} (" in lines[1] for a in attention.values())
     kernels = {v: m.get("kernels") for v, m in result["variants"].items()}
-    assert kernels["i2s"] == f"{selected_isa()}/auto" and kernels["f32"] is None  # f32: no op of ours
+    assert kernels["i2s"] == f"{selected_isa()}/measure" and kernels["f32"] is None  # f32: no op of ours
     assert lines[2].startswith("op kernels (ISA/family") and f"{kernels['i2s']} (i2s" in lines[2]
     # i2s's fused attention at the export default, auto: what the library resolves it to here (the suite: f32)
     assert result["variants"]["i2s"]["attention_precision"] == f"auto -> {attention_auto_precision()}"
     assert lines[3] == ("EncoderAttention precision (auto = the op library's choice on this host): "
                         f"auto -> {attention_auto_precision()} (i2s)")
-    assert lines[4].split()[:5] == ["batch", "seq", "variant", "ms/batch", "tokens/s"]
-    assert len(lines) == 6 + 4 * 3  # title, attention, kernels, precision, header, rule, a row per (batch, seq, variant)
+    # what i2s's nodes measured per shape: a family or, where too few calls ran, "measuring"
+    families = "|".join(f.name for f in dispatch().families)
+    measured = result["variants"]["i2s"]["measured_families"]
+    assert measured and all(re.search(rf": ({families}|measuring) \(", m) for m in measured), measured
+    assert any(re.search(rf": ({families}) \(", m) for m in measured), measured
+    assert lines[4] == "kernel families measured by i2s: " + "; ".join(measured)
+    assert "measured_families" not in result["variants"]["int8"]
+    assert lines[5].split()[:5] == ["batch", "seq", "variant", "ms/batch", "tokens/s"]
+    assert len(lines) == 7 + 4 * 3  # title, attention, kernels, precision, measured, header, rule, a row per cell
 
     rows = result["rows"]
     assert {(r["batch"], r["seq"], r["variant"]) for r in rows} == {

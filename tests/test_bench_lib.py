@@ -147,16 +147,16 @@ def test_header_names_the_op_kernels_each_variant_ran(qwen3_bitnet, tiny_export,
     monkeypatch.delenv(KERNEL_ENV, raising=False)
     # the tiny i2s export's attention is fused at the default precision, auto: f32 on the scalar ISA
     assert ours["attention_precision"] == "auto" and stock["attention_precision"] is None
-    assert op_kernels(ours, variants.VARIANTS["i2s"].env) == {"kernels": "scalar/auto",
+    assert op_kernels(ours, variants.VARIANTS["i2s"].env) == {"kernels": "scalar/measure",
                                                               "attention_precision": "auto -> f32"}
     assert op_kernels(ours, variants.variant("i2s-lut").env)["kernels"] == "scalar/lut"
     assert op_kernels(stock, ()) == {}
     assert op_kernels({"file_bytes": 1, "attention": "llama.cpp"}, ()) == {}  # llama.cpp's facts
     configs, names = [(1, 16)], ["i2s", "i2s-lut", "f32"]
     result = _result({(v, c): [1.0] for v in names for c in configs}, names, configs)
-    result["variants"]["i2s"]["kernels"], result["variants"]["i2s-lut"]["kernels"] = "scalar/auto", "scalar/lut"
-    assert report.header(result)[1] == ("op kernels (ISA/family, auto = the op's per-call rules): "
-                                        "scalar/auto (i2s), scalar/lut (i2s-lut)")
+    result["variants"]["i2s"]["kernels"], result["variants"]["i2s-lut"]["kernels"] = "scalar/measure", "scalar/lut"
+    assert report.header(result)[1] == ("op kernels (ISA/family, measure = timed on this host per shape): "
+                                        "scalar/measure (i2s), scalar/lut (i2s-lut)")
 
 
 def test_header_says_what_auto_attention_precision_runs(qwen3_bitnet, tiny_export, monkeypatch):

@@ -101,10 +101,10 @@ def test_a_forced_family_is_refused_exactly_where_the_op_refuses_it(isa, monkeyp
     """BITNET_ONNX_KERNEL on each ISA this CPU runs: the description picks each family where the ISA has its
     kernel and otherwise gives the error the op's session creation fails with; an unknown name is refused."""
     monkeypatch.setenv(customops.ISA_ENV, isa)
-    for family in [*(f.name for f in DISPATCH.families), "nosuchfamily"]:
+    for family in [*(f.name for f in DISPATCH.families), "measure", "rules", "nosuchfamily"]:
         monkeypatch.setenv(customops.KERNEL_ENV, family)
         choice = customops.dispatch().forced_family
-        has_kernel = family != "nosuchfamily" and DISPATCH.kernel(isa, family) is not None
+        has_kernel = family in ("measure", "rules") or (family != "nosuchfamily" and DISPATCH.kernel(isa, family))
         assert choice.picks == (family if has_kernel else None), choice
         if has_kernel:
             assert choice.error == ""
@@ -114,7 +114,7 @@ def test_a_forced_family_is_refused_exactly_where_the_op_refuses_it(isa, monkeyp
             with pytest.raises(Exception, match=re.escape(choice.error)):
                 _i2s_session()
     monkeypatch.delenv(customops.KERNEL_ENV)
-    assert customops.dispatch().forced_family == customops.ForcedChoice("", "auto", "")
+    assert customops.dispatch().forced_family == customops.ForcedChoice("", "measure", "")
 
 
 @pytest.mark.parametrize("isa", isas_of_this_cpu())
@@ -170,17 +170,18 @@ _ROWS = [128, 255, 256, 511, 512, 3072]
 
 @pytest.mark.parametrize("isa", isas_of_this_cpu())
 def test_the_family_a_shape_runs_follows_the_documented_rule(isa):
-    """The family the driver picks per call (select_family), as the description states it for a shape, is the one
-    docs/op.md's inequality gives with the library's rules, on every ISA this CPU runs; a forced family runs at
-    every shape."""
+    """Under BITNET_ONNX_KERNEL=rules the family the driver picks per call (select_family), as the description
+    states it for a shape, is the one docs/op.md's inequality gives with the library's rules, on every ISA this CPU
+    runs; a forced family runs at every shape."""
     for n in _ROWS:
         for m in _TOKENS:
-            shape = customops.dispatch({customops.ISA_ENV: isa}, shape=(m, 1024, n)).shape
-            assert shape == customops.ShapeChoice(m, 1024, n, _documented_family(isa, m, n), ""), (isa, m, n)
+            shape = customops.dispatch({customops.ISA_ENV: isa, customops.KERNEL_ENV: "rules"}, shape=(m, 1024, n)).shape
+            assert shape == customops.ShapeChoice(m, 1024, n, _documented_family(isa, m, n), "rules", ""), (isa, m, n)
     for family in DISPATCH.families:
         if DISPATCH.kernel(isa, family.name) is not None:
             environ = {customops.ISA_ENV: isa, customops.KERNEL_ENV: family.name}
-            assert customops.dispatch(environ, shape=(13, 640, 512)).shape.runs == family.name, (isa, family.name)
+            shape = customops.dispatch(environ, shape=(13, 640, 512)).shape
+            assert (shape.runs, shape.by) == (family.name, "forced"), (isa, family.name)
 
 
 def test_a_shape_the_op_refuses_or_a_refused_isa_runs_no_family():
@@ -188,5 +189,5 @@ def test_a_shape_the_op_refuses_or_a_refused_isa_runs_no_family():
         shape = customops.dispatch({}, shape=bad).shape
         assert shape.runs is None and shape.error.startswith(f"shape {','.join(map(str, bad))}: expected M,K,N"), shape
     assert customops.dispatch({customops.ISA_ENV: "avx9"}, shape=(16, 1024, 1024)).shape == customops.ShapeChoice(
-        16, 1024, 1024, None, "")
+        16, 1024, 1024, None, None, "")
     assert customops.dispatch({}).shape is None

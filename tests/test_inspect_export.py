@@ -63,7 +63,7 @@ def test_host_facts_are_the_librarys_own(i2s_export, capsys, unforced):
     shown = _inspect(capsys, i2s_export)
     assert shown["op library"] == customops.library_path()
     assert shown["kernel ISA"] == f"{customops.selected_isa()} (the best this build and CPU run)"
-    assert shown["kernel family"] == "auto (the op's per-call rules)"
+    assert shown["kernel family"] == "measure (timed on this host's first calls of each shape)"
     assert shown["attention precision"] == f"auto -> {customops.attention_auto_precision()} (the op library's choice here)"
 
 

@@ -56,14 +56,17 @@ def measure(folders: dict[str, Path], configs: list[Cell], threads: int, reps: i
         times = interleave(list(workers), configs, reps, lambda v, cell: workers[v].time_ms(*cell),
                            warm_up=lambda cell: cell[0] * cell[1] <= WARMUP_MAX_TOKENS, log=log,
                            include=lambda v, cell: (v, cell) not in refused)
+        facts = {v: RUNNERS[variant(v).runner].facts(f) for v, f in folders.items()}
+        measured = {v: {"measured_families": w.measured_families()} for v, w in workers.items()
+                    if facts[v].get("op_library")}
         peaks = {v: w.close()["peak_rss_bytes"] for v, w in workers.items()}
     finally:
         for w in workers.values():
             w.kill()
     variants = {}
     for v, f in folders.items():
-        facts = RUNNERS[variant(v).runner].facts(f)
-        variants[v] = {**facts, **op_kernels(facts, variant(v).env), **workers[v].info.get("facts", {}),
+        variants[v] = {**facts[v], **op_kernels(facts[v], variant(v).env), **workers[v].info.get("facts", {}),
+                       **measured.get(v, {}),
                        "base_rss_bytes": workers[v].info["base_rss_bytes"],
                        "load_rss_bytes": workers[v].info["load_rss_bytes"], "peak_rss_bytes": peaks[v],
                        "folder": str(f)}

@@ -161,7 +161,7 @@ def header(result: dict) -> list[str]:
         lines.append(f"attention: {attention}")
     kernels = _grouped(result["variants"], "kernels")
     if kernels:
-        lines.append(f"op kernels (ISA/family, auto = the op's per-call rules): {kernels}")
+        lines.append(f"op kernels (ISA/family, measure = timed on this host per shape): {kernels}")
     precision = _grouped(result["variants"], "attention_precision")
     if precision:
         lines.append(f"EncoderAttention precision (auto = the op library's choice on this host): {precision}")
@@ -173,6 +173,9 @@ def header(result: dict) -> list[str]:
     if any("not_run" in r for r in result["rows"]):
         lines.append(f"memory budget: {size_text(result['memory_budget_bytes'])} for the runs' activations, "
                      "all workers together (each keeps its largest run's); runs beyond it are not run")
+    for v, facts in result["variants"].items():  # the op's own choice per shape (docs/op.md, "Kernel families")
+        if facts.get("measured_families"):
+            lines.append(f"kernel families measured by {v}: " + "; ".join(facts["measured_families"]))
     return lines
 
 

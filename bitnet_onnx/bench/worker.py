@@ -4,8 +4,10 @@ Protocol (one JSON object per line): the worker first answers ``{"ready", "base_
 "load_rss_bytes", "facts"}`` (peak RSS after imports, then after loading the variant; what the loaded
 runtime reports of itself, ``runners.Loaded.facts``), then answers each
 ``{"cmd": "time", "batch", "seq"}`` with ``{"ms"}`` (one run of the runner's job for a full batch of
-``seq`` real tokens, no padding; ``runners.RUNNERS``) and ``{"cmd": "exit"}`` with
-``{"peak_rss_bytes"}``. Failures answer ``{"error"}``.
+``seq`` real tokens, no padding; ``runners.RUNNERS``) and ``{"cmd": "measured"}`` with
+``{"measured": [...]}`` (the kernel family choices our op library measured in the worker so far, one line each,
+``customops.MeasuredShape.describe``) and ``{"cmd": "exit"}`` with ``{"peak_rss_bytes"}``. Failures answer
+``{"error"}``.
 
 With TRACE_DIR (``bench --profile``) the session runs with ORT's profiler on, writing into that folder
 (the parent's temporary folder, removed by the parent whatever happens): each "time" reply also
@@ -68,6 +70,10 @@ class Worker:
             raise BitnetOnnxError(reply["error"])
         return reply
 
+    def measured_families(self) -> list[str]:
+        """The kernel family choices our op library measured in this worker (a variant that runs the library)."""
+        return self.ask(cmd="measured")["measured"]
+
     def close(self) -> dict:
         """Ends the process; returns its last reply (peak_rss_bytes)."""
         reply = self.ask(cmd="exit")
@@ -104,6 +110,11 @@ def serve(folder: Path, threads: int, runner: str, trace_dir: Path | None = None
         if request["cmd"] == "exit":
             reply(peak_rss_bytes=peak_rss_bytes())
             return
+        if request["cmd"] == "measured":
+            from bitnet_onnx.customops import dispatch
+
+            reply(measured=[shape.describe() for shape in dispatch().measured])
+            continue
         if request["cmd"] == "trace":
             try:
                 reply(runs=_end_trace(loaded, runs))
