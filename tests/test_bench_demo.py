@@ -2,8 +2,8 @@
 
 import argparse
 import json
-import shutil
 import re
+import shutil
 from pathlib import Path
 
 import numpy as np
