@@ -10,8 +10,8 @@ Variants:
                    neon), forced with BITNET_ONNX_ISA per session
   i2s-<isa>+norm   the same with the fused RMSNorm input norm_weight (--norm on|both)
   i2s-<isa>-lut    the lookup kernel family forced (BITNET_ONNX_KERNEL=lut; --family), -mul the
-                   multiply one; plain i2s-<isa> is the op's own per-call choice (docs/op.md,
-                   "Kernel families")
+                   multiply one, -rules the compiled rules' choice; plain i2s-<isa> is the op's own
+                   choice, measured on this host per shape (docs/op.md, "Kernel families")
   fp32             ORT MatMul, float32 weights s_w * T
   dqmm             ORT com.microsoft DynamicQuantizeMatMul, int8 weights T, per-column scales
   nbits4           ORT com.microsoft MatMulNBits, 4 bits, block 128, accuracy_level 4 (opt-in)
@@ -27,11 +27,13 @@ with the system C compiler and timed in a child process on this core:
   aarch64: neon smlal int8 -> int16, dotprod sdot, i8mm smmla (2x8 by 8x2), lut-neon the
               lookup step (index byte, add .8h of a 16-token entry from 31 KB of L1 tables)
 "% peak" = a path's GOP/s over its own peak (-lut rows: their lookup kernel's, -mul rows the
-multiply path's, plain i2s-<isa> rows too where the op's rules never pick the lookup family, e.g.
-amx; "-" for plain rows of an ISA whose rules pick either, avx2);
+multiply path's, plain i2s-<isa> rows too where the ISA has no other family; "-" for plain rows of an
+ISA with two families, which may run either, and for -rules rows whose rules pick either, avx2);
 baselines are shown against the peak of the op's default path here (its multiply kernel: amx, avx512vnni,
 ... by the library's dispatch), the int8 unit MLAS picks too. GOP/s counts 2*M*K*N.
-"x mul" = over the -mul variant of the same ISA (run with --family ... mul).
+"x mul" = over the -mul variant of the same ISA (run with --family ... mul); "x best" (plain i2s-<isa> rows,
+with every family forced too) = the fastest forced family's time over the op's own choice's: 1.00 when the
+measured choice is the fastest, 0.97 when it is 3% slower.
 
 Method: inter_op 1, sequential execution, intra_op = each of --threads, IOBinding into preallocated
 outputs. A round runs every (model, M, variant) once: warm-up runs, then timed runs, keeping the
@@ -91,18 +93,29 @@ def simd_paths() -> list[str]:
     return [isa.name for isa in dispatch().isas if isa.built and isa.name != "scalar"]
 
 
+CHOSEN = ("auto", "rules")  # --family values where the op chooses: measured on this host (unset), the compiled rules
+
+
 def family_kernel(isa: str, family: str) -> str | None:
-    """The kernel a variant of `family` ("auto": the op's per-call choice, named by its base kernel, the
+    """The kernel a variant of `family` (CHOSEN: the op's per-call choice, named by its base kernel, the
     ISA's) runs on `isa`, None where the family has none there; an unknown ISA or family fails by name."""
-    if family == "auto":
+    if family in CHOSEN:
         family = dispatch().base_family().name
     return dispatch().kernel(isa, family)
 
 
-def auto_may_run_another_family(isa: str) -> bool:
-    """Whether the op's own choice (plain i2s-<isa> rows) may run a family other than the base one on `isa`:
-    a family has a rule for it (FamilyRule, customops/kernels/i2s/family.h)."""
-    return any(rule.isa == isa for family in dispatch().other_families() for rule in family.rules)
+def forced_families(isa: str) -> list[str]:
+    """The families with a kernel on `isa`: the candidates of the op's own choice there."""
+    return [family.name for family in dispatch().families if dispatch().kernel(isa, family.name) is not None]
+
+
+def chosen_may_run_another_family(isa: str, family: str) -> bool:
+    """Whether the op's own choice (plain i2s-<isa> and -rules rows) may run a family other than the base one on
+    `isa`: measured, any family with a kernel there; by the rules, a family with a rule for it (FamilyRule,
+    customops/kernels/i2s/family.h)."""
+    if family == "auto":
+        return len(forced_families(isa)) > 1
+    return any(rule.isa == isa for other in dispatch().other_families() for rule in other.rules)
 
 
 def ops_per_token(model: str) -> int:
@@ -195,7 +208,7 @@ class Variant:
         so.intra_op_num_threads = threads
         so.inter_op_num_threads = 1
         so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        forced = {"BITNET_ONNX_ISA": isa, "BITNET_ONNX_KERNEL": None if family == "auto" else family}
+        forced = {"BITNET_ONNX_ISA": isa, "BITNET_ONNX_KERNEL": None if family == "auto" else family}  # unset: measured
         old = {name: os.environ.get(name) for name in forced}
         for name, value in forced.items():  # read when the op's kernel is created
             if value:
@@ -356,8 +369,9 @@ def main() -> int:
                         help="wall time, or the calling thread's CPU time (1 thread only; default wall)")
     parser.add_argument("--isa", nargs="+", default=simd_paths(), help="op paths to force (default: the SIMD paths of this build)")
     families = [family.name for family in dispatch().families]  # the library's family table, base first
-    parser.add_argument("--family", nargs="+", choices=["auto", *families], default=["auto", *families[1:]],
-                        help=f"kernel families per ISA: auto (the op's per-call choice, label i2s-<isa>), "
+    parser.add_argument("--family", nargs="+", choices=[*CHOSEN, *families], default=["auto", *families[1:]],
+                        help=f"kernel families per ISA: auto (the op's choice measured on this host, label i2s-<isa>), "
+                             "rules (the compiled rules' choice, BITNET_ONNX_KERNEL=rules), "
                              f"{' / '.join(families)} (forced with BITNET_ONNX_KERNEL, labels i2s-<isa>-<family>); "
                              f"default auto and every family but the base one ({families[0]})")
     parser.add_argument("--norm", choices=("both", "off", "on"), default="off", help="op variants with/without fused norm_weight")
@@ -439,9 +453,11 @@ def main() -> int:
                     gops = ops_per_token(model) * m / s / 1e9
                     # auto rows run whichever family the op picks per call: no single peak where both exist
                     path = family_kernel(v.isa, v.family) if v.isa else None
-                    ambiguous = v.family == "auto" and v.isa is not None and auto_may_run_another_family(v.isa)
+                    ambiguous = v.family in CHOSEN and v.isa is not None and chosen_may_run_another_family(v.isa, v.family)
+                    norm = "+norm" if v.label.endswith("+norm") else ""
+                    forced = [f"i2s-{v.isa}-{f}{norm}" for f in forced_families(v.isa)] if v.isa else []
                     peak = None if ambiguous else peaks.get(path, (None, ""))[0] if v.isa else ref_peak
-                    mul_label = f"i2s-{v.isa}-mul" + ("+norm" if v.label.endswith("+norm") else "")
+                    mul_label = f"i2s-{v.isa}-mul{norm}"
                     results.append({
                         "model": model, "variant": v.label, "threads": threads, "m": m, "ms": s * 1e3, "gops": gops,
                         "peak_fraction": gops / peak if peak else None,
@@ -449,6 +465,9 @@ def main() -> int:
                         "x_fp32": med["fp32"] / s if "fp32" in med else None,
                         # over our multiply path on the same ISA (the -mul variant: --family ... mul)
                         "x_mul": med[mul_label] / s if v.isa and mul_label in med else None,
+                        # the op's own choice against the fastest family forced (every one of the ISA's was run)
+                        "x_best": (min(med[f] for f in forced) / s
+                                   if v.family in CHOSEN and forced and all(f in med for f in forced) else None),
                         "x_first_threads": one_thread[v.label] / s,
                         # M=1 reads every packed weight once: time over streaming them at L3 bandwidth
                         "x_l3_floor": (s / (packed_weight_bytes(model) / (stream[model] * 1e9))
@@ -512,13 +531,15 @@ def print_table(header: dict, results: list[dict], threads: list[int]) -> None:
     print()
     multi = len(threads) > 1
     extra = f" x {threads[0]} thr |" if multi else ""
-    print(f"| model | variant | thr | M | ms | GOP/s | % its peak | x DQMM | x fp32 | x mul |{extra} x floor | rel. err |")
-    print("|---|---|---|---|---|---|---|---|---|---|" + ("---|" if multi else "") + "---|---|")
+    print(f"| model | variant | thr | M | ms | GOP/s | % its peak | x DQMM | x fp32 | x mul | x best |{extra} x floor "
+          "| rel. err |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|" + ("---|" if multi else "") + "---|---|")
     fmt = lambda v, spec: "-" if v is None else format(v, spec)  # noqa: E731
     for r in results:
         pct = None if r["peak_fraction"] is None else 100 * r["peak_fraction"]
         cols = [r["model"], r["variant"], str(r["threads"]), str(r["m"]), f"{r['ms']:.3f}", f"{r['gops']:.0f}",
-                fmt(pct, ".0f"), fmt(r["x_dqmm"], ".2f"), fmt(r["x_fp32"], ".2f"), fmt(r.get("x_mul"), ".2f")]
+                fmt(pct, ".0f"), fmt(r["x_dqmm"], ".2f"), fmt(r["x_fp32"], ".2f"), fmt(r.get("x_mul"), ".2f"),
+                fmt(r.get("x_best"), ".2f")]
         if multi:
             cols.append(f"{r['x_first_threads']:.2f}")
         cols.append(fmt(r["x_l3_floor"], ".2f"))

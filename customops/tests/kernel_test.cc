@@ -534,6 +534,9 @@ void check_family_rules() {
     if (std::strcmp(i2s::family_name(f), "lut") == 0) lut = f;
   }
   report(lut != i2s::kBaseFamily, "family rules", "no family named lut");
+  for (i2s::Family f = i2s::kBaseFamily; f < i2s::kFamilyCount; ++f)  // BITNET_ONNX_KERNEL's other values
+    report(std::strcmp(i2s::family_name(f), i2s::kMeasureValue) != 0 && std::strcmp(i2s::family_name(f), i2s::kRulesValue) != 0,
+           std::string("family name ") + i2s::family_name(f), "is a BITNET_ONNX_KERNEL value of its own");
   const std::vector<MSpan> multiply_at_512 = {{1, 12}, {17, 25}, {33, 38}, {49, 51}};
   const std::vector<MSpan> multiply_at_256 = {{1, 14},  {17, 28},  {33, 43},   {49, 57},   {65, 72},
                                               {81, 86}, {97, 100}, {113, 115}, {129, 129}};
