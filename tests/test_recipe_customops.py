@@ -177,7 +177,7 @@ def test_family_table_folders_and_rows_agree():
 
 def test_the_library_runs_every_family_of_the_table(monkeypatch):
     """Step 3: BITNET_ONNX_KERNEL accepts each row's name (on the scalar ISA, where every family has
-    its reference) and lists exactly the rows when refusing a value."""
+    its reference) and lists exactly the rows, after its own values measure and rules, when refusing a value."""
     rows = _table_rows(I2S)
     monkeypatch.setenv(customops.ISA_ENV, "scalar")
     for name in rows:
@@ -187,7 +187,7 @@ def test_the_library_runs_every_family_of_the_table(monkeypatch):
         (y,) = session.run(None, {"X": np.ones((1, 128), np.float32)})
         assert y.shape == (1, 32) and not y.any(), name
     monkeypatch.setenv(customops.KERNEL_ENV, "nosuchfamily")
-    expected = ", ".join(rows[:-1]) + " or " + rows[-1]
+    expected = ", ".join(["measure", "rules", *rows[:-1]]) + " or " + rows[-1]
     with pytest.raises(Exception, match=rf"unknown kernel family; expected {expected}$"):
         ort.InferenceSession(_i2s_model(), customops.session_options(threads=1), providers=["CPUExecutionProvider"])
 
