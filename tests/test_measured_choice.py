@@ -10,15 +10,22 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+import onnx
 import pytest
 from test_op import assert_matches_reference, make_model, random_case, session
 
 from bitnet_onnx import customops
-from bitnet_onnx.customops import KERNEL_ENV
+from bitnet_onnx.arch import ARCHITECTURES
+from bitnet_onnx.customops import KERNEL_ENV, i2s_matmul
+from bitnet_onnx.export.exporter import export
+from bitnet_onnx.manifest import Manifest
+from bitnet_onnx.runtime.embedder import Embedder
+from bitnet_onnx.testing.factory import CORPUS
 from cpu_isas import isas_of_this_cpu
 
 ISAS = isas_of_this_cpu()
 TRIALS = 3  # kTrialsPerFamily (measured_choice.h)
+TEXTS = [line for line in CORPUS.splitlines() if line][:6]
 
 
 def _families(isa: str) -> list[str]:
@@ -103,3 +110,27 @@ def test_the_variable_values_the_library_reads(value, picks, monkeypatch):
     assert customops.selected_kernel_family() == picks
     shape = customops.dispatch(shape=(1, 128, 1)).shape
     assert shape.by == {"measure": "measured", "rules": "rules"}.get(picks, "forced"), shape
+
+
+@pytest.mark.parametrize("arch", ARCHITECTURES)
+@pytest.mark.real_size  # the suite's tiers: tests/suite_marks.py
+def test_a_real_width_export_measures_its_projections_and_embeds_the_same_bits(tmp_path, real_width_model, arch,
+                                                                                 monkeypatch):
+    """An i2s export at the released widths and vocabulary (few layers): under the measured choice its embeddings
+    are the forced multiply family's bit for bit, on every call through the trials and after, and the library has
+    chosen a family for every projection shape of the graph."""
+    model = real_width_model(arch, layers=1 if arch == "qwen3" else 2)
+    folder = export(model, tmp_path / "i2s", weights="i2s")
+    monkeypatch.setenv(KERNEL_ENV, "mul")
+    want = Embedder(folder).encode(TEXTS)
+    monkeypatch.delenv(KERNEL_ENV)
+    measured = Embedder(folder)
+    for call in range(2 * TRIALS + 2):  # k and v share a shape: the others need 2 * TRIALS forward passes
+        np.testing.assert_array_equal(measured.encode(TEXTS), want, err_msg=f"encode {call}")
+    graph = onnx.load(str(folder / Manifest.read(folder).model_file), load_external_data=False).graph
+    weights = {t.name: tuple(t.dims) for t in graph.initializer}
+    shapes = {(weights[node.input[1]][0], 4 * weights[node.input[1]][1])
+              for node in graph.node if node.op_type == i2s_matmul.NAME}
+    isa = customops.selected_isa()
+    chosen = {(s.n, s.k) for s in customops.dispatch().measured if s.isa == isa and s.runs is not None}
+    assert shapes and shapes <= chosen, (shapes, customops.dispatch().measured)
