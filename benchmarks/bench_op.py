@@ -485,6 +485,13 @@ def main() -> int:
         "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
     }
     print_table(header, results, args.threads)
+    # what the plain i2s-<isa> rows ran: the families the op measured in this process, per shape and M range
+    from bitnet_onnx import customops
+
+    header["measured_families"] = [shape.describe() for shape in customops.dispatch().measured]
+    print("\n# the op's measured family choices (plain i2s-<isa> rows; docs/op.md, \"Kernel families\"):")
+    for line in header["measured_families"]:
+        print(f"#   {line}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"header": header, "results": results}, f, indent=1)
