@@ -73,6 +73,8 @@ MODELS = {  # model -> the 7 projections (name, K, N) of one layer
     "gemma3": [("q", 640, 1024), ("k", 640, 256), ("v", 640, 256), ("o", 1024, 640),
                ("gate", 640, 2048), ("up", 640, 2048), ("down", 2048, 640)],
 }
+# --projections: each projection a graph of its own, "<model>.<projection>" (the op's choice is per shape)
+PROJECTIONS = {f"{model}.{name}": [(name, k, n)] for model, layer in MODELS.items() for name, k, n in layer}
 S_W = 0.02  # weight scale of every projection
 DEFAULT_M = [1, 16, 32, 128, 512, 2048]
 QUICK = dict(m=[1, 16, 512], rounds=2, runs=5, warmup=2)
@@ -360,6 +362,9 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true",
                         help=f"iterate fast: M {QUICK['m']}, {QUICK['rounds']} rounds of {QUICK['runs']} runs (explicit flags win)")
     parser.add_argument("--models", nargs="+", choices=list(MODELS), default=list(MODELS), help="layer shapes (default both)")
+    parser.add_argument("--projections", action="store_true",
+                        help="each projection of the models a graph of its own (rows <model>.<projection>): "
+                             "the op's measured choice against every family per shape")
     parser.add_argument("--m", type=int, nargs="+", help=f"token counts M (default {' '.join(map(str, DEFAULT_M))})")
     parser.add_argument("--threads", type=int, nargs="+", default=[1], help="intra-op thread counts (default 1)")
     parser.add_argument("--rounds", type=int, help="interleaved rounds (default 3)")
@@ -382,6 +387,9 @@ def main() -> int:
     for key, value in defaults.items():
         if getattr(args, key) is None:
             setattr(args, key, value)
+    if args.projections:
+        MODELS.update(PROJECTIONS)
+        args.models = [p for p in PROJECTIONS if p.split(".")[0] in args.models]
     if args.clock == "cpu" and args.threads != [1]:
         parser.error("--clock cpu times the calling thread: use it with --threads 1 only")
     clock = time.thread_time if args.clock == "cpu" else time.perf_counter
@@ -522,8 +530,9 @@ def check_outputs(variants: list[Variant], inputs, models: list[str]) -> dict:
 
 
 def print_table(header: dict, results: list[dict], threads: list[int]) -> None:
-    print("# I2STernaryMatMul vs ORT, 7 projections of one layer: "
-          + ", ".join(f"{m} {ops_per_token(m) / 1e6:.1f} MOP/token" for m in MODELS))
+    models = dict.fromkeys(r["model"] for r in results)
+    print("# I2STernaryMatMul vs ORT, the projections of one layer (each alone with --projections): "
+          + ", ".join(f"{m} {ops_per_token(m) / 1e6:.1f} MOP/token" for m in models))
     print(f"# CPU: {header['cpu']} | {header['date']} | onnxruntime {header['onnxruntime']} | threads {threads} "
           f"| clock {header['clock']}")
     print(f"# {header['rounds']} interleaved rounds x ({header['warmup']} warm-up + up to {header['runs']} timed runs); "

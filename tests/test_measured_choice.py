@@ -24,7 +24,7 @@ from bitnet_onnx.testing.factory import CORPUS
 from cpu_isas import isas_of_this_cpu
 
 ISAS = isas_of_this_cpu()
-TRIALS = 3  # kTrialsPerFamily (measured_choice.h)
+TRIALS = customops.dispatch().trials_per_family  # kTrialsPerFamily (measured_choice.h)
 TEXTS = [line for line in CORPUS.splitlines() if line][:6]
 
 

@@ -241,6 +241,7 @@ class Dispatch:
     forced_family: ForcedChoice  # BITNET_ONNX_KERNEL
     forced_attention_precision: ForcedChoice  # BITNET_ONNX_ATTENTION_PRECISION
     shape: ShapeChoice | None  # the family one call of the asked shape runs under the forced values (None: none asked)
+    trials_per_family: int  # timed calls of each family before a measured choice is made
     measured: tuple[MeasuredShape, ...]  # the family choices measured in this process so far
 
     def isa(self, name: str) -> IsaDispatch:
@@ -314,7 +315,8 @@ def dispatch_from_text(text: str) -> Dispatch:
                                       "ns_per_token": MappingProxyType(m["ns_per_token"])}) for m in raw["measured"])
     return Dispatch(isas, families, raw["default_isa"], ForcedChoice(**forced["isa"]), ForcedChoice(**forced["family"]),
                     ForcedChoice(precision["value"], precision["auto"], precision["error"]),
-                    ShapeChoice(**forced["shape"]) if forced["shape"] is not None else None, measured)
+                    ShapeChoice(**forced["shape"]) if forced["shape"] is not None else None,
+                    raw["trials_per_family"], measured)
 
 
 def library_ops() -> tuple[str, list[str]]:

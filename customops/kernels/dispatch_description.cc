@@ -192,8 +192,8 @@ std::string dispatch_description(const char* forced_isa, const char* forced_fami
                                  const char* shape) {
   return "{\"isas\": " + isas() + ",\n \"families\": " + families() + ",\n \"default_isa\": " +
          quoted(select_isa(nullptr, nullptr)->name) + ",\n \"forced\": " +
-         forced(forced_isa, forced_family, forced_precision, shape) + ",\n \"measured\": " +
-         i2s::measured_choice().json() + "}\n";
+         forced(forced_isa, forced_family, forced_precision, shape) + ",\n \"trials_per_family\": " +
+         std::to_string(i2s::kTrialsPerFamily) + ",\n \"measured\": " + i2s::measured_choice().json() + "}\n";
 }
 
 }  // namespace bitnet_onnx

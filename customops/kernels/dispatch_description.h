@@ -29,6 +29,7 @@ namespace bitnet_onnx {
 //     "by" ("measured", "rules" or "forced"; null when refused), "error"}, "attention_precision":
 //     {"value", "auto" (what precision "auto" runs; null when refused), "error"}}; each error the
 //     one line the op would fail with, "" when accepted.
+//   "trials_per_family": the timed calls of each family before a measured choice is made.
 //   "measured": the family choices this process has measured or is measuring (MeasuredChoice::json,
 //     i2s/measured_choice.h): what the op's nodes in this process run per shape, and why.
 std::string dispatch_description(const char* forced_isa, const char* forced_family, const char* forced_precision,

@@ -22,9 +22,10 @@
 namespace bitnet_onnx {
 namespace i2s {
 
-// Timed calls per candidate family before the choice is made: the best of 3 leaves out a call that a
-// cold cache, a page fault or another process slowed down.
-constexpr int kTrialsPerFamily = 3;
+// Timed calls per candidate family before the choice is made: the best of 5 leaves out the calls that
+// a cold cache, a page fault or another process slowed down (with 3, a loaded 2-core machine picked the
+// slower family of two 15% apart).
+constexpr int kTrialsPerFamily = 5;
 
 // Calls of M tokens share a choice with the calls of their bucket: M = 1 is bucket 0, and
 // 2^(b-1) < M <= 2^b bucket b (M = 16 is the top of bucket 4), up to kLastBucket, which holds every
