@@ -581,23 +581,23 @@ void check_measured_choice() {
   const i2s::Family fast_a = i2s::kFamilyCount - 1;
   std::vector<int> turns(i2s::kFamilyCount, 0);
   for (int call = 0; call < i2s::kFamilyCount * i2s::kTrialsPerFamily; ++call) {
-    const i2s::MeasuredChoice::Pick a = table.pick(every, isa, 100, 1024, 512);
+    const i2s::FamilyPick a = table.pick(every, isa, 100, 1024, 512);
     if (!a.timed && wrong.empty()) wrong = fmt("trial call %d was not timed", call);
     ++turns[a.family];
     table.record(every, isa, 100, 1024, 512, a.family, a.family == fast_a ? 1e-3 : 3e-3);
-    const i2s::MeasuredChoice::Pick b = table.pick(every, isa, 128, 1024, 640);
+    const i2s::FamilyPick b = table.pick(every, isa, 128, 1024, 640);
     table.record(every, isa, 128, 1024, 640, b.family, b.family == i2s::kBaseFamily ? 1e-3 : 2e-3);
   }
   for (i2s::Family f = 0; f < i2s::kFamilyCount; ++f)
     if (turns[f] != i2s::kTrialsPerFamily && wrong.empty())
       wrong = fmt("family %s had %d trials, not %d", i2s::family_name(f), turns[f], i2s::kTrialsPerFamily);
-  const i2s::MeasuredChoice::Pick a = table.pick(every, isa, 65, 1024, 512);  // same bucket as M = 100
-  const i2s::MeasuredChoice::Pick b = table.pick(every, isa, 128, 1024, 640);
+  const i2s::FamilyPick a = table.pick(every, isa, 65, 1024, 512);  // same bucket as M = 100
+  const i2s::FamilyPick b = table.pick(every, isa, 128, 1024, 640);
   if (wrong.empty() && (a.timed || a.family != fast_a))
     wrong = fmt("shape A runs %s (timed %d), not the fastest %s", i2s::family_name(a.family), a.timed, i2s::family_name(fast_a));
   if (wrong.empty() && (b.timed || b.family != i2s::kBaseFamily)) wrong = "shape B does not run the base family untimed";
   if (wrong.empty() && table.chosen(isa, 64, 1024, 512) != -1) wrong = "M = 64 (another bucket) has a choice unmeasured";
-  const i2s::MeasuredChoice::Pick other = table.pick(every, isa, 64, 1024, 512);
+  const i2s::FamilyPick other = table.pick(every, isa, 64, 1024, 512);
   if (wrong.empty() && !other.timed) wrong = "M = 64 (another bucket) was not measured";
   if (wrong.empty() && table.json().find("\"runs\": \"" + std::string(i2s::family_name(fast_a)) + "\"") == std::string::npos)
     wrong = "json() does not name shape A's choice: " + table.json();

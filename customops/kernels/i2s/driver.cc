@@ -209,10 +209,9 @@ void MatMul::set_weights(const uint8_t* i2s, int64_t n, int64_t k) {
   has_weights_ = true;
 }
 
-MatMul::FamilyPick MatMul::family_for(int64_t m, int64_t k, int64_t n) const {
+FamilyPick MatMul::family_for(int64_t m, int64_t k, int64_t n) const {
   if (candidates_.choice != FamilyChoice::kMeasured) return {select_family(candidates_, isa_, m, k, n), false};
-  const MeasuredChoice::Pick pick = measured_choice().pick(candidates_, isa_, m, k, n);
-  return {pick.family, pick.timed};
+  return measured_choice().pick(candidates_, isa_, m, k, n);
 }
 
 void MatMul::run(const Call& call, const ParallelFor& pool) const {

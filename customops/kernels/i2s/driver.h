@@ -66,6 +66,12 @@ struct Candidates {
   Family only = kBaseFamily;  // kForced: the family every shape runs
 };
 
+// The family one call runs, and whether it is a trial of the measured choice (the call is timed).
+struct FamilyPick {
+  Family family;
+  bool timed;
+};
+
 // Every family's kernel for `isa` (a built record of the ISA table) and how they are chosen from
 // `forced_family`, BITNET_ONNX_KERNEL's value (FamilyChoice). False (with *error naming
 // BITNET_ONNX_KERNEL) when the value is unknown or the ISA has no kernel of that family.
@@ -114,12 +120,7 @@ class MatMul {
   void run(const Call& call, const ParallelFor& pool) const;
 
  private:
-  struct FamilyPick {
-    Family family;
-    bool timed;  // a trial of the measured choice: run() times it
-  };
   FamilyPick family_for(int64_t m, int64_t k, int64_t n) const;
-
 
   Isa isa_ = kIsaScalar;
   Candidates candidates_;

@@ -19,19 +19,19 @@ int64_t bucket_last_m(int bucket) {
   return bucket == kLastBucket ? std::numeric_limits<int64_t>::max() : int64_t{1} << bucket;
 }
 
-MeasuredChoice::Pick MeasuredChoice::pick(const Candidates& candidates, Isa isa, int64_t m, int64_t k, int64_t n) {
+FamilyPick MeasuredChoice::pick(const Candidates& candidates, Isa isa, int64_t m, int64_t k, int64_t n) {
   std::lock_guard<std::mutex> lock(mutex_);
   Entry& entry = entries_[key_of(isa, m, k, n)];
-  if (entry.chosen >= 0) return Pick{entry.chosen, false};
+  if (entry.chosen >= 0) return FamilyPick{entry.chosen, false};
   Family next = -1;
   for (Family f = 0; f < kFamilyCount; ++f)
     if (candidates.kernel[f] && entry.started[f] < kTrialsPerFamily &&
         (next < 0 || entry.started[f] < entry.started[next]))
       next = f;
   // Every trial handed out, some still running (concurrent calls): this call runs the base family untimed.
-  if (next < 0) return Pick{kBaseFamily, false};
+  if (next < 0) return FamilyPick{kBaseFamily, false};
   ++entry.started[next];
-  return Pick{next, true};
+  return FamilyPick{next, true};
 }
 
 void MeasuredChoice::record(const Candidates& candidates, Isa isa, int64_t m, int64_t k, int64_t n, Family family,

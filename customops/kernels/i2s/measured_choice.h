@@ -37,14 +37,10 @@ int64_t bucket_last_m(int bucket);   // the largest (INT64_MAX for the last buck
 
 class MeasuredChoice {
  public:
-  struct Pick {
-    Family family;
-    bool timed;  // a trial: the caller times the call and hands the time to record()
-  };
-
   // The family a call of m tokens against an [n, k] W on `isa` runs, among `candidates`' non-null
-  // kernels (the same set for every call of one ISA: all the families the ISA has).
-  Pick pick(const Candidates& candidates, Isa isa, int64_t m, int64_t k, int64_t n);
+  // kernels (the same set for every call of one ISA: all the families the ISA has); a timed pick is a
+  // trial, whose time the caller hands to record().
+  FamilyPick pick(const Candidates& candidates, Isa isa, int64_t m, int64_t k, int64_t n);
 
   // A timed call's duration; the choice is made once every candidate has kTrialsPerFamily.
   void record(const Candidates& candidates, Isa isa, int64_t m, int64_t k, int64_t n, Family family,
