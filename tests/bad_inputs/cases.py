@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import struct
 from dataclasses import dataclass, field
@@ -134,6 +135,12 @@ def write(rel: str, content: bytes | str) -> Callable[[Workspace], None]:
         path = ws.root / rel
         path.write_bytes(content.encode() if isinstance(content, str) else content)
     return setup
+
+
+def written(id: str, argv: list[str], rel: str, content: bytes | str, error: str) -> Case:
+    """A class-2 case: the workspace file ``rel`` holds ``content``, and the one line names the file and says
+    ``error`` (a regex) about it."""
+    return Case(id, 2, argv, rf"{re.escape(rel)}: {error}", setup=write(rel, content))
 
 
 def replace_with_dir(rel: str) -> Callable[[Workspace], None]:
@@ -453,25 +460,18 @@ CONFIG_CASES = [
          setup=replace_with_dir(CONFIG)),
     Case("config-symlink-loop", 2, EXPORT + ["-o", "out"], r"model/config\.json: .*(symbolic links|symlink)",
          setup=symlink_loop(CONFIG)),
-    Case("config-not-json", 2, EXPORT + ["-o", "out"], r"model/config\.json: not valid JSON", setup=write(CONFIG, "{hidden_size: 128")),
-    Case("config-empty", 2, EXPORT + ["-o", "out"], r"model/config\.json: not valid JSON", setup=write(CONFIG, "")),
-    Case("config-not-utf8", 2, EXPORT + ["-o", "out"], r"model/config\.json: not valid JSON", setup=write(CONFIG, b'{"a": "\xff\xfe"}')),
+    written("config-not-json", EXPORT + ["-o", "out"], CONFIG, "{hidden_size: 128", "not valid JSON"),
+    written("config-empty", EXPORT + ["-o", "out"], CONFIG, "", "not valid JSON"),
+    written("config-not-utf8", EXPORT + ["-o", "out"], CONFIG, b'{"a": "\xff\xfe"}', "not valid JSON"),
     Case("config-missing", 2, CONVERT + ["--outfile", "m.gguf"], r"model/config\.json: file not found",
          setup=lambda ws: (ws.model / "config.json").unlink()),
-    Case("tokenizer-config-not-json", 2, EXPORT + ["-o", "out"], r"model/tokenizer_config\.json: not valid JSON",
-         setup=write("model/tokenizer_config.json", "{'pad_token': '<pad>'}")),
-    Case("tokenizer-config-is-list", 2, EXPORT + ["-o", "out"], r"model/tokenizer_config\.json: expected a JSON object",
-         setup=write("model/tokenizer_config.json", "[]")),
-    Case("sentence-bert-config-is-list", 2, EXPORT + ["-o", "out"], r"model/sentence_bert_config\.json: expected a JSON object, got list",
-         setup=write("model/sentence_bert_config.json", "[1]")),
-    Case("modules-json-not-objects", 2, EXPORT + ["-o", "out"], r"model/modules\.json: expected a list of modules",
-         setup=write("model/modules.json", "[1, 2]")),
-    Case("st-config-is-list", 2, CONVERT + ["--outfile", "m.gguf"], r"model/config_sentence_transformers\.json: expected a JSON object",
-         setup=write("model/config_sentence_transformers.json", "[]")),
-    Case("pooling-config-is-list", 2, EXPORT + ["-o", "out"], r"model/1_Pooling/config\.json: expected a JSON object",
-         setup=write("model/1_Pooling/config.json", "[]")),
-    Case("tokenizer-not-json", 2, EXPORT + ["-o", "out"], r"model/tokenizer\.json: not a valid tokenizer\.json",
-         setup=write("model/tokenizer.json", "{ nope")),
+    written("tokenizer-config-not-json", EXPORT + ["-o", "out"], "model/tokenizer_config.json", "{'pad_token': '<pad>'}", "not valid JSON"),
+    written("tokenizer-config-is-list", EXPORT + ["-o", "out"], "model/tokenizer_config.json", "[]", "expected a JSON object"),
+    written("sentence-bert-config-is-list", EXPORT + ["-o", "out"], "model/sentence_bert_config.json", "[1]", "expected a JSON object, got list"),
+    written("modules-json-not-objects", EXPORT + ["-o", "out"], "model/modules.json", "[1, 2]", "expected a list of modules"),
+    written("st-config-is-list", CONVERT + ["--outfile", "m.gguf"], "model/config_sentence_transformers.json", "[]", "expected a JSON object"),
+    written("pooling-config-is-list", EXPORT + ["-o", "out"], "model/1_Pooling/config.json", "[]", "expected a JSON object"),
+    written("tokenizer-not-json", EXPORT + ["-o", "out"], "model/tokenizer.json", "{ nope", r"not a valid tokenizer\.json"),
     Case("embedding-beyond-float16", 2, EXPORT + ["-o", "out"], r"embed_tokens\.weight: value 100000 is beyond float16's range",
          setup=edit_tensors(set_value(_embedding, 1e5))),
     Case("embedding-beyond-float16-gguf", 2, CONVERT + ["--outfile", "m.gguf"], r"embed_tokens\.weight.*float16",
