@@ -296,7 +296,7 @@ def _qemu_dispatch(qemu: str, build: Path, cpu: str) -> customops.Dispatch:
     return described
 
 
-def _kernels_run(described: customops.Dispatch) -> set[str]:
+def running_kernels(described: customops.Dispatch) -> set[str]:
     """Every family's kernel on every ISA the description says runs."""
     return {kernel for isa in described.running() for family in described.families
             if (kernel := described.kernel(isa.name, family.name)) is not None}
@@ -317,7 +317,7 @@ def test_aarch64_qemu(vectors, aarch64_build, qemu_aarch64, variant, cpu):
     build, qemu, all_cases = aarch64_build(variant), qemu_aarch64, AARCH64_BUILDS[variant].all_cases
     described = _qemu_dispatch(qemu, build, cpu)
     weaker = QEMU_CPUS[:QEMU_CPUS.index(cpu)]
-    own = _kernels_run(described) - (_kernels_run(_qemu_dispatch(qemu, build, weaker[-1])) if weaker else set())
+    own = running_kernels(described) - (running_kernels(_qemu_dispatch(qemu, build, weaker[-1])) if weaker else set())
     if all_cases:
         own -= set(described.isa("scalar").kernels.values())
     kernels = sorted(own)
