@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#ifndef PATH
 /* One row per loop build: the op whose path it bounds, the path's name as the library's dispatch names it (a
    kernel of customops.dispatch(), an attention tile path; "stream" is the M=1 memory bound, which reads
    -DBYTES of packed weights), the PATH that selects it below, its compiler flags and what it runs. A name's
@@ -42,7 +43,6 @@ static const struct { const char *op, *name; int path; const char *flags, *what;
     {I2S, "lut-neon", 10, "", "byte index + add .8h q from 31 KB of L1 tables"},
 #endif
 };
-#ifndef PATH
 /* the table, a row a line: op, name, PATH, flags, what (tab-separated) */
 int main(void) {
   for (size_t i = 0; i < sizeof LOOPS / sizeof LOOPS[0]; ++i)
