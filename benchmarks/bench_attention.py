@@ -38,10 +38,8 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -56,7 +54,7 @@ from bitnet_onnx.export.attention import MASKED, AttentionMask, strategy
 from bitnet_onnx.export.builder import MS_DOMAIN, GraphBuilder
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_op import run_peak_loop  # noqa: E402  (the register-peak loops' one runner)
+from bench_op import peak_loops, run_peak_loop  # noqa: E402  (the register-peak loops' one reader and runner)
 
 SHAPES = {  # name -> (query heads, kv heads, head dim, (keys before, keys after) or None = unbounded)
     "qwen3": (16, 8, 128, (None, 0)),
@@ -145,29 +143,11 @@ def attention_path(head_dims=(128, 256)) -> str:
     return "; ".join(parts)
 
 
-# attention path -> (register_peaks.c PATH, compiler flags, what the loop runs)
-PEAK_LOOPS = {
-    "amxbf16": (11, ["-mamx-tile", "-mamx-bf16"], "tdpbf16ps, 4 tiles"),
-    "avx512bf16": (13, ["-mavx512f", "-mavx512bf16"], "vdpbf16ps zmm"),
-    "avx512": (12, ["-mavx512f"], "vfmadd231ps zmm"),
-    "avx2": (14, ["-mavx2", "-mfma"], "vfmadd231ps ymm"),
-}
-
-
 def peak_loop(path: str) -> str | None:
-    """The register_peaks.c loop a path is judged against: its own unit ("avx512:bf16" runs avx512's FMAs)."""
+    """The register_peaks.c loop a path is judged against: its own unit ("avx512:bf16" runs avx512's FMAs); None
+    where register_peaks.c has none (the scalar tiles)."""
     base = path.split(":")[0]
-    return base if base in PEAK_LOOPS else None
-
-
-def measure_peak(loop: str) -> float | None:
-    """GFLOP/s of the loop on this thread's CPU clock (best of its 5 rounds), None where it does not build or run."""
-    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
-    if cc is None:
-        return None
-    macro, flags, _ = PEAK_LOOPS[loop]
-    with tempfile.TemporaryDirectory() as tmp:
-        return run_peak_loop(cc, tmp, macro, flags)
+    return base if base in peak_loops(customops.encoder_attention.NAME) else None
 
 
 def allowed_pairs(seq: int, span) -> int:
@@ -204,9 +184,11 @@ def main() -> None:
     shapes = args.shapes.split(",")
     print(f"# attention path: {attention_path(SHAPES[s][2] for s in shapes)}")
     paths = {(s, p): customops.attention_path(p, SHAPES[s][2]).name for s in shapes for p in ("f32", "bf16")}
-    peaks = {loop: measure_peak(loop) for loop in sorted({peak_loop(p) for p in paths.values()} - {None})}
-    for loop, gflops in peaks.items():
-        print(f"# peak {loop}: " + (f"{gflops:.0f} GFLOP/s" if gflops else "-") + f" ({PEAK_LOOPS[loop][2]}, 1 thread)")
+    measured = {loop: run_peak_loop(customops.encoder_attention.NAME, loop)
+                for loop in sorted({peak_loop(p) for p in paths.values()} - {None})}
+    for loop, (gflops, what) in measured.items():
+        print(f"# peak {loop}: " + (f"{gflops:.0f} GFLOP/s" if gflops else "-") + f" ({what}, 1 thread)")
+    peaks = {loop: gflops for loop, (gflops, _) in measured.items()}
     print(f"# 1 thread, {args.clock} clock, median of interleaved rounds; ratio = variant time / fused time "
           "(bf16: fused time / bf16 time, its speed-up); bf16 rel = max |bf16 - fused| / max |fused|; "
           "GFLOP/s of the allowed pairs (% of the path's own peak)")

@@ -16,11 +16,12 @@ Variants:
   dqmm             ORT com.microsoft DynamicQuantizeMatMul, int8 weights T, per-column scales
   nbits4           ORT com.microsoft MatMulNBits, 4 bits, block 128, accuracy_level 4 (opt-in)
 
-Peaks: each path's inner instruction in a register-only loop (12 independent accumulators), compiled
-with the system C compiler and timed in a child process on this core:
+Peaks: each path's inner instruction in a register-only loop (12 independent accumulators) of
+benchmarks/register_peaks.c, whose LOOPS table names the path each loop bounds, compiled with the system C
+compiler and timed in a child process on this core:
   avx2        vpmaddubsw + vpaddw, ymm          avx512vnni  vpdpbusd, zmm
-  avxvnni     vpdpbusd, ymm (VEX; on a CPU with AVX512-VNNI but no AVX-VNNI flag, the EVEX ymm
-              form stands in and the header says so: same instruction, same ports)
+  avxvnni     vpdpbusd, ymm (VEX; where that does not run but AVX512-VNNI does, the EVEX ymm form
+              stands in and the header says so: same instruction, same ports)
   amx         tdpbusd, 4 tiles of 16x16 int32 (only where the CPU and OS allow AMX)
   lut-avx2    the lookup kernels' inner step: load a pattern byte, vpaddw ymm of the table entry
   lut-avx512  it indexes (16 tokens x 4 weights per ymm, 32 per zmm) from 41 KB of L1-resident tables
@@ -62,10 +63,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
 from bitnet_onnx.bench.host import cpu_name
+from bitnet_onnx.customops.i2s_matmul import NAME as OP_NAME
 
 MODELS = {  # model -> the 7 projections (name, K, N) of one layer
     "qwen3": [("q", 1024, 2048), ("k", 1024, 1024), ("v", 1024, 1024), ("o", 2048, 1024),
@@ -156,7 +159,6 @@ def build_graph(model: str, kind: str, weights: list[np.ndarray], norms: list[np
 
     from bitnet_onnx.customops import DOMAIN as OP_DOMAIN
     from bitnet_onnx.customops import DOMAIN_VERSION as OP_DOMAIN_VERSION
-    from bitnet_onnx.customops.i2s_matmul import NAME as OP_NAME
     from bitnet_onnx.ternary import pack_i2s
 
     nodes, inits, outputs = [], [], []
@@ -271,34 +273,61 @@ def time_runs(variant: Variant, m: int, xs, warmup: int, runs: int, clock) -> fl
 # ---------------------------------------------------------------------------------------------
 # Register peaks (a register-only loop per path, compiled and run in a child process)
 
-PEAK_SOURCE = Path(__file__).with_name("register_peaks.c")  # PATH selects the loop
-
-# path -> (PATH macro, compiler flags, what is measured); avxvnni has a fallback (EVEX ymm proxy)
-PEAK_LOOPS = {
-    "avx2": (0, ["-mavx2"], "vpmaddubsw+vpaddw ymm"),
-    "avxvnni": (1, ["-mavx2", "-mavxvnni"], "vpdpbusd ymm (VEX)"),
-    "avx512vnni": (2, ["-mavx512f", "-mavx512vnni"], "vpdpbusd zmm"),
-    "amx": (3, ["-mamx-tile", "-mamx-int8"], "tdpbusd 4 tiles"),
-    "lut-avx2": (5, ["-mavx2"], "byte index + vpaddw ymm from 41 KB of L1 tables"),
-    "lut-avx512": (6, ["-mavx512f", "-mavx512bw"], "byte index + vpaddw zmm from 41 KB of L1 tables"),
-    "neon": (7, [], "smlal int8 -> int16 q"),
-    "dotprod": (8, ["-march=armv8.2-a+dotprod"], "sdot q"),
-    "i8mm": (9, ["-march=armv8.2-a+dotprod+i8mm"], "smmla q (2x8 by 8x2)"),
-    "lut-neon": (10, [], "byte index + add .8h q from 31 KB of L1 tables"),
-}
-AVXVNNI_PROXY = (1, ["-mavx2", "-mavx512f", "-mavx512vl", "-mavx512vnni"],
-                 "vpdpbusd ymm, EVEX form as a proxy: this CPU has AVX512-VNNI but no AVX-VNNI")
+PEAK_SOURCE = Path(__file__).with_name("register_peaks.c")  # the loops and their one list (LOOPS)
 
 
-def run_peak_loop(cc: str, tmp: str, macro: int, flags: list[str]) -> float | None:
-    """The number register_peaks.c's loop PATH=macro prints (GOP/s, or GB/s for the stream), compiled with
-    ``flags`` in ``tmp``; None where it does not build or run on this CPU."""
-    exe = os.path.join(tmp, f"peak{macro}{len(flags)}")
-    if subprocess.run([cc, "-O2", f"-DPATH={macro}", *flags, str(PEAK_SOURCE), "-o", exe],
-                      capture_output=True).returncode != 0:
-        return None
-    run = subprocess.run([exe], capture_output=True, text=True)
-    return float(run.stdout.split()[0]) if run.returncode == 0 else None
+class PeakLoop(NamedTuple):
+    """A row of register_peaks.c's LOOPS: one build of the loop that bounds a path."""
+
+    op: str  # the op whose path it bounds (I2STernaryMatMul, EncoderAttention)
+    name: str  # the path's name in the library's dispatch (a kernel, an attention tile path), or "stream"
+    path: int  # the PATH macro that selects its code
+    flags: list[str]  # compiler flags
+    what: str  # what it runs
+
+
+def _compiler() -> str | None:
+    return shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+
+
+@functools.cache
+def peak_loops(op: str) -> dict[str, list[PeakLoop]]:
+    """name -> the builds of its loop, in the order to try them, as register_peaks.c lists them (built without
+    PATH, it prints its LOOPS table: this machine's rows); {} without a C compiler."""
+    cc = _compiler()
+    if cc is None:
+        return {}
+    with tempfile.TemporaryDirectory() as tmp:
+        exe = os.path.join(tmp, "loops")
+        subprocess.run([cc, "-O2", str(PEAK_SOURCE), "-o", exe], check=True, capture_output=True)
+        table = subprocess.run([exe], check=True, capture_output=True, text=True).stdout
+    loops: dict[str, list[PeakLoop]] = {}
+    for line in table.splitlines():
+        row_op, name, path, flags, what = line.split("\t")
+        if row_op == op:
+            loops.setdefault(name, []).append(PeakLoop(row_op, name, int(path), flags.split(), what))
+    return loops
+
+
+def run_peak_loop(op: str, name: str, extra_flags: tuple[str, ...] = ()) -> tuple[float | None, str]:
+    """(the number register_peaks.c's loop for `name` of `op` prints: GOP/s, GFLOP/s or GB/s for the stream; what
+    it ran) from the first of its builds that compiles and runs on this CPU; (None, why) where none does."""
+    cc = _compiler()
+    if cc is None:
+        return None, "no C compiler"
+    builds = peak_loops(op).get(name)
+    if not builds:
+        return None, f"no register peak loop for {name} in register_peaks.c"
+    with tempfile.TemporaryDirectory() as tmp:
+        for build in builds:
+            exe = os.path.join(tmp, f"peak{build.path}")
+            cmd = [cc, "-O2", f"-DPATH={build.path}", *build.flags, *extra_flags, str(PEAK_SOURCE), "-o", exe]
+            if subprocess.run(cmd, capture_output=True).returncode != 0:
+                continue
+            run = subprocess.run([exe], capture_output=True, text=True)
+            if run.returncode == 0:
+                return float(run.stdout.split()[0]), build.what
+    return None, f"{builds[0].what}: not measurable on this CPU/compiler"
 
 
 def packed_weight_bytes(model: str) -> int:
@@ -309,36 +338,13 @@ def packed_weight_bytes(model: str) -> int:
 def measure_stream(models: list[str]) -> dict[str, float | None]:
     """model -> GB/s of one core reading the layer's packed-weight bytes over and over (from L3
     when they exceed L2, as at M=1 where every token reads every weight once)."""
-    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
-    out = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        for model in models:
-            size = packed_weight_bytes(model) // 128 * 128
-            vector = ["-mavx2"] if platform.machine() in ("x86_64", "AMD64") else []
-            out[model] = run_peak_loop(cc, tmp, 4, [*vector, f"-DBYTES={size}L"]) if cc else None
-    return out
+    return {model: run_peak_loop(OP_NAME, "stream", (f"-DBYTES={packed_weight_bytes(model) // 128 * 128}L",))[0]
+            for model in models}
 
 
 def measure_peaks(paths: list[str]) -> dict[str, tuple[float | None, str]]:
     """path -> (GOP/s or None, what was measured or why not)."""
-    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
-    # the library's own CPU check: the shipped library runs avxvnni only with AVX-VNNI itself
-    avxvnni_by_proxy = not dispatch().isa("avxvnni").runs and dispatch().isa("avx512vnni").runs
-    out = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        for path in paths:
-            if path not in PEAK_LOOPS:
-                out[path] = (None, f"no register peak loop for {path} in PEAK_LOOPS (register_peaks.c)")
-                continue
-            macro, cflags, what = PEAK_LOOPS[path]
-            if cc is None:
-                out[path] = (None, "no C compiler")
-                continue
-            if path == "avxvnni" and avxvnni_by_proxy:
-                macro, cflags, what = AVXVNNI_PROXY
-            gops = run_peak_loop(cc, tmp, macro, cflags)
-            out[path] = (gops, what if gops else f"{what}: not measurable on this CPU/compiler")
-    return out
+    return {path: run_peak_loop(OP_NAME, path) for path in paths}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -71,27 +71,43 @@ extern "C" void mlas_shape_smmla(const int8_t* a, const int8_t* b, int64_t k8, i
 class Loop:
     name: str
     source: str          # a kernel file under customops/kernels, or "mlas" for MLAS_SHAPE
-    march: str
     signature: str       # regex of the instruction that does the work
     work: dict           # instruction regex -> weight-MACs (or weights stored) per instruction
     needs_i8mm: bool = False
     without: str = ""    # regex an instruction of the loop must not match (to tell loops apart)
     decodes: bool = False  # the loop must also decode codes in registers (DECODE)
 
+    @property
+    def march(self) -> str:
+        """The -march its code is compiled with: the kernel file's own, as the library builds it; MLAS_SHAPE's, i8mm."""
+        return MLAS_MARCH if self.source == "mlas" else kernel_march(self.source)
+
+
+def kernel_march(source: str) -> str:
+    """The -march the library compiles a kernel file with: the flags of its ``i2s_isa_kernel(<file> <flags>)`` line in
+    its folder's CMakeLists.txt (the one place that states them); plain armv8-a where it gives none."""
+    path = KERNELS / source
+    cmake = path.parent / "CMakeLists.txt"
+    found = re.search(rf"i2s_isa_kernel\({re.escape(path.name)}\b([^)]*)\)", cmake.read_text())
+    if found is None:
+        sys.exit(f"mca_neon_loops: no i2s_isa_kernel({path.name} ...) in {cmake}")
+    return next((flag.removeprefix("-march=") for flag in found.group(1).split() if flag.startswith("-march=")),
+                "armv8-a")
+
 
 DECODE = r"\b(ushr|ushl)\s+v"  # the 2-bit field shifts of the decode
 # int8 weights stored (to the panel, not register spills to the stack)
 STORES = {r"^str\s+q\d+, \[(?!sp)": 16, r"^stp\s+q\d+, q\d+, \[(?!sp)": 32, r"^st1\s.*\[(?!sp)": 16}
-PLAIN, DOTPROD, I8MM = "armv8-a", "armv8.2-a+dotprod", "armv8.2-a+dotprod+i8mm"
+MLAS_MARCH = "armv8.2-a+dotprod+i8mm"
 LOOPS = [
-    Loop("neon", "i2s/mul/neon.cc", PLAIN, r"\bsmlal2?\b", {r"\bsmlal2?\b": 8}),
-    Loop("dotprod-direct", "i2s/mul/neon_dotprod.cc", DOTPROD, r"\bsdot\b", {r"\bsdot\b": 16}, decodes=True),
-    Loop("dotprod-panel", "i2s/mul/neon_dotprod.cc", DOTPROD, r"\bsdot\b", {r"\bsdot\b": 16}, without=DECODE),
-    Loop("i8mm-panel", "i2s/mul/neon_i8mm.cc", I8MM, r"\bsmmla\b", {r"\bsmmla\b": 32}, needs_i8mm=True),
-    Loop("unpack-rows", "i2s/mul/neon_dotprod.cc", DOTPROD, DECODE, STORES, without=r"\bsdot\b"),
-    Loop("unpack-pairs", "i2s/mul/neon_i8mm.cc", I8MM, r"\bzip[12]\s+v\d+\.2d", STORES, without=r"\b(sdot|smmla)\b"),
-    Loop("lookup", "i2s/lut/lut_neon.cc", PLAIN, r"\badd\s+v\d+\.8h", {r"\badd\s+v\d+\.8h": 32}),
-    Loop("mlas-smmla", "mlas", I8MM, r"\bsmmla\b", {r"\bsmmla\b": 32}, needs_i8mm=True),
+    Loop("neon", "i2s/mul/neon.cc", r"\bsmlal2?\b", {r"\bsmlal2?\b": 8}),
+    Loop("dotprod-direct", "i2s/mul/neon_dotprod.cc", r"\bsdot\b", {r"\bsdot\b": 16}, decodes=True),
+    Loop("dotprod-panel", "i2s/mul/neon_dotprod.cc", r"\bsdot\b", {r"\bsdot\b": 16}, without=DECODE),
+    Loop("i8mm-panel", "i2s/mul/neon_i8mm.cc", r"\bsmmla\b", {r"\bsmmla\b": 32}, needs_i8mm=True),
+    Loop("unpack-rows", "i2s/mul/neon_dotprod.cc", DECODE, STORES, without=r"\bsdot\b"),
+    Loop("unpack-pairs", "i2s/mul/neon_i8mm.cc", r"\bzip[12]\s+v\d+\.2d", STORES, without=r"\b(sdot|smmla)\b"),
+    Loop("lookup", "i2s/lut/lut_neon.cc", r"\badd\s+v\d+\.8h", {r"\badd\s+v\d+\.8h": 32}),
+    Loop("mlas-smmla", "mlas", r"\bsmmla\b", {r"\bsmmla\b": 32}, needs_i8mm=True),
 ]
 
 

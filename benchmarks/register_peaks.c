@@ -1,7 +1,7 @@
-/* Register-only loops, one per kernel path (PATH selects), timed on the thread's CPU clock: the
-   peak GOP/s each path is judged against in benchmarks/bench_op.py, which compiles and runs this file
-   (PATH 4 streams -DBYTES of packed weights instead: the M=1 memory bound). PATH 11-14 are the float
-   loops of EncoderAttention's paths (GFLOP/s, a multiply-add counting 2), for benchmarks/bench_attention.py. */
+/* Register-only loops, one per kernel path (PATH selects), timed on the thread's CPU clock: the peak GOP/s
+   (GFLOP/s for EncoderAttention's float loops, a multiply-add counting 2) each path is judged against in
+   benchmarks/bench_op.py and benchmarks/bench_attention.py, which compile and run this file. LOOPS below is
+   the one list of them: built without PATH, this file prints it for those scripts, which hold none. */
 #if defined(__x86_64__)
 #include <immintrin.h>
 #else
@@ -11,6 +11,45 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#ifndef PATH
+/* One row per loop build: the op whose path it bounds, the path's name as the library's dispatch names it (a
+   kernel of customops.dispatch(), an attention tile path; "stream" is the M=1 memory bound, which reads
+   -DBYTES of packed weights), the PATH that selects it below, its compiler flags and what it runs. A name's
+   rows are tried in order and the first that builds and runs here is its peak: the AVX-VNNI loop falls back
+   to the EVEX form of the same instruction (same ports) on a CPU with AVX512-VNNI but no AVX-VNNI. Only this
+   machine's rows are listed. */
+#define I2S "I2STernaryMatMul"
+#define ATTENTION "EncoderAttention"
+static const struct { const char *op, *name; int path; const char *flags, *what; } LOOPS[] = {
+#if defined(__x86_64__)
+    {I2S, "avx2", 0, "-mavx2", "vpmaddubsw+vpaddw ymm"},
+    {I2S, "avxvnni", 1, "-mavx2 -mavxvnni", "vpdpbusd ymm (VEX)"},
+    {I2S, "avxvnni", 1, "-mavx2 -mavx512f -mavx512vl -mavx512vnni",
+     "vpdpbusd ymm, EVEX form as a proxy: this CPU has AVX512-VNNI but no AVX-VNNI"},
+    {I2S, "avx512vnni", 2, "-mavx512f -mavx512vnni", "vpdpbusd zmm"},
+    {I2S, "amx", 3, "-mamx-tile -mamx-int8", "tdpbusd 4 tiles"},
+    {I2S, "stream", 4, "-mavx2", "32-byte loads of -DBYTES bytes"},
+    {I2S, "lut-avx2", 5, "-mavx2", "byte index + vpaddw ymm from 41 KB of L1 tables"},
+    {I2S, "lut-avx512", 6, "-mavx512f -mavx512bw", "byte index + vpaddw zmm from 41 KB of L1 tables"},
+    {ATTENTION, "amxbf16", 11, "-mamx-tile -mamx-bf16", "tdpbf16ps, 4 tiles"},
+    {ATTENTION, "avx512", 12, "-mavx512f", "vfmadd231ps zmm"},
+    {ATTENTION, "avx512bf16", 13, "-mavx512f -mavx512bf16", "vdpbf16ps zmm"},
+    {ATTENTION, "avx2", 14, "-mavx2 -mfma", "vfmadd231ps ymm"},
+#else
+    {I2S, "stream", 4, "", "32-byte loads of -DBYTES bytes"},
+    {I2S, "neon", 7, "", "smlal int8 -> int16 q"},
+    {I2S, "dotprod", 8, "-march=armv8.2-a+dotprod", "sdot q"},
+    {I2S, "i8mm", 9, "-march=armv8.2-a+dotprod+i8mm", "smmla q (2x8 by 8x2)"},
+    {I2S, "lut-neon", 10, "", "byte index + add .8h q from 31 KB of L1 tables"},
+#endif
+};
+/* the table, a row a line: op, name, PATH, flags, what (tab-separated) */
+int main(void) {
+  for (size_t i = 0; i < sizeof LOOPS / sizeof LOOPS[0]; ++i)
+    printf("%s\t%s\t%d\t%s\t%s\n", LOOPS[i].op, LOOPS[i].name, LOOPS[i].path, LOOPS[i].flags, LOOPS[i].what);
+  return 0;
+}
+#else
 #if PATH == 3 || PATH == 11
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -42,6 +81,9 @@ int main(void) {
 #endif
   for (int r = 0; r < 5; ++r) {
     double ops = 0, t0 = 0;  /* ops per unit; 12 units per iteration */
+    /* Each path but 0 and 4 defines its vector type V, ZERO, LANE0 and either DP (one accumulate
+       instruction: a = DP(a, b, c)) or LOOKUP (a = LOOKUP(a, i): add the table entry unit i's index picks);
+       the loop of 12 independent accumulators after this chain runs it. */
 #if PATH == 0
     __m256i b = _mm256_set1_epi8(1), c = _mm256_set1_epi8(2);
 #define D(i) __m256i a##i = _mm256_set1_epi16(i);
@@ -75,15 +117,6 @@ int main(void) {
 #define LANE0(v) _mm_cvtsi128_si32(_mm512_castsi512_si128(v))
     ops = 128.0;
 #endif
-#define D(i) V a##i = ZERO;
-    R(D)
-    t0 = now();
-    for (long it = 0; it < iters; ++it) {
-#define U(i) a##i = DP(a##i, b, c);
-      R(U) KEEP;
-    }
-#define S(i) sink += LANE0(a##i);
-    R(S)
 #elif PATH == 4
     /* read BYTES bytes (the layer's packed weights; L3-resident after the first pass) per unit;
        32-byte vectors of the compiler's own (ymm on x86-64 with -mavx2, q pairs on aarch64) */
@@ -100,7 +133,7 @@ int main(void) {
     ops = 50.0 * BYTES / iters / 12;  /* reported "GOP/s" = GB/s */
 #elif PATH == 5 || PATH == 6
     /* the lookup step: a pattern byte indexes a table entry (tokens x int16) added with vpaddw;
-       tables as the kernels size them (41 KB: L1), 12 independent accumulators */
+       tables as the kernels size them (41 KB: L1) */
 #if PATH == 5
     typedef __m256i V;
 #define LD(p) _mm256_load_si256((const V*)(p))
@@ -120,26 +153,10 @@ int main(void) {
 #define GROUPS 8
     ops = 256.0;  /* 32 tokens x 4 weights x 2 */
 #endif
-    static int16_t table[GROUPS * 81 * ENTRY / 2] __attribute__((aligned(64)));
-    static uint8_t idx[4096 + 16];
-    if (r == 0) {
-      unsigned lcg = 12345;
-      memset(table, 1, sizeof table);
-      for (int i = 0; i < 4096 + 16; ++i) { lcg = lcg * 1103515245u + 12345u; idx[i] = (lcg >> 16) % 81; }
-    }
-#define D(i) V a##i = ZERO;
-    R(D)
-    const char* tb = (const char*)table;
-    t0 = now();
-    for (long it = 0; it < iters; ++it) {
-      const uint8_t* ix = idx + ((it * 12) & 4095);
-#define U(i) a##i = ADDW(a##i, LD(tb + ((i) % GROUPS) * 81 * ENTRY + (size_t)ix[i] * ENTRY));
-      R(U) KEEP;
-    }
-#define S(i) sink += LANE0(a##i);
-    R(S)
+#define TABLE_INT16S (GROUPS * 81 * ENTRY / 2)
+#define LOOKUP(a, i) ADDW(a, LD((const char*)table + ((i) % GROUPS) * 81 * ENTRY + (size_t)ix[i] * ENTRY))
 #elif PATH == 7 || PATH == 8 || PATH == 9
-    /* aarch64: smlal (neon: int8 x int8 -> int16), sdot (dotprod), smmla (i8mm), 12 accumulators */
+    /* aarch64: smlal (neon: int8 x int8 -> int16), sdot (dotprod), smmla (i8mm) */
 #if PATH == 7
     typedef int16x8_t V;
 #define DP(a, b, c) vmlal_s8(a, vget_low_s8(b), vget_low_s8(c))
@@ -160,52 +177,37 @@ int main(void) {
     ops = 64.0;  /* 32 MACs */
 #endif
     int8x16_t b = vdupq_n_s8(1), c = vdupq_n_s8(2);
-#define D(i) V a##i = ZERO;
-    R(D)
-    t0 = now();
-    for (long it = 0; it < iters; ++it) {
-#define U(i) a##i = DP(a##i, b, c);
-      R(U) KEEP;
-    }
-#define S(i) sink += LANE0(a##i);
-    R(S)
 #elif PATH == 10
     /* lut-neon's step: a pattern byte indexes a 16-token entry (two q registers) added with
-       add .8h; 12 groups of tables (31 KB: L1), 12 independent accumulators */
-    static int16_t table[12 * 81 * 16] __attribute__((aligned(64)));
-    static uint8_t idx[4096 + 16];
-    if (r == 0) {
-      unsigned lcg = 12345;
-      memset(table, 1, sizeof table);
-      for (int i = 0; i < 4096 + 16; ++i) { lcg = lcg * 1103515245u + 12345u; idx[i] = (lcg >> 16) % 81; }
-    }
-#define D(i) int16x8_t a##i = vdupq_n_s16(0);
-    R(D)
-    t0 = now();
-    for (long it = 0; it < iters; ++it) {
-      const uint8_t* ix = idx + ((it * 12) & 4095);
-      /* units of 8 tokens: each entry's two halves go to alternate accumulators */
-#define U(i) a##i = vaddq_s16(a##i, vld1q_s16(table + ((i) / 2) * 81 * 16 + (size_t)ix[(i) / 2] * 16 + ((i) % 2) * 8));
-      R(U) KEEP;
-    }
-#define S(i) sink += vgetq_lane_s16(a##i, 0);
-    R(S)
+       add .8h; 12 groups of tables (31 KB: L1); units of 8 tokens: each entry's two halves go to
+       alternate accumulators */
+    typedef int16x8_t V;
+#define ZERO vdupq_n_s16(0)
+#define LANE0(v) vgetq_lane_s16(v, 0)
+#define TABLE_INT16S (12 * 81 * 16)
+#define LOOKUP(a, i) vaddq_s16(a, vld1q_s16(table + ((i) / 2) * 81 * 16 + (size_t)ix[(i) / 2] * 16 + ((i) % 2) * 8))
     ops = 64.0;  /* 8 tokens x 4 weights x 2 */
-#elif PATH == 11
-    /* tdpbf16ps: 16 rows x 16 columns x 32 bf16 (16 pairs) per instruction into float32, 4 independent
-       C tiles as amxbf16.cc's scores use (the shape of the PATH 3 loop) */
+#elif PATH == 3 || PATH == 11
+    /* tdpbusd (int8, 16x16x64 MACs per instruction into int32) or tdpbf16ps (16 rows x 16 columns x 32 bf16,
+       16 pairs, into float32): 4 independent C tiles as the amx kernel and amxbf16.cc's scores use them */
+#if PATH == 3
+#define TDP _tile_dpbusd
+    ops = 16.0 * 16 * 64 * 2 * 4 / 16 / 12;  /* iters/16 rounds of 4 tiles x 16x16x64 MACs */
+#else
+#define TDP _tile_dpbf16ps
+    ops = 16.0 * 16 * 32 * 2 * 4 / 16 / 12;  /* iters/16 rounds of 4 tiles x 16x16x32 multiply-adds */
+#endif
     _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
     _tile_loadd(4, buf, 64); _tile_loadd(5, buf, 64); _tile_loadd(6, buf, 64); _tile_loadd(7, buf, 64);
     t0 = now();
     for (long it = 0; it < iters / 16; ++it) {
-      _tile_dpbf16ps(0, 4, 6); _tile_dpbf16ps(1, 4, 7); _tile_dpbf16ps(2, 5, 6); _tile_dpbf16ps(3, 5, 7);
+      TDP(0, 4, 6); TDP(1, 4, 7); TDP(2, 5, 6); TDP(3, 5, 7);
     }
     _tile_stored(0, buf, 64);
     sink += buf[0];
-    ops = 16.0 * 16 * 32 * 2 * 4 / 16 / 12;  /* iters/16 rounds of 4 tiles x 16x16x32 multiply-adds */
 #elif PATH == 12 || PATH == 13 || PATH == 14
     /* the float units of the attention paths: vfmadd231ps zmm (avx512), vdpbf16ps zmm (avx512bf16: a
-       bf16 pair per float32 lane), vfmadd231ps ymm (avx2); 12 independent accumulators */
+       bf16 pair per float32 lane), vfmadd231ps ymm (avx2) */
 #if PATH == 14
     typedef __m256 V;
     __m256 b = _mm256_set1_ps(1.0f), c = _mm256_set1_ps(1e-6f);
@@ -227,25 +229,31 @@ int main(void) {
     ops = 64.0;  /* 16 lanes x 2 products x 2 */
 #endif
 #endif
+#endif
+#if defined(DP) || defined(LOOKUP)
+#if defined(LOOKUP)
+    static int16_t table[TABLE_INT16S] __attribute__((aligned(64)));
+    static uint8_t idx[4096 + 16];
+    if (r == 0) {
+      unsigned lcg = 12345;
+      memset(table, 1, sizeof table);
+      for (int i = 0; i < 4096 + 16; ++i) { lcg = lcg * 1103515245u + 12345u; idx[i] = (lcg >> 16) % 81; }
+    }
+#endif
 #define D(i) V a##i = ZERO;
     R(D)
     t0 = now();
     for (long it = 0; it < iters; ++it) {
+#if defined(LOOKUP)
+      const uint8_t* ix = idx + ((it * 12) & 4095);
+#define U(i) a##i = LOOKUP(a##i, i);
+#else
 #define U(i) a##i = DP(a##i, b, c);
+#endif
       R(U) KEEP;
     }
 #define S(i) sink += LANE0(a##i);
     R(S)
-#elif PATH == 3
-    _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
-    _tile_loadd(4, buf, 64); _tile_loadd(5, buf, 64); _tile_loadd(6, buf, 64); _tile_loadd(7, buf, 64);
-    t0 = now();
-    for (long it = 0; it < iters / 16; ++it) {
-      _tile_dpbusd(0, 4, 6); _tile_dpbusd(1, 4, 7); _tile_dpbusd(2, 5, 6); _tile_dpbusd(3, 5, 7);
-    }
-    _tile_stored(0, buf, 64);
-    sink += buf[0];
-    ops = 16.0 * 16 * 64 * 2 * 4 / 16 / 12;  /* iters/16 rounds of 4 tiles x 16x16x64 MACs */
 #endif
     double dt = now() - t0, gops = iters * 12.0 * ops / dt / 1e9;
     if (gops > best) best = gops;
@@ -253,3 +261,4 @@ int main(void) {
   printf("%.1f %ld\n", best, sink & 1);
   return 0;
 }
+#endif

@@ -120,6 +120,21 @@ def qwen3_standard(tiny_model) -> Path:
 
 
 @pytest.fixture(scope="session")
+def serve_folder(tiny_model, tiny_export) -> Path:
+    """The i2s export of the tiny qwen3 model (read-only): what the server's tests (test_serve.py,
+    bad_inputs/test_server_cases.py) serve."""
+    return tiny_export(tiny_model("qwen3"), weights="i2s")
+
+
+@pytest.fixture(scope="module")
+def serve_embedder(serve_folder):
+    """An Embedder of serve_folder in this process: the vectors the server must answer."""
+    from bitnet_onnx import Embedder
+
+    return Embedder(serve_folder, threads=1)
+
+
+@pytest.fixture(scope="session")
 def tiny_export(tmp_path_factory):
     """tiny_export(model_folder, weights=None, **export_options) -> the exported folder (read-only).
 

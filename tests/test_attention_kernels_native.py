@@ -37,14 +37,14 @@ def _check(res, paths: list[str], min_cases: int = 100) -> None:
 
 
 def test_native():
-    exe = _build("attention-native", target="attention_kernel_test") / "attention_kernel_test"
+    exe = _build("attention-native", targets=("attention_kernel_test",)) / "attention_kernel_test"
     paths = _paths()
     _check(_run([str(exe), "--paths", ",".join(paths)]), paths)
 
 
 def test_sanitizers():
     exe = _build("attention-sanitize", f"-DCMAKE_CXX_FLAGS={SANITIZE}", f"-DCMAKE_EXE_LINKER_FLAGS={SANITIZE}",
-                 target="attention_kernel_test") / "attention_kernel_test"
+                 targets=("attention_kernel_test",)) / "attention_kernel_test"
     paths = _paths()
     env = dict(os.environ, ASAN_OPTIONS="abort_on_error=0:detect_leaks=1",
                UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1")
@@ -56,7 +56,7 @@ def test_sanitizers():
 
 def test_harness_refuses_unknown_path():
     """attention_kernel_test never passes by skipping: an unknown path fails."""
-    exe = _build("attention-native", target="attention_kernel_test") / "attention_kernel_test"
+    exe = _build("attention-native", targets=("attention_kernel_test",)) / "attention_kernel_test"
     res = _run([str(exe), "--paths", "scalar,nonesuch"])
     assert res.returncode != 0 and "FAIL unknown path nonesuch" in res.stdout, res.stdout
 
@@ -65,7 +65,7 @@ def test_phase_timers_account_for_the_call():
     """attention_phases (the kernels built with driver.cc's phase timers, never the op library) prints one row
     per shape and length: the path the driver runs, the total and each phase's share, which sum to at most the
     total (the rest is "other": job set-up and the pool loop)."""
-    exe = _build("attention-native", target="attention_phases") / "attention_phases"
+    exe = _build("attention-native", targets=("attention_phases",)) / "attention_phases"
     res = _run([str(exe), "--seq", "100,300", "--reps", "2", "--precision", "f32"])
     assert res.returncode == 0, res.stderr[-4000:]
     rows = [line for line in res.stdout.splitlines() if line.startswith("| ") and line[2].isalpha()][1:]

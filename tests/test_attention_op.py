@@ -12,6 +12,8 @@ reference of the unrounded inputs within 1e-2 (what bf16 costs).
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import onnxruntime as ort
 import pytest
@@ -45,20 +47,29 @@ def session(model: bytes, threads: int = 1) -> ort.InferenceSession:
     return ort.InferenceSession(model, customops.session_options(threads=threads), providers=["CPUExecutionProvider"])
 
 
-def reference(q, k, v, mask, hq, hkv, scale, before=None, after=None):
-    """float64 softmax attention over the allowed keys; padded queries and rows without keys give 0."""
+def _operands(q, k, v, hq, hkv, scale, before, after, rounded=lambda x: x):
+    """What both references start from: q * scale (in float32, as the op scales q), k and v, each passed through
+    `rounded` (the bf16 path's rounding, or as they are), as float64 [B, S, heads, D]; and the [S, S] band of the
+    keys i - before .. i + after each query i may see (None: unbounded)."""
     b_n, s_n, _ = q.shape
     d = q.shape[2] // hq
-    g = hq // hkv
-    qs = (q * np.float32(scale)).astype(np.float64).reshape(b_n, s_n, hq, d)  # the op scales q in float32
-    k = k.astype(np.float64).reshape(b_n, s_n, hkv, d)
-    v = v.astype(np.float64).reshape(b_n, s_n, hkv, d)
+    qs = rounded(q * np.float32(scale)).astype(np.float64).reshape(b_n, s_n, hq, d)
+    k = rounded(k).astype(np.float64).reshape(b_n, s_n, hkv, d)
+    v = rounded(v).astype(np.float64).reshape(b_n, s_n, hkv, d)
     i, j = np.arange(s_n)[:, None], np.arange(s_n)[None, :]
     band = np.ones((s_n, s_n), bool)
     if before is not None:
         band &= j >= i - before
     if after is not None:
         band &= j <= i + after
+    return qs, k, v, band
+
+
+def reference(q, k, v, mask, hq, hkv, scale, before=None, after=None):
+    """float64 softmax attention over the allowed keys; padded queries and rows without keys give 0."""
+    qs, k, v, band = _operands(q, k, v, hq, hkv, scale, before, after)
+    b_n, s_n, _, d = qs.shape
+    g = hq // hkv
     out = np.zeros((b_n, s_n, hq, d))
     for b in range(b_n):
         allowed = band & (mask[b] != 0)[None, :]
@@ -90,18 +101,9 @@ def reference_bf16(q, k, v, mask, hq, hkv, scale, before=None, after=None):
     key tiles of 64 anchored at the row's first real token, each tile's p = exp(s - running max) rounded
     to bf16 (float32 exp) and summed as rounded into l; dot products in float64 (the op's float32 sums
     differ by their rounding only)."""
-    b_n, s_n, _ = q.shape
-    d = q.shape[2] // hq
+    qs, k, v, band = _operands(q, k, v, hq, hkv, scale, before, after, rounded=bf16_round)
+    b_n, s_n, _, d = qs.shape
     g = hq // hkv
-    qs = bf16_round(q * np.float32(scale)).astype(np.float64).reshape(b_n, s_n, hq, d)
-    k = bf16_round(k).astype(np.float64).reshape(b_n, s_n, hkv, d)
-    v = bf16_round(v).astype(np.float64).reshape(b_n, s_n, hkv, d)
-    i, j = np.arange(s_n)[:, None], np.arange(s_n)[None, :]
-    band = np.ones((s_n, s_n), bool)
-    if before is not None:
-        band &= j >= i - before
-    if after is not None:
-        band &= j <= i + after
     out = np.zeros((b_n, s_n, hq, d))
     for b in range(b_n):
         real = np.flatnonzero(mask[b])
@@ -195,40 +197,54 @@ def _case_id(case):
     return f"B{b}-S{s}-{hq}x{hkv}-D{d}-{band}"
 
 
-@pytest.mark.parametrize("isa", ISAS)
-@pytest.mark.parametrize("case", CASES, ids=_case_id)
-def test_op_matches_reference(isa, case, monkeypatch):
+class ForcedCase(NamedTuple):
+    """A case of CASES, its ISA forced: the node's inputs and attributes and what the references take besides."""
+
+    feeds: dict[str, np.ndarray]
+    hq: int
+    hkv: int
+    attrs: dict  # a scale that is not the default (so the attribute is used) and the band
+    scale: float
+    before: int | None
+    after: int | None
+
+    def reference(self, compute) -> np.ndarray:
+        """`compute` (reference or reference_bf16) of this case."""
+        return compute(*self.feeds.values(), self.hq, self.hkv, self.scale, self.before, self.after)
+
+
+def forced_case(isa: str, case: tuple, monkeypatch) -> ForcedCase:
     b, s, hq, hkv, d, causal, left, right = case
     monkeypatch.setenv(customops.ISA_ENV, isa)
     q, k, v, mask = inputs(b, s, hq, hkv, d, seed=s + d)
-    scale = d ** -0.5 * 1.25  # not the default: the attribute is used
-    model = make_model(hq, hkv, scale=scale, **band_attrs(causal, left, right))
-    feeds = {"q": q, "k": k, "v": v, "mask": mask}
-    got = session(model, threads=1).run(None, feeds)[0]
-    want = reference(q, k, v, mask, hq, hkv, scale, left, 0 if causal else right)
-    assert got.shape == q.shape and np.isfinite(got).all()
-    assert rel_err(got, want) <= 1e-5
-    two = session(model, threads=2).run(None, feeds)[0]
+    scale = d ** -0.5 * 1.25
+    attrs = dict(scale=scale, **band_attrs(causal, left, right))
+    return ForcedCase({"q": q, "k": k, "v": v, "mask": mask}, hq, hkv, attrs, scale, left, 0 if causal else right)
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("case", CASES, ids=_case_id)
+def test_op_matches_reference(isa, case, monkeypatch):
+    run = forced_case(isa, case, monkeypatch)
+    model = make_model(run.hq, run.hkv, **run.attrs)
+    got = session(model, threads=1).run(None, run.feeds)[0]
+    assert got.shape == run.feeds["q"].shape and np.isfinite(got).all()
+    assert rel_err(got, run.reference(reference)) <= 1e-5
+    two = session(model, threads=2).run(None, run.feeds)[0]
     assert np.array_equal(got, two), "1 and 2 threads differ"
 
 
 @pytest.mark.parametrize("isa", ISAS)
 @pytest.mark.parametrize("case", CASES, ids=_case_id)
 def test_op_bf16_matches_reference(isa, case, monkeypatch):
-    b, s, hq, hkv, d, causal, left, right = case
-    monkeypatch.setenv(customops.ISA_ENV, isa)
-    q, k, v, mask = inputs(b, s, hq, hkv, d, seed=s + d)
-    scale = d ** -0.5 * 1.25
-    attrs = dict(scale=scale, **band_attrs(causal, left, right))
-    feeds = {"q": q, "k": k, "v": v, "mask": mask}
-    got = session(make_model(hq, hkv, precision="bf16", **attrs), threads=1).run(None, feeds)[0]
-    after = 0 if causal else right
-    assert got.shape == q.shape and np.isfinite(got).all()
-    assert rel_err(got, reference_bf16(q, k, v, mask, hq, hkv, scale, left, after)) <= 2e-3
-    assert rel_err(got, reference(q, k, v, mask, hq, hkv, scale, left, after)) <= 1e-2
-    f32 = session(make_model(hq, hkv, **attrs), threads=1).run(None, feeds)[0]
+    run = forced_case(isa, case, monkeypatch)
+    got = session(make_model(run.hq, run.hkv, precision="bf16", **run.attrs), threads=1).run(None, run.feeds)[0]
+    assert got.shape == run.feeds["q"].shape and np.isfinite(got).all()
+    assert rel_err(got, run.reference(reference_bf16)) <= 2e-3
+    assert rel_err(got, run.reference(reference)) <= 1e-2
+    f32 = session(make_model(run.hq, run.hkv, **run.attrs), threads=1).run(None, run.feeds)[0]
     assert not np.array_equal(got, f32), "precision bf16 computed the f32 path"
-    two = session(make_model(hq, hkv, precision="bf16", **attrs), threads=2).run(None, feeds)[0]
+    two = session(make_model(run.hq, run.hkv, precision="bf16", **run.attrs), threads=2).run(None, run.feeds)[0]
     assert np.array_equal(got, two), "1 and 2 threads differ"
 
 
@@ -450,6 +466,8 @@ def test_auto_with_an_isa_this_cpu_lacks_names_bitnet_onnx_isa(monkeypatch):
 # else the next ones down that take the head dim, with the reason; a forced ISA refuses the call instead.
 
 # The head-dim multiple each path needs: AMX-BF16 tiles sum 32 bf16, AVX-512 vectors hold 16 floats, AVX2 8.
+# A hand copy of the tile ops' head_dim_multiple (customops/kernels/attention/attention.h): the library's dispatch
+# description (customops.dispatch) names each record's tiles but not their multiples yet.
 _PATH_MULTIPLE = {"amxbf16": 32, "avx512bf16": 16, "avx512": 16, "avx2": 8, "scalar": 1}
 
 

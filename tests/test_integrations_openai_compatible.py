@@ -5,22 +5,19 @@ architectures. OpenAI's API has no prompt field, so a query prompt is put in fro
 
 from __future__ import annotations
 
-import threading
-import time
-
 import pytest
 
 from integrations_support import ARCHS, TEXTS, assert_same_vectors
 
 pytest.importorskip("fastapi")
-httpx = pytest.importorskip("httpx")
+pytest.importorskip("httpx")
 pytest.importorskip("langchain_openai")
 pytest.importorskip("llama_index.embeddings.openai")
 from langchain_openai import OpenAIEmbeddings  # noqa: E402
+from live_server import LiveServer  # noqa: E402
 from llama_index.embeddings.openai import OpenAIEmbedding  # noqa: E402
 
 from bitnet_onnx import Embedder  # noqa: E402
-from bitnet_onnx.runtime.server import ServerConfig, create_app, listen, serve  # noqa: E402
 
 
 @pytest.fixture(scope="module", params=ARCHS)
@@ -29,24 +26,9 @@ def served(request, tiny_model, tiny_export):
     folder = tiny_export(tiny_model(request.param), weights="i2s")
     # auto_truncate: TEXTS holds a text past max_length, which a default server refuses as OpenAI does
     # (test_serve); these clients cannot cut by the model's tokens, so the server cuts as encode does
-    app = create_app(Embedder(folder, threads=1), ServerConfig(model_name=f"tiny-{request.param}", auto_truncate=True))
-    sock = listen("127.0.0.1", 0)
-    url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    thread = threading.Thread(target=serve, args=(app, sock), kwargs={"log_level": "warning"}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            if httpx.get(url + "/health", timeout=2).status_code == 200:
-                break
-        except httpx.TransportError:
-            pass
-        assert time.monotonic() < deadline, f"{url} did not come up"
-        time.sleep(0.05)
-    yield url + "/v1", Embedder(folder, threads=1)
-    app.state.uvicorn_server.should_exit = True
-    thread.join(30)
-    assert not thread.is_alive()
+    server = LiveServer(folder, model_name=f"tiny-{request.param}", auto_truncate=True)
+    yield server.url + "/v1", Embedder(folder, threads=1)
+    server.close()
 
 
 def test_langchain_openai_embeddings(served):

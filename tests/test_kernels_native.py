@@ -8,11 +8,13 @@ tests/kernel_vectors/make_kernel_vectors.py (bitnet_onnx.ternary):
   avxvnni-evex  the avxvnni kernel built with the EVEX encoding of its ymm vpdpbusd
              (-DBITNET_ONNX_AVXVNNI_AS_EVEX=ON), on CPUs with AVX512-VNNI but no AVX-VNNI;
   aarch64    cross-compiled (g++-aarch64-linux-gnu, static; also with UBSan) and run under
-             qemu-aarch64 (QEMU_RUNS): -cpu max for the i8mm (SMMLA) and dotprod (SDOT) paths,
-             -cpu neoverse-n1 (dotprod, no i8mm), -cpu cortex-a72 (neither: the plain path); each
-             run also checks the driver (quantize, thread tiling, epilogue) at 1 and 2 threads, on
-             every vector file but those made for an x86-only path (index.txt's third column); the
-             cheap runs' files include M = 15, 16, 17, 33 at N = 100, the job grid's edges.
+             qemu-aarch64 on each CPU model of the oracle (tests/cpu_isas.py QEMU_CPU_FLAGS: -cpu max
+             has i8mm (SMMLA) and dotprod (SDOT), neoverse-n1 dotprod only, cortex-a72 neither), each
+             kernel on the weakest model that runs it, as the aarch64 build's own dispatch description
+             (dispatch_describe) says under that model; each run also checks the driver (quantize, thread
+             tiling, epilogue) at 1 and 2 threads, on every vector file but those made for an x86-only
+             path (index.txt's third column); the cheap runs' files include M = 15, 16, 17, 33 at N = 100,
+             the job grid's edges.
 Release builds also run kernel_test's --extreme-k cases (built in memory): int8 extremes against
 +-1 weights at K around 2^19 (beyond which the one-token path of the int32-step x86 kernels used
 to wrap) and at the op's largest K, 2^24 - 128, where the sums reach the int32 limit.
@@ -23,7 +25,7 @@ tokenizer), then on seeded hostile texts and malformed tables.
 The lookup kernel family (customops/kernels/i2s/lut/: lut-scalar, lut-avx2, lut-avx512, lut-neon) runs
 through the same kernel_test checks plus its --generated cases (token-block / row / K-block tails,
 every M of 1..2048 around the block edges, both models' shapes, all-extreme activations, zero rows):
-natively, sanitized, and lut-neon under qemu-aarch64 (QEMU_RUNS).
+natively, sanitized, and lut-neon under qemu-aarch64.
 Builds are cached outside the checkout, in build_cache("kernel-tests")/<variant> (tests/build_cache.py:
 through ccache, so a fresh clone compiles nothing again). A missing tool fails with what to install.
 """
@@ -41,7 +43,7 @@ from typing import NamedTuple
 
 import pytest
 from build_cache import build_cache, ccache_cmake_args, ccache_env, via_checkout_link
-from cpu_isas import ALL_ISAS, isas_of_this_cpu
+from cpu_isas import ALL_ISAS, ISA_FLAGS, QEMU_CPU_FLAGS, isas_of_this_cpu
 from venvs import locked
 
 from bitnet_onnx import customops
@@ -73,15 +75,16 @@ def _run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, capture_output=True, text=True, timeout=900, **kw)
 
 
-def _build(variant: str, *cmake_args: str, source: Path = TEST_SRC, target: str = "kernel_test") -> Path:
-    """Configure (every time: kernel files may have appeared) and build `target`; returns the build
+def _build(variant: str, *cmake_args: str, source: Path = TEST_SRC,
+           targets: tuple[str, ...] = ("kernel_test",)) -> Path:
+    """Configure (every time: kernel files may have appeared) and build `targets`; returns the build
     folder. Locked: another session (or xdist worker) may be building the same variant."""
     build = BUILD_ROOT / variant
     ninja = _tool("ninja")
     configure = [_tool("cmake"), "-S", str(via_checkout_link(source)), "-B", str(build), "-G", "Ninja",
                  f"-DCMAKE_MAKE_PROGRAM={ninja}", "-DCMAKE_BUILD_TYPE=Release", *ccache_cmake_args(), *cmake_args]
     with locked(BUILD_ROOT / f"{variant}.lock"):
-        for cmd in (configure, [ninja, "-C", str(build), "-j2", target]):
+        for cmd in (configure, [ninja, "-C", str(build), "-j2", *targets]):
             res = _run(cmd, env=ccache_env())
             assert res.returncode == 0, f"{' '.join(cmd)} failed:\n{res.stdout[-4000:]}\n{res.stderr[-4000:]}"
     return build
@@ -243,66 +246,100 @@ def test_avxvnni_code_as_evex(vectors):
 
 
 UBSAN = "-fsanitize=undefined -fno-sanitize-recover=all"  # ASan does not run under qemu-user
-AARCH64_VARIANTS = {
-    "aarch64": ["-DCMAKE_EXE_LINKER_FLAGS=-static"],
-    "aarch64-ubsan": [f"-DCMAKE_CXX_FLAGS={UBSAN}", f"-DCMAKE_EXE_LINKER_FLAGS={UBSAN} -static"],
+
+
+class Aarch64Build(NamedTuple):
+    cmake_args: list[str]
+    all_cases: bool  # every case but the x86-only ones, MAX_K too; else the cheap cases
+
+
+AARCH64_BUILDS = {
+    "aarch64": Aarch64Build(["-DCMAKE_EXE_LINKER_FLAGS=-static"], True),
+    # the UBSan build runs every path once on the cheap cases (UB is the code's and the data's)
+    "aarch64-ubsan": Aarch64Build([f"-DCMAKE_CXX_FLAGS={UBSAN}", f"-DCMAKE_EXE_LINKER_FLAGS={UBSAN} -static"], False),
 }
 
 
 @pytest.fixture(scope="module")
 def aarch64_build():
-    """variant -> cross-compiled static kernel_test, built on first use."""
+    """variant -> the folder of its cross-compiled static kernel_test and dispatch_describe, built on first use."""
     _tool("aarch64-linux-gnu-g++")
     built: dict[str, Path] = {}
 
     def get(variant: str) -> Path:
         if variant not in built:
-            build = _build(variant, f"-DCMAKE_TOOLCHAIN_FILE={TOOLCHAIN}", *AARCH64_VARIANTS[variant])
-            built[variant] = build / "kernel_test"
+            built[variant] = _build(variant, f"-DCMAKE_TOOLCHAIN_FILE={TOOLCHAIN}", *AARCH64_BUILDS[variant].cmake_args,
+                                    targets=("kernel_test", "dispatch_describe"))
         return built[variant]
 
     return get
 
 
-# One kernel_test run per qemu CPU model and build, each covering every vector file / generated
-# shape it lists (all: every case but those made for x86-only paths) and the driver at 1 and 2
-# threads (--threads): -cpu max has dotprod and i8mm, so it runs the SMMLA and SDOT paths and
-# lut-neon on everything (the int32 limit too); neoverse-n1 has dotprod but no i8mm, cortex-a72
-# neither (the plain path runs there on everything, so its code holds no SDOT/SMMLA). lut-neon is
-# plain NEON, the same code on every CPU: on cortex-a72 its cheap cases show it needs neither. The
-# UBSan build runs every path on the cheap cases, once: the plain NEON ones (neon, lut-neon) on
-# cortex-a72, the rest on max (UB is the code's and the data's, not the CPU model's). Each run also
-# checks the paths the CPU lacks are refused by name.
-QEMU_RUNS = {
-    # id: (variant, cpu, kernels, all cases, kernels this CPU must refuse, HWCAP flags expected)
-    "max": ("aarch64", "max", "i8mm,dotprod,lut-neon", True, [], "dotprod=1 i8mm=1"),
-    "neoverse-n1": ("aarch64", "neoverse-n1", "dotprod", False, ["i8mm"], "dotprod=1 i8mm=0"),
-    "cortex-a72": ("aarch64", "cortex-a72", "neon", True, ["dotprod", "i8mm"], "dotprod=0 i8mm=0"),
-    "ubsan-max": ("aarch64-ubsan", "max", "scalar,i8mm,dotprod,lut-scalar", False, [], "dotprod=1 i8mm=1"),
-    "ubsan-cortex-a72": ("aarch64-ubsan", "cortex-a72", "neon,lut-neon", False, [], "dotprod=0 i8mm=0"),
-}
+def _oracle_runs(cpu: str) -> set[str]:
+    """The ISAs a qemu CPU model runs by the declared oracle (tests/cpu_isas.py: its flags, each ISA's needs)."""
+    return {"scalar"} | {isa for isa, need in ISA_FLAGS["aarch64"].items() if need <= QEMU_CPU_FLAGS[cpu]}
 
 
+# The qemu CPU models, weakest first: the oracle's models form a chain, each running all the ISAs of the
+# ones before it and more (cortex-a72 neither dotprod nor i8mm, neoverse-n1 dotprod, max both).
+QEMU_CPUS = sorted(QEMU_CPU_FLAGS, key=lambda cpu: len(_oracle_runs(cpu)))
+assert all(_oracle_runs(weaker) < _oracle_runs(stronger) for weaker, stronger in zip(QEMU_CPUS, QEMU_CPUS[1:])), QEMU_CPUS
+
+
+def _qemu_dispatch(qemu: str, build: Path, cpu: str) -> customops.Dispatch:
+    """The aarch64 build's dispatch description under qemu's `cpu` (dispatch_describe: what the op library would
+    state there), its ISAs' `runs` checked against the oracle."""
+    res = _run([qemu, "-cpu", cpu, str(build / "dispatch_describe")])
+    assert res.returncode == 0, res.stderr[-3000:]
+    described = customops.dispatch_from_text(res.stdout)
+    assert {isa.name for isa in described.running()} == _oracle_runs(cpu), (cpu, res.stdout)
+    return described
+
+
+def running_kernels(described: customops.Dispatch) -> set[str]:
+    """Every family's kernel on every ISA the description says runs."""
+    return {kernel for isa in described.running() for family in described.families
+            if (kernel := described.kernel(isa.name, family.name)) is not None}
+
+
+# One kernel_test run per qemu CPU model and build, on the kernels that model is the weakest to run, as the
+# aarch64 build's own dispatch says under it: so each kernel runs where the CPU has nothing more than it needs
+# (the plain path on cortex-a72 holds no SDOT/SMMLA, the SDOT path on neoverse-n1 no SMMLA). The Release build
+# runs every vector file / generated shape it lists (all: every case but those made for x86-only paths) with
+# the int32 limit, and the driver at 1 and 2 threads (--threads); the scalar record's kernels, the same code
+# as natively and the slowest emulated, run in the UBSan build's cheap cases only. Each run also checks that
+# the ISAs the CPU lacks are refused by name and that kernel_test's CPU line has what the oracle says.
 @pytest.mark.skipif(not ON_X86, reason="cross-compiles from x86-64; an aarch64 host runs NEON in test_native")
-@pytest.mark.parametrize("run", list(QEMU_RUNS))
+@pytest.mark.parametrize("cpu", QEMU_CPUS)
+@pytest.mark.parametrize("variant", list(AARCH64_BUILDS))
 @pytest.mark.qemu
-def test_aarch64_qemu(vectors, aarch64_build, qemu_aarch64, run):
-    variant, cpu, kernels, all_cases, refused, flags = QEMU_RUNS[run]
-    exe = aarch64_build(variant)
-    qemu = qemu_aarch64
+def test_aarch64_qemu(vectors, aarch64_build, qemu_aarch64, variant, cpu):
+    build, qemu, all_cases = aarch64_build(variant), qemu_aarch64, AARCH64_BUILDS[variant].all_cases
+    described = _qemu_dispatch(qemu, build, cpu)
+    weaker = QEMU_CPUS[:QEMU_CPUS.index(cpu)]
+    own = running_kernels(described) - (running_kernels(_qemu_dispatch(qemu, build, weaker[-1])) if weaker else set())
+    if all_cases:
+        own -= set(described.isa("scalar").kernels.values())
+    kernels = sorted(own)
+    assert kernels, (variant, cpu)
     files = _for_aarch64(vectors) if all_cases else _small(vectors)
     extreme = _extreme([MAX_K]) if all_cases else []  # the int32 limit; emulated, K = 2^24 takes seconds
     generated = ["--generated", "full" if all_cases else "small"]
-    res = _run([qemu, "-cpu", cpu, str(exe), "--kernels", kernels, "--threads", "1,2", *generated, *extreme, *files])
-    out = _check(res, kernels.split(","))
+    exe = build / "kernel_test"
+    res = _run([qemu, "-cpu", cpu, str(exe), "--kernels", ",".join(kernels), "--threads", "1,2", *generated, *extreme,
+                *files])
+    out = _check(res, kernels)
     if all_cases:
-        _check_extreme(res, kernels.split(","), [MAX_K])
-    assert flags in out.splitlines()[0], out.splitlines()[0]
-    _check_driver(out, kernels.split(","))
+        _check_extreme(res, kernels, [MAX_K])
+    cpu_line = dict(field.split("=") for field in out.splitlines()[0].split()[1:])  # "cpu: avx2=0 ... i8mm=1"
+    assert {isa: cpu_line[isa] == "1" for isa in ISA_FLAGS["aarch64"]} == \
+        {isa: isa in _oracle_runs(cpu) for isa in ISA_FLAGS["aarch64"]}, out.splitlines()[0]
+    _check_driver(out, kernels)
     assert "runtime error" not in res.stderr, res.stderr[-6000:]
-    for isa in refused:
-        res = _run([qemu, "-cpu", cpu, str(exe), "--kernels", isa, _small(vectors)[0]])
-        assert res.returncode != 0 and f"this CPU lacks {isa} (needs " in res.stdout, res.stdout[-3000:]
+    for isa in described.isas:
+        if isa.built and not isa.runs:
+            res = _run([qemu, "-cpu", cpu, str(exe), "--kernels", isa.name, _small(vectors)[0]])
+            assert res.returncode != 0 and f"this CPU lacks {isa.name} (needs " in res.stdout, res.stdout[-3000:]
 
 
 def _ort_headers() -> Path:
@@ -321,7 +358,7 @@ def test_aarch64_op_library_builds():
     exports only its six symbols. (No aarch64 onnxruntime here to load it.)"""
     _tool("aarch64-linux-gnu-g++")
     build = _build("aarch64-oplib", f"-DCMAKE_TOOLCHAIN_FILE={TOOLCHAIN}",
-                   f"-DONNXRUNTIME_INCLUDE_DIR={_ort_headers()}", source=REPO, target="all")
+                   f"-DONNXRUNTIME_INCLUDE_DIR={_ort_headers()}", source=REPO, targets=("all",))
     libs = sorted(build.rglob("*.so"))
     assert len(libs) == 1, libs
     res = _run([_tool("aarch64-linux-gnu-nm"), "-D", "--defined-only", str(libs[0])])
@@ -339,7 +376,7 @@ def test_harness_refuses_missing_kernel_and_bad_file(vectors, tmp_path):
     """kernel_test itself never passes by skipping: unknown kernels and truncated files fail."""
     exe = _build("native") / "kernel_test"
     first = next(iter(vectors))
-    missing = "avx2" if platform.machine() in ("aarch64", "arm64") else "neon"
+    missing = next(isa.name for isa in customops.dispatch({}).isas if not isa.built)  # the other machine's
     res = _run([str(exe), "--kernels", f"scalar,{missing}", first])
     assert res.returncode != 0 and f"FAIL select_kernel({missing})" in res.stdout, res.stdout
     truncated = tmp_path / "truncated.i2sv"
@@ -384,7 +421,7 @@ def _check_text(res: subprocess.CompletedProcess, names: list[str]) -> None:
 
 def test_text_kernels_native(text_vectors):
     folder, names = text_vectors
-    exe = _build("native", target="text_kernel_test") / "text_kernel_test"
+    exe = _build("native", targets=("text_kernel_test",)) / "text_kernel_test"
     _check_text(_run([str(exe), "--seed", str(TEXT_SEED), str(folder)]), names)
 
 
@@ -393,7 +430,7 @@ def test_text_kernels_sanitizers(text_vectors):
     malformed tables never make the kernels read out of bounds."""
     folder, names = text_vectors
     exe = _build("text-sanitize", f"-DCMAKE_CXX_FLAGS={TEXT_SANITIZE}", f"-DCMAKE_EXE_LINKER_FLAGS={TEXT_SANITIZE}",
-                 target="text_kernel_test") / "text_kernel_test"
+                 targets=("text_kernel_test",)) / "text_kernel_test"
     res = _run([str(exe), "--seed", str(TEXT_SEED), str(folder)], env=dict(os.environ, **SANITIZER_ENV))
     _check_text(res, names)
     assert "runtime error" not in res.stderr and "AddressSanitizer" not in res.stderr, res.stderr[-6000:]
@@ -403,7 +440,7 @@ def test_text_harness_refuses_bad_files(text_vectors, tmp_path):
     """text_kernel_test never passes on what it could not read: a truncated vectors file, a wrong
     expectation and an empty index fail."""
     folder, _ = text_vectors
-    exe = _build("native", target="text_kernel_test") / "text_kernel_test"
+    exe = _build("native", targets=("text_kernel_test",)) / "text_kernel_test"
     for suffix in (".tables", ".vectors"):
         shutil.copyfile(folder / f"nfc-unicodedata{suffix}", tmp_path / f"nfc-unicodedata{suffix}")
     (tmp_path / "index.txt").write_text("nfc nfc-unicodedata\n")

@@ -413,8 +413,9 @@ def _describe(build: Path, *forced: str) -> customops.Dispatch:
 
 def _check_fake_family_described(build: Path) -> None:
     """The description lists the fake family after the others, with no rules and its scalar reference only, and
-    the Python consumers derived from it cover it without edits (test_kernels_native's other-family kernels),
-    and BITNET_ONNX_KERNEL=fake is accepted on scalar and refused by name on every other ISA this CPU runs."""
+    the Python consumers derived from it cover it without edits (test_kernels_native's other-family kernels and
+    the kernels its qemu runs share out among the CPU models), and BITNET_ONNX_KERNEL=fake is accepted on scalar
+    and refused by name on every other ISA this CPU runs."""
     import test_kernels_native
 
     described = _describe(build)
@@ -424,6 +425,7 @@ def _check_fake_family_described(build: Path) -> None:
     assert {record.name: record.kernels[FAKE] for record in described.isas} == {
         record.name: "fake-scalar" if record.name == "scalar" else None for record in described.isas}
     assert "fake-scalar" in test_kernels_native.family_kernels(described, ["scalar"])
+    assert "fake-scalar" in test_kernels_native.running_kernels(described)  # what the qemu runs take their kernels from
     bench_rows = family_variants_of(family.name for family in described.families)
     assert bench_rows[f"i2s-{FAKE}"].env == ((customops.KERNEL_ENV, FAKE),)  # bench --variants i2s-fake
     assert _describe(build, "scalar", FAKE).forced_family == customops.ForcedChoice(FAKE, FAKE, "")

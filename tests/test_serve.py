@@ -15,7 +15,6 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -26,11 +25,11 @@ pytest.importorskip("fastapi")
 httpx = pytest.importorskip("httpx")
 openai = pytest.importorskip("openai")
 
-from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
+import live_server  # noqa: E402
 
 from bitnet_onnx import Embedder  # noqa: E402
 from bitnet_onnx.cli import main as cli_main  # noqa: E402
-from bitnet_onnx.runtime.server import ServerConfig, create_app, listen, serve  # noqa: E402
+from bitnet_onnx.runtime.server import ServerConfig  # noqa: E402
 from bitnet_onnx.runtime.server.batcher import Batcher, BatchFailed  # noqa: E402
 from bitnet_onnx.runtime.server.metrics import Metrics  # noqa: E402
 
@@ -48,57 +47,12 @@ MAX_INPUTS = 64
 MAX_BODY = 64 << 10
 
 
-@pytest.fixture(scope="module")
-def folder(tiny_model, tiny_export):
-    return tiny_export(tiny_model("qwen3"), weights="i2s")
-
-
-@pytest.fixture(scope="module")
-def embedder(folder):
-    return Embedder(folder, threads=1)
-
-
-class LiveServer:
-    """The app on uvicorn in a thread of this process, on a free loopback port."""
+class LiveServer(live_server.LiveServer):
+    """live_server's, with the tiny qwen3 model's name and this file's input and body limits unless given."""
 
     def __init__(self, folder, **options):
-        options = {"model_name": "tiny-qwen3", "max_inputs": MAX_INPUTS, "max_body_bytes": MAX_BODY, **options}
-        self.config = ServerConfig(**options)
-        self.app = create_app(Embedder(folder, threads=1), self.config)
-        sock = listen("127.0.0.1", 0)
-        self.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-        self.thread = threading.Thread(target=serve, args=(self.app, sock), kwargs={"log_level": "warning"},
-                                       daemon=True)
-        self.thread.start()
-        _wait_healthy(self.url)
-
-    def metrics(self) -> dict:
-        return _metrics(self.url)
-
-    def close(self):
-        self.app.state.uvicorn_server.should_exit = True
-        self.thread.join(30)
-        assert not self.thread.is_alive()
-
-
-def _wait_healthy(url: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            if httpx.get(url + "/health", timeout=2).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{url} did not come up")
-        time.sleep(0.05)
-
-
-def _metrics(url: str) -> dict:
-    """{(sample name, frozenset(labels)): value} from /metrics, parsed by prometheus_client."""
-    text = httpx.get(url + "/metrics", timeout=10).text
-    return {(s.name, frozenset(s.labels.items())): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
+        super().__init__(folder, **{"model_name": "tiny-qwen3", "max_inputs": MAX_INPUTS, "max_body_bytes": MAX_BODY,
+                                    **options})
 
 
 def _sample(metrics: dict, name: str, **labels) -> float:
@@ -106,8 +60,8 @@ def _sample(metrics: dict, name: str, **labels) -> float:
 
 
 @pytest.fixture(scope="module")
-def server(folder):
-    s = LiveServer(folder, max_wait_ms=20)
+def server(serve_folder):
+    s = LiveServer(serve_folder, max_wait_ms=20)
     yield s
     s.close()
 
@@ -119,21 +73,21 @@ def client(server):
 
 # --- answers equal Embedder.encode ---------------------------------------------------------------------
 
-def test_openai_client_single_and_batched_float(client, embedder):
+def test_openai_client_single_and_batched_float(client, serve_embedder):
     one = client.embeddings.create(model="tiny-qwen3", input=TEXTS[2], encoding_format="float")
-    np.testing.assert_allclose(one.data[0].embedding, embedder.encode(TEXTS[2]), rtol=0, atol=ATOL)
+    np.testing.assert_allclose(one.data[0].embedding, serve_embedder.encode(TEXTS[2]), rtol=0, atol=ATOL)
     assert one.model == "tiny-qwen3" and len(one.data) == 1 and one.data[0].index == 0
 
     many = client.embeddings.create(model="tiny-qwen3", input=TEXTS, encoding_format="float")
     assert [d.index for d in many.data] == list(range(len(TEXTS)))
     got = np.array([d.embedding for d in many.data])
-    np.testing.assert_allclose(got, embedder.encode(TEXTS), rtol=0, atol=ATOL)
-    tokens = sum(len(x) for x in embedder.tokenize(TEXTS))
+    np.testing.assert_allclose(got, serve_embedder.encode(TEXTS), rtol=0, atol=ATOL)
+    tokens = sum(len(x) for x in serve_embedder.tokenize(TEXTS))
     assert many.usage.prompt_tokens == tokens and many.usage.total_tokens == tokens
 
 
-def test_openai_client_base64_and_dimensions(client, embedder):
-    want = embedder.encode(TEXTS, dimensions=16)
+def test_openai_client_base64_and_dimensions(client, serve_embedder):
+    want = serve_embedder.encode(TEXTS, dimensions=16)
     raw = client.embeddings.create(model="m", input=TEXTS, encoding_format="base64", dimensions=16)
     got = np.stack([np.frombuffer(base64.b64decode(d.embedding), dtype="<f4") for d in raw.data])
     np.testing.assert_allclose(got, want, rtol=0, atol=ATOL)
@@ -143,46 +97,46 @@ def test_openai_client_base64_and_dimensions(client, embedder):
     assert np.allclose(np.linalg.norm(got, axis=1), 1, atol=1e-5)  # renormalized after truncation
 
 
-def test_openai_token_id_inputs(client, embedder):
-    ids = embedder.tokenize(TEXTS[:3])
+def test_openai_token_id_inputs(client, serve_embedder):
+    ids = serve_embedder.tokenize(TEXTS[:3])
     single = client.embeddings.create(model="m", input=ids[0], encoding_format="float")
-    np.testing.assert_allclose(single.data[0].embedding, embedder.encode(TEXTS[0]), rtol=0, atol=ATOL)
+    np.testing.assert_allclose(single.data[0].embedding, serve_embedder.encode(TEXTS[0]), rtol=0, atol=ATOL)
     batch = client.embeddings.create(model="m", input=ids, encoding_format="float")
-    np.testing.assert_allclose([d.embedding for d in batch.data], embedder.encode(TEXTS[:3]), rtol=0, atol=ATOL)
+    np.testing.assert_allclose([d.embedding for d in batch.data], serve_embedder.encode(TEXTS[:3]), rtol=0, atol=ATOL)
     assert batch.usage.prompt_tokens == sum(map(len, ids))
     # ids without the EOS the export appends for last-token pooling get it, as texts do
     no_eos = [x[:-1] for x in ids]
     again = client.embeddings.create(model="m", input=no_eos, encoding_format="float")
-    np.testing.assert_allclose([d.embedding for d in again.data], embedder.encode(TEXTS[:3]), rtol=0, atol=ATOL)
+    np.testing.assert_allclose([d.embedding for d in again.data], serve_embedder.encode(TEXTS[:3]), rtol=0, atol=ATOL)
 
 
-def test_tei_embed(server, embedder):
+def test_tei_embed(server, serve_embedder):
     def embed(**body):
         r = httpx.post(server.url + "/embed", json=body, timeout=30)
         assert r.status_code == 200, r.text
         return np.array(r.json(), dtype=np.float32)
 
-    np.testing.assert_allclose(embed(inputs=TEXTS[0]), embedder.encode([TEXTS[0]]), rtol=0, atol=ATOL)
+    np.testing.assert_allclose(embed(inputs=TEXTS[0]), serve_embedder.encode([TEXTS[0]]), rtol=0, atol=ATOL)
     np.testing.assert_allclose(embed(inputs=TEXTS, dimensions=8, normalize=True),
-                               embedder.encode(TEXTS, dimensions=8, normalize=True), rtol=0, atol=ATOL)
+                               serve_embedder.encode(TEXTS, dimensions=8, normalize=True), rtol=0, atol=ATOL)
     raw = embed(inputs=TEXTS, dimensions=8, normalize=False)
-    np.testing.assert_allclose(raw, embedder.encode(TEXTS, dimensions=8, normalize=False), rtol=0, atol=ATOL)
+    np.testing.assert_allclose(raw, serve_embedder.encode(TEXTS, dimensions=8, normalize=False), rtol=0, atol=ATOL)
     assert not np.allclose(np.linalg.norm(raw, axis=1), 1)  # really not renormalized
     np.testing.assert_allclose(embed(inputs=TEXTS, prompt_name="query"),
-                               embedder.encode(TEXTS, prompt_name="query"), rtol=0, atol=ATOL)
+                               serve_embedder.encode(TEXTS, prompt_name="query"), rtol=0, atol=ATOL)
     long = "spiders have eight legs " * 200  # over the export's max_length
-    np.testing.assert_allclose(embed(inputs=[long], truncate=True), embedder.encode([long]), rtol=0, atol=ATOL)
+    np.testing.assert_allclose(embed(inputs=[long], truncate=True), serve_embedder.encode([long]), rtol=0, atol=ATOL)
 
 
-def test_big_requests_are_tokenized_and_serialized_off_the_event_loop(server, client, embedder, monkeypatch):
+def test_big_requests_are_tokenized_and_serialized_off_the_event_loop(server, client, serve_embedder, monkeypatch):
     from bitnet_onnx.runtime.server import responses, service
 
     monkeypatch.setattr(service, "INLINE_TOKENIZE_CHARS", 0)  # every request counts as big
     monkeypatch.setattr(responses, "INLINE_JSON_VALUES", 0)
-    want = embedder.encode(TEXTS)
+    want = serve_embedder.encode(TEXTS)
     got = client.embeddings.create(model="m", input=TEXTS, encoding_format="float")
     np.testing.assert_allclose([d.embedding for d in got.data], want, rtol=0, atol=ATOL)
-    got = client.embeddings.create(model="m", input=embedder.tokenize(TEXTS))  # ids, base64
+    got = client.embeddings.create(model="m", input=serve_embedder.tokenize(TEXTS))  # ids, base64
     np.testing.assert_allclose([d.embedding for d in got.data], want, rtol=0, atol=ATOL)
     r = httpx.post(server.url + "/embed", json={"inputs": TEXTS})
     np.testing.assert_allclose(r.json(), want, rtol=0, atol=ATOL)
@@ -241,10 +195,10 @@ async def _run_clients(url: str, plans: list[list[list[str]]]) -> list[list[http
     return await asyncio.gather(*(one_client(p) for p in plans))
 
 
-def test_32_concurrent_clients_get_their_own_rows_in_order(server, embedder):
+def test_32_concurrent_clients_get_their_own_rows_in_order(server, serve_embedder):
     plans = [_mixed_requests(c, 20) for c in range(32)]
     all_texts = sorted({t for plan in plans for req in plan for t in req})
-    want = dict(zip(all_texts, embedder.encode(all_texts)))
+    want = dict(zip(all_texts, serve_embedder.encode(all_texts)))
     before = server.metrics()
 
     results = asyncio.run(_run_clients(server.url, plans))
@@ -357,9 +311,9 @@ def test_oversized_bodies_get_413(server):
 
 
 @pytest.fixture(scope="module")
-def keyed(folder):
+def keyed(serve_folder):
     """A server with an API key that truncates long texts (--auto-truncate)."""
-    s = LiveServer(folder, api_key=API_KEY, auto_truncate=True)
+    s = LiveServer(serve_folder, api_key=API_KEY, auto_truncate=True)
     yield s
     s.close()
 
@@ -381,23 +335,24 @@ def test_api_key(keyed):
     assert httpx.get(keyed.url + "/health").status_code == 200 and httpx.get(keyed.url + "/metrics").status_code == 200
 
 
-def test_auto_truncate_and_tei_override(keyed, embedder):
+def test_auto_truncate_and_tei_override(keyed, serve_embedder):
     client = openai.OpenAI(base_url=keyed.url + "/v1", api_key=API_KEY, max_retries=0)
     got = client.embeddings.create(model="m", input=["fine", LONG], encoding_format="float")
-    np.testing.assert_allclose([d.embedding for d in got.data], embedder.encode(["fine", LONG]), rtol=0, atol=ATOL)
-    assert got.usage.prompt_tokens == len(embedder.tokenize(["fine"])[0]) + embedder.manifest.max_length
+    np.testing.assert_allclose([d.embedding for d in got.data], serve_embedder.encode(["fine", LONG]), rtol=0,
+                               atol=ATOL)
+    assert got.usage.prompt_tokens == len(serve_embedder.tokenize(["fine"])[0]) + serve_embedder.manifest.max_length
     headers = {"Authorization": f"Bearer {API_KEY}"}
     r = httpx.post(keyed.url + "/embed", json={"inputs": [LONG]}, headers=headers)
-    np.testing.assert_allclose(r.json(), embedder.encode([LONG]), rtol=0, atol=ATOL)
+    np.testing.assert_allclose(r.json(), serve_embedder.encode([LONG]), rtol=0, atol=ATOL)
     r = httpx.post(keyed.url + "/embed", json={"inputs": [LONG], "truncate": False}, headers=headers)
     assert r.status_code == 400 and "inputs[0] has" in r.json()["error"]
 
 
-def test_bad_requests_in_a_burst_leave_good_ones_correct(server, embedder):
+def test_bad_requests_in_a_burst_leave_good_ones_correct(server, serve_embedder):
     good = [[f"good {i} " + "words " * (i % 7)] for i in range(24)]
     bad = [{"model": "m", "input": [[1, 10 ** 6]]}, {"model": "m", "input": ["ok", ""]},
            {"model": "m", "input": ["x", LONG]}, {"model": "m", "input": "x", "dimensions": -3}]
-    want = embedder.encode([t[0] for t in good])
+    want = serve_embedder.encode([t[0] for t in good])
 
     async def burst():
         async with httpx.AsyncClient(base_url=server.url, timeout=60) as c:
@@ -414,21 +369,33 @@ def test_bad_requests_in_a_burst_leave_good_ones_correct(server, embedder):
         np.testing.assert_allclose(r.json()["data"][0]["embedding"], w, rtol=0, atol=ATOL)
 
 
-def test_full_queue_answers_429_with_retry_after(folder, embedder):
-    # A long max wait keeps the first request queued, and it fills the queue's token limit exactly;
-    # with no wait in line, the next requests are refused at once.
-    first_texts = ["spiders have eight legs and most have eight eyes"] * 3
-    limit = sum(len(x) for x in embedder.tokenize(first_texts))
-    s = LiveServer(folder, max_queue_tokens=limit, max_wait_ms=1500, max_batch_tokens=10 ** 6, max_batch_size=512,
-                   max_line_wait_s=0)
+# The first request of the queue tests: a long max wait keeps it queued, and it fills the queue's token limit exactly.
+FIRST_TEXTS = ["spiders have eight legs and most have eight eyes"] * 3
+
+
+def _server_the_first_request_fills(folder, embedder, max_line_wait_s: float) -> LiveServer:
+    limit = sum(len(x) for x in embedder.tokenize(FIRST_TEXTS))
+    return LiveServer(folder, max_queue_tokens=limit, max_wait_ms=1500, max_batch_tokens=10 ** 6, max_batch_size=512,
+                      max_line_wait_s=max_line_wait_s)
+
+
+async def _post_until(c, s: LiveServer, texts: list[str], gauge: str, value: int) -> asyncio.Future:
+    """The pending response to `texts` posted to /v1/embeddings, once the server's `gauge` reaches `value` (or the
+    response has come)."""
+    posted = asyncio.ensure_future(c.post("/v1/embeddings", json={"input": texts, "encoding_format": "float"}))
+    while not posted.done() and _sample(s.metrics(), gauge) < value:
+        await asyncio.sleep(0.01)
+    return posted
+
+
+def test_full_queue_answers_429_with_retry_after(serve_folder, serve_embedder):
+    # With no wait in line, the requests after the first are refused at once.
+    s = _server_the_first_request_fills(serve_folder, serve_embedder, max_line_wait_s=0)
     try:
 
         async def overflow():
             async with httpx.AsyncClient(base_url=s.url, timeout=60) as c:
-                first = asyncio.ensure_future(c.post("/v1/embeddings", json={"input": first_texts,
-                                                                           "encoding_format": "float"}))
-                while not first.done() and _sample(s.metrics(), "bitnet_onnx_queue_inputs") < 3:
-                    await asyncio.sleep(0.01)
+                first = await _post_until(c, s, FIRST_TEXTS, "bitnet_onnx_queue_inputs", 3)
                 second = await c.post("/v1/embeddings", json={"input": ["one more text for the queue"] * 2})
                 third = await c.post("/embed", json={"inputs": ["one more text for the queue"] * 2})
                 return await first, second, third
@@ -438,39 +405,30 @@ def test_full_queue_answers_429_with_retry_after(folder, embedder):
         assert second.json()["error"]["type"] == "rate_limit_error" and second.json()["error"]["code"] == "queue_full"
         assert third.status_code == 429 and third.json()["error_type"] == "Overloaded"
         assert first.status_code == 200
-        np.testing.assert_allclose([d["embedding"] for d in first.json()["data"]], embedder.encode(first_texts),
+        np.testing.assert_allclose([d["embedding"] for d in first.json()["data"]], serve_embedder.encode(FIRST_TEXTS),
                                    rtol=0, atol=ATOL)
         assert _sample(s.metrics(), "bitnet_onnx_rejected_requests_total", reason="queue_full") == 2
     finally:
         s.close()
 
 
-def test_over_the_queue_limit_a_request_waits_in_line_and_is_answered(folder, embedder):
+def test_over_the_queue_limit_a_request_waits_in_line_and_is_answered(serve_folder, serve_embedder):
     # As above, but with time to wait in line: the second request waits until the first is taken off
     # the queue, then runs; no 429.
-    first_texts = ["spiders have eight legs and most have eight eyes"] * 3
-    limit = sum(len(x) for x in embedder.tokenize(first_texts))
     second_texts = ["one more text for the line"] * 2
-    s = LiveServer(folder, max_queue_tokens=limit, max_wait_ms=1500, max_batch_tokens=10 ** 6, max_batch_size=512,
-                   max_line_wait_s=30)
+    s = _server_the_first_request_fills(serve_folder, serve_embedder, max_line_wait_s=30)
     try:
 
         async def over_the_limit():
             async with httpx.AsyncClient(base_url=s.url, timeout=60) as c:
-                first = asyncio.ensure_future(c.post("/v1/embeddings", json={"input": first_texts,
-                                                                           "encoding_format": "float"}))
-                while not first.done() and _sample(s.metrics(), "bitnet_onnx_queue_inputs") < 3:
-                    await asyncio.sleep(0.01)
-                second = asyncio.ensure_future(c.post("/v1/embeddings", json={"input": second_texts,
-                                                                            "encoding_format": "float"}))
-                while not second.done() and _sample(s.metrics(), "bitnet_onnx_line_requests") < 1:
-                    await asyncio.sleep(0.01)
+                first = await _post_until(c, s, FIRST_TEXTS, "bitnet_onnx_queue_inputs", 3)
+                second = await _post_until(c, s, second_texts, "bitnet_onnx_line_requests", 1)
                 in_line = _sample(s.metrics(), "bitnet_onnx_line_requests")
                 return await first, await second, in_line
 
         first, second, in_line = asyncio.run(over_the_limit())
         assert in_line == 1 and first.status_code == 200 and second.status_code == 200, second.text
-        np.testing.assert_allclose([d["embedding"] for d in second.json()["data"]], embedder.encode(second_texts),
+        np.testing.assert_allclose([d["embedding"] for d in second.json()["data"]], serve_embedder.encode(second_texts),
                                    rtol=0, atol=ATOL)
         m = s.metrics()
         assert _sample(m, "bitnet_onnx_rejected_requests_total", reason="queue_full") == 0
@@ -529,22 +487,22 @@ def _start_cli(folder, *flags) -> tuple[subprocess.Popen, str]:
     return proc, url
 
 
-def test_sigterm_during_load_finishes_in_flight_requests_and_exits_0(folder, embedder):
+def test_sigterm_during_load_finishes_in_flight_requests_and_exits_0(serve_folder, serve_embedder):
     # Requests wait in the queue for a fuller batch (up to 120 s), so they are surely in flight at SIGTERM;
     # they complete within the client's 30 s timeout only if the signal makes the worker stop waiting.
-    proc, url = _start_cli(folder, "--max-wait-ms", "120000", "--max-batch-size", "512",
+    proc, url = _start_cli(serve_folder, "--max-wait-ms", "120000", "--max-batch-size", "512",
                            "--max-batch-tokens", "1000000")
     try:
-        _wait_healthy(url)
+        live_server.wait_healthy(url)
         plans = [_mixed_requests(100 + c, 1)[0] for c in range(16)]
-        want = {t: v for plan in plans for t, v in zip(plan, embedder.encode(plan))}
+        want = {t: v for plan in plans for t, v in zip(plan, serve_embedder.encode(plan))}
         queued = sum(len(p) for p in plans)
 
         async def load():
             async with httpx.AsyncClient(base_url=url, timeout=30) as c:
                 in_flight = [asyncio.ensure_future(c.post("/v1/embeddings", json={"input": p, "encoding_format": "float"}))
                              for p in plans]
-                while _sample(_metrics(url), "bitnet_onnx_queue_inputs") < queued:
+                while _sample(live_server.metrics(url), "bitnet_onnx_queue_inputs") < queued:
                     assert not any(t.done() for t in in_flight), "a request ended before the signal"
                     await asyncio.sleep(0.02)
                 proc.send_signal(signal.SIGTERM)
@@ -568,7 +526,7 @@ def test_sigterm_during_load_finishes_in_flight_requests_and_exits_0(folder, emb
             proc.wait()
 
 
-def test_cli_errors_are_one_line(tmp_path, folder, capsys):
+def test_cli_errors_are_one_line(tmp_path, serve_folder, capsys):
     assert cli_main(["serve", str(tmp_path / "nowhere"), "--port", "0"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("bitnet-onnx serve: error:") and "nowhere" in err and err.count("\n") == 1
@@ -576,12 +534,12 @@ def test_cli_errors_are_one_line(tmp_path, folder, capsys):
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        assert cli_main(["serve", str(folder), "--port", str(port), "--threads", "1"]) == 1
+        assert cli_main(["serve", str(serve_folder), "--port", str(port), "--threads", "1"]) == 1
     err = capsys.readouterr().err
     assert f"cannot listen on 127.0.0.1:{port}" in err and err.count("\n") == 1
-    assert cli_main(["serve", str(folder), "--max-batch-tokens", "0"]) == 1
+    assert cli_main(["serve", str(serve_folder), "--max-batch-tokens", "0"]) == 1
     assert "max_batch_tokens must be a positive integer" in capsys.readouterr().err
-    assert cli_main(["serve", str(folder), "--max-line-wait", "nan"]) == 1
+    assert cli_main(["serve", str(serve_folder), "--max-line-wait", "nan"]) == 1
     assert "max_line_wait_s must be a finite number >= 0, got nan" in capsys.readouterr().err
 
 

@@ -85,15 +85,24 @@ def ids_of(n: int, first: int) -> list[int]:
     return list(range(first, first + n))
 
 
+async def run_one_queue_one(batcher: Batcher, session: HeldSession, metrics: Metrics, running: list[list[int]],
+                            queued: list[list[int]]) -> tuple[asyncio.Future, asyncio.Future]:
+    """The pending answers of a request `running` (its run started, held by the session) and of one `queued`
+    after it (in the queue: its tokens counted)."""
+    run = asyncio.ensure_future(batcher.embed(running))
+    await session.running()
+    queue = asyncio.ensure_future(batcher.embed(queued))
+    await until(lambda: value(metrics, "queue_tokens") == sum(map(len, queued)), "the second request queued")
+    return run, queue
+
+
 def test_the_line_keeps_arrival_order_so_a_big_request_is_not_overtaken():
     session = HeldSession()
     batcher, metrics = make_batcher(session, max_queue_tokens=10)
 
     async def go():
-        a = asyncio.ensure_future(batcher.embed([ids_of(8, 100)]))
-        await session.running()  # A runs, held; the queue is empty
-        c = asyncio.ensure_future(batcher.embed([ids_of(6, 200)]))  # queued: 6 of 10 tokens
-        await until(lambda: value(metrics, "queue_tokens") == 6, "C queued")
+        # A runs, held; C is queued: 6 of 10 tokens
+        a, c = await run_one_queue_one(batcher, session, metrics, [ids_of(8, 100)], [ids_of(6, 200)])
         b = asyncio.ensure_future(batcher.embed([ids_of(8, 300)]))  # 6 + 8 > 10: in line
         await until(lambda: value(metrics, "line_requests") == 1, "B in line")
         d = asyncio.ensure_future(batcher.embed([ids_of(2, 400)]))  # would fit, but B was first
@@ -115,10 +124,7 @@ def test_the_wait_in_line_is_bounded_and_the_refusal_leaves_nothing_behind():
     batcher, metrics = make_batcher(session, max_queue_tokens=10, max_line_wait_s=0.2)
 
     async def go():
-        a = asyncio.ensure_future(batcher.embed([ids_of(8, 100)]))
-        await session.running()
-        c = asyncio.ensure_future(batcher.embed([ids_of(6, 200)]))
-        await until(lambda: value(metrics, "queue_tokens") == 6, "C queued")
+        a, c = await run_one_queue_one(batcher, session, metrics, [ids_of(8, 100)], [ids_of(6, 200)])
         with pytest.raises(QueueFull) as refused:
             await batcher.embed([ids_of(8, 300)])  # waits in line 0.2 s: A is still held
         line_after = value(metrics, "line_requests")
@@ -140,10 +146,7 @@ def test_a_full_line_refuses_any_request_and_admits_any_while_not_full():
     batcher, metrics = make_batcher(session, max_queue_tokens=10, max_line_wait_s=HANG_GUARD_S)
 
     async def go():
-        a = asyncio.ensure_future(batcher.embed([ids_of(8, 100)]))
-        await session.running()
-        c = asyncio.ensure_future(batcher.embed([ids_of(9, 200)]))
-        await until(lambda: value(metrics, "queue_tokens") == 9, "C queued")
+        a, c = await run_one_queue_one(batcher, session, metrics, [ids_of(8, 100)], [ids_of(9, 200)])
         # the line holds fewer than 10 tokens: a request of 14 (over the limit itself) gets in
         big = asyncio.ensure_future(batcher.embed([ids_of(7, 300), ids_of(7, 310)]))
         await until(lambda: value(metrics, "line_requests") == 1, "the big one in line")
@@ -164,10 +167,7 @@ def test_requests_refused_together_get_spread_retry_afters():
     batcher, metrics = make_batcher(session, rng=random.Random(7), max_queue_tokens=4, max_line_wait_s=0)
 
     async def go():
-        a = asyncio.ensure_future(batcher.embed([ids_of(4, 100)]))
-        await session.running()
-        queued = asyncio.ensure_future(batcher.embed([ids_of(4, 200)]))
-        await until(lambda: value(metrics, "queue_tokens") == 4, "queued")
+        a, queued = await run_one_queue_one(batcher, session, metrics, [ids_of(4, 100)], [ids_of(4, 200)])
         refused = []
         for i in range(40):
             with pytest.raises(QueueFull) as e:
@@ -190,10 +190,8 @@ def test_a_request_whose_client_went_away_is_dropped_from_queue_and_line():
     batcher, metrics = make_batcher(session, max_queue_tokens=10, max_line_wait_s=HANG_GUARD_S)
 
     async def go():
-        a = asyncio.ensure_future(batcher.embed([ids_of(2, 100)]))
-        await session.running()
-        queued = asyncio.ensure_future(batcher.embed([ids_of(4, 200), ids_of(4, 210)]))  # 8 tokens queued
-        await until(lambda: value(metrics, "queue_tokens") == 8, "queued")
+        a, queued = await run_one_queue_one(batcher, session, metrics, [ids_of(2, 100)],
+                                            [ids_of(4, 200), ids_of(4, 210)])  # 8 tokens queued
         in_line = asyncio.ensure_future(batcher.embed([ids_of(5, 300)]))
         behind = asyncio.ensure_future(batcher.embed([ids_of(6, 400)]))  # 5 + 6 > 10: stays in line
         await until(lambda: value(metrics, "line_requests") == 2, "two in line")

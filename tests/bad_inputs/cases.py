@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import struct
 from dataclasses import dataclass, field
@@ -134,6 +135,12 @@ def write(rel: str, content: bytes | str) -> Callable[[Workspace], None]:
         path = ws.root / rel
         path.write_bytes(content.encode() if isinstance(content, str) else content)
     return setup
+
+
+def written(id: str, argv: list[str], rel: str, content: bytes | str, error: str) -> Case:
+    """A class-2 case: the workspace file ``rel`` holds ``content``, and the one line names the file and says
+    ``error`` (a regex) about it."""
+    return Case(id, 2, argv, rf"{re.escape(rel)}: {error}", setup=write(rel, content))
 
 
 def replace_with_dir(rel: str) -> Callable[[Workspace], None]:
@@ -453,25 +460,18 @@ CONFIG_CASES = [
          setup=replace_with_dir(CONFIG)),
     Case("config-symlink-loop", 2, EXPORT + ["-o", "out"], r"model/config\.json: .*(symbolic links|symlink)",
          setup=symlink_loop(CONFIG)),
-    Case("config-not-json", 2, EXPORT + ["-o", "out"], r"model/config\.json: not valid JSON", setup=write(CONFIG, "{hidden_size: 128")),
-    Case("config-empty", 2, EXPORT + ["-o", "out"], r"model/config\.json: not valid JSON", setup=write(CONFIG, "")),
-    Case("config-not-utf8", 2, EXPORT + ["-o", "out"], r"model/config\.json: not valid JSON", setup=write(CONFIG, b'{"a": "\xff\xfe"}')),
+    written("config-not-json", EXPORT + ["-o", "out"], CONFIG, "{hidden_size: 128", "not valid JSON"),
+    written("config-empty", EXPORT + ["-o", "out"], CONFIG, "", "not valid JSON"),
+    written("config-not-utf8", EXPORT + ["-o", "out"], CONFIG, b'{"a": "\xff\xfe"}', "not valid JSON"),
     Case("config-missing", 2, CONVERT + ["--outfile", "m.gguf"], r"model/config\.json: file not found",
          setup=lambda ws: (ws.model / "config.json").unlink()),
-    Case("tokenizer-config-not-json", 2, EXPORT + ["-o", "out"], r"model/tokenizer_config\.json: not valid JSON",
-         setup=write("model/tokenizer_config.json", "{'pad_token': '<pad>'}")),
-    Case("tokenizer-config-is-list", 2, EXPORT + ["-o", "out"], r"model/tokenizer_config\.json: expected a JSON object",
-         setup=write("model/tokenizer_config.json", "[]")),
-    Case("sentence-bert-config-is-list", 2, EXPORT + ["-o", "out"], r"model/sentence_bert_config\.json: expected a JSON object, got list",
-         setup=write("model/sentence_bert_config.json", "[1]")),
-    Case("modules-json-not-objects", 2, EXPORT + ["-o", "out"], r"model/modules\.json: expected a list of modules",
-         setup=write("model/modules.json", "[1, 2]")),
-    Case("st-config-is-list", 2, CONVERT + ["--outfile", "m.gguf"], r"model/config_sentence_transformers\.json: expected a JSON object",
-         setup=write("model/config_sentence_transformers.json", "[]")),
-    Case("pooling-config-is-list", 2, EXPORT + ["-o", "out"], r"model/1_Pooling/config\.json: expected a JSON object",
-         setup=write("model/1_Pooling/config.json", "[]")),
-    Case("tokenizer-not-json", 2, EXPORT + ["-o", "out"], r"model/tokenizer\.json: not a valid tokenizer\.json",
-         setup=write("model/tokenizer.json", "{ nope")),
+    written("tokenizer-config-not-json", EXPORT + ["-o", "out"], "model/tokenizer_config.json", "{'pad_token': '<pad>'}", "not valid JSON"),
+    written("tokenizer-config-is-list", EXPORT + ["-o", "out"], "model/tokenizer_config.json", "[]", "expected a JSON object"),
+    written("sentence-bert-config-is-list", EXPORT + ["-o", "out"], "model/sentence_bert_config.json", "[1]", "expected a JSON object, got list"),
+    written("modules-json-not-objects", EXPORT + ["-o", "out"], "model/modules.json", "[1, 2]", "expected a list of modules"),
+    written("st-config-is-list", CONVERT + ["--outfile", "m.gguf"], "model/config_sentence_transformers.json", "[]", "expected a JSON object"),
+    written("pooling-config-is-list", EXPORT + ["-o", "out"], "model/1_Pooling/config.json", "[]", "expected a JSON object"),
+    written("tokenizer-not-json", EXPORT + ["-o", "out"], "model/tokenizer.json", "{ nope", r"not a valid tokenizer\.json"),
     Case("embedding-beyond-float16", 2, EXPORT + ["-o", "out"], r"embed_tokens\.weight: value 100000 is beyond float16's range",
          setup=edit_tensors(set_value(_embedding, 1e5))),
     Case("embedding-beyond-float16-gguf", 2, CONVERT + ["--outfile", "m.gguf"], r"embed_tokens\.weight.*float16",
@@ -597,6 +597,14 @@ FIFO = r"is a FIFO \(named pipe\), not a regular file"
 LOOP = r"a symlink loop \(too many levels of symbolic links\)"
 BIG_SPARSE = 300 << 20  # above io.MAX_TOKENIZER_JSON_BYTES (256 MiB): refused by its size, never parsed
 HANG = 30  # seconds: every case answers in a few; a blocked open() would not answer at all
+
+
+def fifo_refused(id: str, argv: list[str], rel: str) -> Case:
+    """A class-6 case: the workspace entry ``rel`` is a FIFO nobody writes to, and the one line names it as one
+    within HANG seconds."""
+    return Case(id, 6, argv, rf"{re.escape(rel)}: {FIFO}", setup=fifo(rel), timeout=HANG)
+
+
 NOT_REGULAR_CASES = [  # each would block in open() or read without end if opened like a file
     Case("embed-input-fifo", 6, ["embed", "{export}", "--input", "t.txt"], r"^bitnet-onnx embed: error: --input t\.txt: is a FIFO \(named pipe\), not a regular file$",
          setup=fifo("t.txt")),
@@ -609,11 +617,9 @@ NOT_REGULAR_CASES = [  # each would block in open() or read without end if opene
          setup=fifo("t.jsonl")),
     Case("dataset-input-folder-holds-fifo", 6, DATASET + ["corpus", "parts"], r"corpus/b\.jsonl: is a FIFO",
          setup=both(mkdir("corpus", with_file=False), texts_file("corpus/a.jsonl", b'{"text": "a cat"}\n'), fifo("corpus/b.jsonl"))),
-    Case("export-config-fifo", 6, EXPORT + ["-o", "out"], rf"model/config\.json: {FIFO}", setup=fifo(CONFIG), timeout=HANG),
-    Case("convert-config-fifo", 6, CONVERT + ["--outfile", "m.gguf"], rf"model/config\.json: {FIFO}", setup=fifo(CONFIG),
-         timeout=HANG),
-    Case("export-pooling-config-fifo", 6, EXPORT + ["-o", "out"], rf"model/1_Pooling/config\.json: {FIFO}",
-         setup=fifo("model/1_Pooling/config.json"), timeout=HANG),
+    fifo_refused("export-config-fifo", EXPORT + ["-o", "out"], CONFIG),
+    fifo_refused("convert-config-fifo", CONVERT + ["--outfile", "m.gguf"], CONFIG),
+    fifo_refused("export-pooling-config-fifo", EXPORT + ["-o", "out"], "model/1_Pooling/config.json"),
     Case("convert-outfile-fifo", 6, CONVERT + ["--outfile", "o.gguf"], r"--outfile o\.gguf exists and is not a GGUF file; not replacing it",
          setup=fifo("o.gguf")),
 ]
@@ -666,29 +672,19 @@ PADDED = ["embed", "{export}", "a cat", "a cat sat on the mat"]  # two lengths: 
 # Hostile files at every reader of the package (docs/reliability.md: each goes through bitnet_onnx.io)
 READER_CASES = [
     # ---- no input can hang (class 6) ----------------------------------------------------------
-    Case("export-tokenizer-fifo", 6, EXPORT + ["-o", "out"], rf"model/tokenizer\.json: {FIFO}",
-         setup=fifo("model/tokenizer.json"), timeout=HANG),
-    Case("convert-tokenizer-fifo", 6, CONVERT + ["--outfile", "m.gguf"], rf"model/tokenizer\.json: {FIFO}",
-         setup=fifo("model/tokenizer.json"), timeout=HANG),
-    Case("export-tokenizer-config-fifo", 6, EXPORT + ["-o", "out"], rf"model/tokenizer_config\.json: {FIFO}",
-         setup=fifo("model/tokenizer_config.json"), timeout=HANG),
-    Case("export-safetensors-fifo", 6, EXPORT + ["-o", "out"], rf"model/model\.safetensors: {FIFO}",
-         setup=fifo("model/model.safetensors"), timeout=HANG),
-    Case("export-modules-json-fifo", 6, EXPORT + ["-o", "out"], rf"model/modules\.json: {FIFO}",
-         setup=fifo("model/modules.json"), timeout=HANG),
-    Case("export-sentence-bert-config-fifo", 6, EXPORT + ["-o", "out"], rf"model/sentence_bert_config\.json: {FIFO}",
-         setup=fifo("model/sentence_bert_config.json"), timeout=HANG),
-    Case("inspect-gguf-fifo", 6, GGUF_INSPECT, rf"gguf: {FIFO}", setup=fifo("gguf"), timeout=HANG),
-    Case("export-gguf-fifo", 6, ["export", "f.gguf", "-o", "out"], rf"f\.gguf: {FIFO}", setup=fifo("f.gguf"), timeout=HANG),
-    Case("embed-manifest-fifo", 6, EMBED, rf"export/bitnet_onnx\.json: {FIFO}", setup=fifo("export/bitnet_onnx.json"),
-         timeout=HANG),
-    Case("inspect-manifest-fifo", 6, ["inspect", "{export}"], rf"export/bitnet_onnx\.json: {FIFO}",
-         setup=fifo("export/bitnet_onnx.json"), timeout=HANG),
-    Case("embed-model-onnx-fifo", 6, EMBED, rf"export/model\.onnx: {FIFO}", setup=fifo("export/model.onnx"), timeout=HANG),
-    Case("embed-external-data-fifo", 6, ["embed", "{external}", "hello"], rf"external/model\.onnx\.data: {FIFO}",
-         setup=fifo("external/model.onnx.data"), timeout=HANG),
-    Case("embed-export-tokenizer-fifo", 6, EMBED, rf"export/tokenizer\.json: {FIFO}", setup=fifo("export/tokenizer.json"),
-         timeout=HANG),
+    fifo_refused("export-tokenizer-fifo", EXPORT + ["-o", "out"], "model/tokenizer.json"),
+    fifo_refused("convert-tokenizer-fifo", CONVERT + ["--outfile", "m.gguf"], "model/tokenizer.json"),
+    fifo_refused("export-tokenizer-config-fifo", EXPORT + ["-o", "out"], "model/tokenizer_config.json"),
+    fifo_refused("export-safetensors-fifo", EXPORT + ["-o", "out"], "model/model.safetensors"),
+    fifo_refused("export-modules-json-fifo", EXPORT + ["-o", "out"], "model/modules.json"),
+    fifo_refused("export-sentence-bert-config-fifo", EXPORT + ["-o", "out"], "model/sentence_bert_config.json"),
+    fifo_refused("inspect-gguf-fifo", GGUF_INSPECT, "gguf"),
+    fifo_refused("export-gguf-fifo", ["export", "f.gguf", "-o", "out"], "f.gguf"),
+    fifo_refused("embed-manifest-fifo", EMBED, "export/bitnet_onnx.json"),
+    fifo_refused("inspect-manifest-fifo", ["inspect", "{export}"], "export/bitnet_onnx.json"),
+    fifo_refused("embed-model-onnx-fifo", EMBED, "export/model.onnx"),
+    fifo_refused("embed-external-data-fifo", ["embed", "{external}", "hello"], "external/model.onnx.data"),
+    fifo_refused("embed-export-tokenizer-fifo", EMBED, "export/tokenizer.json"),
     # ---- one line, not a traceback (class 8) --------------------------------------------------
     Case("export-tokenizer-too-large", 8, EXPORT + ["-o", "out"],
          r"model/tokenizer\.json: \d+ bytes, more than the 268435456 this file may have", memory=MEMORY_CAP,

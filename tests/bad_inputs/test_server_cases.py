@@ -38,16 +38,6 @@ BODY_LIMIT = 1 << 20
 WORDS = "ternary weights spiders legs capital France quick brown fox lazy dog cosine vector".split()
 
 
-@pytest.fixture(scope="module")
-def folder(tiny_model, tiny_export):
-    return tiny_export(tiny_model("qwen3"), weights="i2s")
-
-
-@pytest.fixture(scope="module")
-def embedder(folder):
-    return Embedder(folder, threads=1)
-
-
 class Server:
     """``python -m bitnet_onnx serve`` on a free loopback port, its stderr in a file."""
 
@@ -98,12 +88,12 @@ class Server:
 
 
 @pytest.fixture
-def start(folder, tmp_path):
+def start(serve_folder, tmp_path):
     """start(*flags, env=None) -> a Server, stopped (and its log checked) after the test."""
     servers = []
 
     def make(*flags, env=None):
-        servers.append(Server(folder, tmp_path / f"serve-{len(servers)}.log", *flags, env=env))
+        servers.append(Server(serve_folder, tmp_path / f"serve-{len(servers)}.log", *flags, env=env))
         return servers[-1]
 
     yield make
@@ -127,7 +117,7 @@ def _bench_serve():
     return module
 
 
-def test_burst_of_retrying_clients_gets_every_request_answered(start, embedder, capsys):
+def test_burst_of_retrying_clients_gets_every_request_answered(start, serve_embedder, capsys):
     # 384 requests from 64 clients against a queue of 1024 tokens (a large request holds 1.5-3k, so it
     # enters only an empty queue): many wait in line or are refused at first; none may be refused six
     # times (the client gives up after 5 retries).
@@ -140,7 +130,7 @@ def test_burst_of_retrying_clients_gets_every_request_answered(start, embedder, 
         print(f"\nburst: {report}")
     assert all(o.status == 200 for o in outcomes), report
     texts = sorted({t for o in outcomes for t in o.texts})
-    want = dict(zip(texts, embedder.encode(texts)))
+    want = dict(zip(texts, serve_embedder.encode(texts)))
     for o in outcomes:
         got = [d["embedding"] for d in o.body["data"]]
         np.testing.assert_allclose(got, [want[t] for t in o.texts], rtol=0, atol=ATOL)
@@ -209,9 +199,9 @@ def test_clients_that_go_away_have_their_texts_dropped(start):
 # --- slow sockets, huge bodies, hostile JSON, API keys: one server --------------------------------------
 
 @pytest.fixture(scope="module")
-def keyed(folder, tmp_path_factory):
+def keyed(serve_folder, tmp_path_factory):
     """A server whose API key comes from the environment, with a 1 MiB body limit."""
-    s = Server(folder, tmp_path_factory.mktemp("keyed") / "serve.log", "--max-body-bytes", str(BODY_LIMIT),
+    s = Server(serve_folder, tmp_path_factory.mktemp("keyed") / "serve.log", "--max-body-bytes", str(BODY_LIMIT),
                "--max-inputs", "64", env={"BITNET_ONNX_API_KEY": API_KEY})
     yield s
     s.kill()
@@ -229,7 +219,7 @@ def _embed_ok(url: str, embedder: Embedder, text: str) -> None:
     np.testing.assert_allclose(r.json()["data"][0]["embedding"], embedder.encode([text])[0], rtol=0, atol=ATOL)
 
 
-def test_slow_sockets_do_not_stall_other_clients(keyed, embedder):
+def test_slow_sockets_do_not_stall_other_clients(keyed, serve_embedder):
     # 64 sockets trickle a request's headers and 16 more a body, a few bytes per round; meanwhile other
     # clients are answered, and once the slow ones close the server is as it was.
     slow_heads = [socket.create_connection(("127.0.0.1", keyed.port), timeout=HANG_GUARD_S) for _ in range(64)]
@@ -245,13 +235,13 @@ def test_slow_sockets_do_not_stall_other_clients(keyed, embedder):
                 s.sendall(b"X-Slow-%d: y\r\n" % round_)
             for s in slow_bodies:
                 s.sendall(b"slow ")
-            _embed_ok(keyed.url, embedder, f"answered while slow sockets trickle, round {round_}")
+            _embed_ok(keyed.url, serve_embedder, f"answered while slow sockets trickle, round {round_}")
         # the slow bodies are being read (one request each), beside this scrape
         assert keyed.metrics()["bitnet_onnx_requests_in_progress"] >= 1 + len(slow_bodies)
     finally:
         for s in slow_heads + slow_bodies:
             s.close()
-    _embed_ok(keyed.url, embedder, "answered after the slow sockets closed")
+    _embed_ok(keyed.url, serve_embedder, "answered after the slow sockets closed")
 
 
 def _raw_request(port: int, head: bytes, body_chunks=(), chunk_pause: float = 0.0) -> bytes:
@@ -282,7 +272,7 @@ def _content_length(answer: bytes) -> int:
     return int(found.group(1)) if found else 0
 
 
-def test_64_mib_bodies_are_refused_without_being_held(keyed, embedder):
+def test_64_mib_bodies_are_refused_without_being_held(keyed, serve_embedder):
     rss_before = keyed.rss_kib()
     declared = _raw_request(keyed.port, b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                             + AUTH_HEADER + b"Content-Length: %d\r\n\r\n" % (64 << 20),
@@ -294,7 +284,7 @@ def test_64_mib_bodies_are_refused_without_being_held(keyed, embedder):
     assert chunked == b"" or chunked.startswith(b"HTTP/1.1 413"), chunked[:200]  # answered, or cut off
     growth_mib = (keyed.rss_kib() - rss_before) / 1024
     assert growth_mib < 16, f"RSS grew by {growth_mib:.1f} MiB for two 64 MiB bodies (limit 1 MiB)"
-    _embed_ok(keyed.url, embedder, "answered after the huge bodies")
+    _embed_ok(keyed.url, serve_embedder, "answered after the huge bodies")
 
 
 HOSTILE_JSON = {  # body -> words of the one-line 400
@@ -328,7 +318,7 @@ def test_hostile_json_gets_one_line_400(keyed, case):
     assert httpx.get(keyed.url + "/health", timeout=HANG_GUARD_S).status_code == 200
 
 
-def test_api_key_from_the_environment_and_bad_authorization_headers(keyed, embedder):
+def test_api_key_from_the_environment_and_bad_authorization_headers(keyed, serve_embedder):
     cmdline = Path(f"/proc/{keyed.proc.pid}/cmdline").read_bytes()
     assert API_KEY.encode() not in cmdline  # not in the process list
     body = {"input": "x"}
@@ -341,13 +331,13 @@ def test_api_key_from_the_environment_and_bad_authorization_headers(keyed, embed
         assert r.json()["error"]["code"] == "invalid_api_key"
     r = httpx.post(keyed.url + "/embed", json={"inputs": "x"}, headers={"Authorization": "Bearer no"})
     assert r.status_code == 401 and r.json()["error_type"] == "Unauthorized"
-    _embed_ok(keyed.url, embedder, "the right key")
+    _embed_ok(keyed.url, serve_embedder, "the right key")
     assert httpx.get(keyed.url + "/metrics").status_code == 200  # open routes need no key
 
 
 # --- SIGTERM with slow sockets, idle connections and queued requests open -----------------------------
 
-def test_sigterm_with_slow_sockets_and_queued_requests_open(start, embedder):
+def test_sigterm_with_slow_sockets_and_queued_requests_open(start, serve_embedder):
     # Queued requests wait for a fuller batch (up to 120 s); slow sockets and an idle keep-alive
     # connection must not hold the shutdown: in-flight requests finish, the server exits 0.
     server = start("--max-wait-ms", "120000", "--max-batch-size", "512", "--max-batch-tokens", "1000000")
@@ -376,7 +366,7 @@ def test_sigterm_with_slow_sockets_and_queued_requests_open(start, embedder):
         idle.close()
         for s in slow:
             s.close()
-    want = embedder.encode(texts)
+    want = serve_embedder.encode(texts)
     for r, w in zip(answers, want):
         assert r.status_code == 200, r.text
         np.testing.assert_allclose(r.json()["data"][0]["embedding"], w, rtol=0, atol=ATOL)
