@@ -465,10 +465,11 @@ def test_auto_with_an_isa_this_cpu_lacks_names_bitnet_onnx_isa(monkeypatch):
 # The driver's path (attention::Attention::path_for): the ISA record's own tile ops at the node's precision,
 # else the next ones down that take the head dim, with the reason; a forced ISA refuses the call instead.
 
-# The head-dim multiple each path needs: AMX-BF16 tiles sum 32 bf16, AVX-512 vectors hold 16 floats, AVX2 8.
-# A hand copy of the tile ops' head_dim_multiple (customops/kernels/attention/attention.h): the library's dispatch
-# description (customops.dispatch) names each record's tiles but not their multiples yet.
-_PATH_MULTIPLE = {"amxbf16": 32, "avx512bf16": 16, "avx512": 16, "avx2": 8, "scalar": 1}
+def _path_multiple(path: str) -> int:
+    """The head-dim multiple a path needs (AMX-BF16 tiles sum 32 bf16, AVX-512 vectors hold 16 floats, AVX2 8), as
+    the library's dispatch states it for the records that list the path."""
+    return next(record.attention.head_dim_multiple[path] for record in DISPATCH.isas
+                if path in record.attention.head_dim_multiple)
 
 
 def _path_chain(isa: str, precision: str) -> list[str]:
@@ -483,9 +484,9 @@ def _path_chain(isa: str, precision: str) -> list[str]:
 
 def _expected_path(isa: str, precision: str, head_dim: int) -> customops.AttentionPath:
     chain = _path_chain(isa, precision)
-    ran = next(p for p in chain if head_dim % _PATH_MULTIPLE[p.split(":")[0]] == 0)
+    ran = next(p for p in chain if head_dim % _path_multiple(p.split(":")[0]) == 0)
     own = chain[0]
-    why = "" if ran == own else (f"head_dim {head_dim} is not a multiple of {_PATH_MULTIPLE[own.split(':')[0]]}, "
+    why = "" if ran == own else (f"head_dim {head_dim} is not a multiple of {_path_multiple(own.split(':')[0])}, "
                                  f"which {own} needs")
     return customops.AttentionPath(ran, why)
 

@@ -511,7 +511,7 @@ def test_a_fake_isa_by_the_recipe_compiles():
     assert described.isa_names()[-2:] == ["fake", "scalar"]
     fake = described.isa("fake")
     assert (fake.built, fake.runs, fake.needs) == (False, False, "nothing (a test ISA)")
-    assert set(fake.kernels.values()) == {None} and fake.attention == customops.AttentionTiles(None, None, None)
+    assert set(fake.kernels.values()) == {None} and fake.attention == customops.AttentionTiles(None, None, None, {})
     assert described.forced_isa.picks is None and described.forced_isa.error.startswith("BITNET_ONNX_ISA=fake: this CPU "
                                                                                          "lacks fake")
 

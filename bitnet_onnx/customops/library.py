@@ -150,6 +150,8 @@ class AttentionTiles:
     bf16: str | None  # its bf16 dot-product tiles on this CPU ("amxbf16", "avx512bf16"); None: bf16 runs the
     #                   float tiles on rounded operands ("<f32>:bf16"), or this CPU does not run the ISA
     auto: str | None  # what precision "auto" runs with it, unforced ("f32" or "bf16"); None where the CPU lacks it
+    # the head_dim multiple each path above needs (a head_dim it does not divide runs the next path down)
+    head_dim_multiple: Mapping[str, int]
 
 
 @dataclass(frozen=True)
@@ -298,6 +300,10 @@ def dispatch(environ: Mapping[str, str] | None = None, shape: tuple[int, int, in
     return dispatch_from_text(text)
 
 
+def _attention_tiles(raw: dict) -> AttentionTiles:
+    return AttentionTiles(**{**raw, "head_dim_multiple": MappingProxyType(raw["head_dim_multiple"])})
+
+
 def dispatch_from_text(text: str) -> Dispatch:
     """A dispatch description as bitnet_onnx_dispatch (or customops/tests' dispatch_describe, the same text from
     the kernels alone) writes it; BitnetOnnxError with the text itself when it is the library's one-line error."""
@@ -306,7 +312,7 @@ def dispatch_from_text(text: str) -> Dispatch:
     except json.JSONDecodeError:
         raise BitnetOnnxError(text.strip()) from None
     isas = tuple(IsaDispatch(r["name"], r["built"], r["runs"], r["needs"], MappingProxyType(dict(r["kernels"])),
-                             AttentionTiles(**r["attention"])) for r in raw["isas"])
+                             _attention_tiles(r["attention"])) for r in raw["isas"])
     families = tuple(KernelFamily(f["name"], f["order"], f["base"], tuple(FamilyRule(**rule) for rule in f["rules"]))
                      for f in raw["families"])
     forced = raw["forced"]

@@ -58,8 +58,13 @@ std::string attention_paths(const IsaRecord& record, bool runs) {
   const attention::TileOps* floats = attention::tile_ops(record.isa);
   const attention::Bf16TileOps* bf16 = runs ? attention::bf16_tile_ops(record.isa) : nullptr;
   const char* automatic = runs ? attention::precision_name(attention::auto_precision_of(record.isa)) : nullptr;
+  // each listed path's head-dim multiple: a head_dim it does not divide runs the next path down
+  std::string multiples = "{";
+  if (floats) multiples += quoted(floats->name) + ": " + std::to_string(floats->head_dim_multiple);
+  if (bf16) multiples += std::string(floats ? ", " : "") + quoted(bf16->name) + ": " + std::to_string(bf16->head_dim_multiple);
   return std::string("{\"f32\": ") + name_or_null(floats ? floats->name : nullptr) +
-         ", \"bf16\": " + name_or_null(bf16 ? bf16->name : nullptr) + ", \"auto\": " + name_or_null(automatic) + "}";
+         ", \"bf16\": " + name_or_null(bf16 ? bf16->name : nullptr) + ", \"auto\": " + name_or_null(automatic) +
+         ", \"head_dim_multiple\": " + multiples + "}}";
 }
 
 std::string isas() {

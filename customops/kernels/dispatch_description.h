@@ -17,7 +17,8 @@ namespace bitnet_onnx {
 //     "attention": {"f32": the float tiles' name (null where not built), "bf16": the bf16
 //     dot-product tiles' name on this CPU (null: bf16 runs the float tiles on rounded operands, or
 //     the CPU does not run the ISA), "auto": what precision "auto" runs, unforced (null where the
-//     CPU does not run the ISA)}.
+//     CPU does not run the ISA), "head_dim_multiple": {path name: the head_dim multiple it needs} for the
+//     paths listed}.
 //   "families": one object per row of families.h, in the driver's order: "name", "order", "base",
 //     "rules" (the FamilyRule rows: "isa", "min_n", "block", "cost_percent"; empty: forced only).
 //   "default_isa": the record select_isa picks with nothing forced.
