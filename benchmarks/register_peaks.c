@@ -31,6 +31,9 @@ static const struct { const char *op, *name; int path; const char *flags, *what;
     {I2S, "stream", 4, "-mavx2", "32-byte loads of -DBYTES bytes"},
     {I2S, "lut-avx2", 5, "-mavx2", "byte index + vpaddw ymm from 41 KB of L1 tables"},
     {I2S, "lut-avx512", 6, "-mavx512f -mavx512bw", "byte index + vpaddw zmm from 41 KB of L1 tables"},
+    /* the ceiling of a co-issued family (no kernel yet): vpdpbusd zmm and lookups in one loop */
+    {I2S, "mix-avx512", 15, "-mavx512f -mavx512bw -mavx512vnni",
+     "12 vpdpbusd zmm + 3 lookups (byte index + vpaddw zmm) per iteration"},
     {ATTENTION, "amxbf16", 11, "-mamx-tile -mamx-bf16", "tdpbf16ps, 4 tiles"},
     {ATTENTION, "avx512", 12, "-mavx512f", "vfmadd231ps zmm"},
     {ATTENTION, "avx512bf16", 13, "-mavx512f -mavx512bf16", "vdpbf16ps zmm"},
@@ -155,6 +158,22 @@ int main(void) {
 #endif
 #define TABLE_INT16S (GROUPS * 81 * ENTRY / 2)
 #define LOOKUP(a, i) ADDW(a, LD((const char*)table + ((i) % GROUPS) * 81 * ENTRY + (size_t)ix[i] * ENTRY))
+#elif PATH == 15
+    /* co-issue: the avx512vnni unit (DP on the 12 accumulators) with MIXED lookups of lut-avx512's step
+       into accumulators of their own in the same iteration; a multiply uses the vector multiply pipes, a
+       lookup a load and a vector add, so a core may run both at once */
+    typedef __m512i V;
+    V b = _mm512_set1_epi8(1), c = _mm512_set1_epi8(2);
+#define DP(a, b, c) _mm512_dpbusd_epi32(a, b, c)
+#define LD(p) _mm512_load_si512(p)
+#define ZERO _mm512_setzero_si512()
+#define LANE0(v) _mm_cvtsi128_si32(_mm512_castsi512_si128(v))
+#define ENTRY 64
+#define GROUPS 8
+#define MIXED 3
+#define TABLE_INT16S (GROUPS * 81 * ENTRY / 2)
+#define LOOKUP(a, i) _mm512_add_epi16(a, LD((const char*)table + ((i) % GROUPS) * 81 * ENTRY + (size_t)ix[i] * ENTRY))
+    ops = (12 * 128.0 + MIXED * 256.0) / 12;  /* per unit: 12 vpdpbusd of 64 MACs, MIXED lookups of 128 */
 #elif PATH == 7 || PATH == 8 || PATH == 9
     /* aarch64: smlal (neon: int8 x int8 -> int16), sdot (dotprod), smmla (i8mm) */
 #if PATH == 7
@@ -242,18 +261,34 @@ int main(void) {
 #endif
 #define D(i) V a##i = ZERO;
     R(D)
+#if defined(MIXED)
+    V l0 = ZERO, l1 = ZERO, l2 = ZERO;  /* the MIXED (3) lookups' accumulators */
+#endif
     t0 = now();
     for (long it = 0; it < iters; ++it) {
 #if defined(LOOKUP)
       const uint8_t* ix = idx + ((it * 12) & 4095);
+#endif
+#if defined(MIXED)
+#define U(i) a##i = DP(a##i, b, c);
+      R(U) KEEP;
+      l0 = LOOKUP(l0, 0);
+      l1 = LOOKUP(l1, 1);
+      l2 = LOOKUP(l2, 2);
+      __asm__ volatile("" : VREG(l0), VREG(l1), VREG(l2));
+#elif defined(LOOKUP)
 #define U(i) a##i = LOOKUP(a##i, i);
+      R(U) KEEP;
 #else
 #define U(i) a##i = DP(a##i, b, c);
-#endif
       R(U) KEEP;
+#endif
     }
 #define S(i) sink += LANE0(a##i);
     R(S)
+#if defined(MIXED)
+    sink += LANE0(l0) + LANE0(l1) + LANE0(l2);
+#endif
 #endif
     double dt = now() - t0, gops = iters * 12.0 * ops / dt / 1e9;
     if (gops > best) best = gops;
