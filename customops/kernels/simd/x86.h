@@ -1,5 +1,5 @@
 // The x86 vector vocabulary of every kernel folder (the multiply and lookup families of kernels/i2s/,
-// the attention tiles): one struct per width, Ymm (256-bit, AVX2) and Zmm (512-bit, AVX-512), each
+// the attention tiles): one struct per width, Ymm (256-bit, AVX2 + FMA) and Zmm (512-bit, AVX-512), each
 // with an int face (I, Mask: the int8 / int16 / int32 lane operations) and a float face (F, D,
 // FMask: the _ps / _pd operations). Each struct, and each part of it that needs more than its
 // width's base ISA, exists only where the translation unit's -m flags provide it (__AVX2__,
