@@ -17,9 +17,9 @@ namespace {
 
 using simd::Zmm;
 
-constexpr int kRowBlock = 6;                          // rows per register block
-constexpr int kKeyVectors = kTileK / Zmm::kFloats;    // 16 keys (32 bf16) per zmm of kt
-constexpr int kHeadVectors = 4;                       // vectors of 16 head dims per p.v register block
+constexpr int kRowBlock = 6;                        // rows per register block
+constexpr int kKeyVectors = kTileK / Zmm::kFloats;  // 16 keys (32 bf16) per zmm of kt
+constexpr int kHeadVectors = 4;                     // vectors of 16 head dims per p.v register block
 
 // bf16 operands in pairs along the summed axis: a [rows][lda] bf16 (a pair broadcast at a time),
 // b [n pairs][ldb][2] read 16 pairs at a time.
