@@ -135,20 +135,12 @@ std::vector<Variant> variants() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string shapes = "1024x2048", ms = "16,128,512,2048";
-  int reps = 7;
-  double min_seconds = 0.05;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string flag = argv[i], value = argv[i + 1];
-    if (flag == "--shapes") shapes = value;
-    else if (flag == "--m") ms = value;
-    else if (flag == "--reps") reps = std::atoi(value.c_str());
-    else if (flag == "--min-seconds") min_seconds = std::atof(value.c_str());
-    else {
-      std::fprintf(stderr, "unknown flag %s\n", flag.c_str());
-      return 2;
-    }
-  }
+  const tool_support::Flags flags(argc, argv, {{"--shapes", "1024x2048"}, {"--m", "16,128,512,2048"}, {"--reps", "7"},
+                                               {"--min-seconds", "0.05"}});
+  if (!flags.ok()) return 2;
+  const std::string shapes = flags.text("--shapes"), ms = flags.text("--m");
+  const int reps = flags.integer("--reps");
+  const double min_seconds = flags.real("--min-seconds");
   if (!bitnet_onnx::cpu_features().amx) {
     std::fprintf(stderr, "amx_profile: this CPU (or OS) does not run AMX-INT8\n");
     return 3;
@@ -158,14 +150,8 @@ int main(int argc, char** argv) {
   std::mt19937 rng(0);
   const std::vector<Variant> all = variants();
   for (const std::string& shape : split(shapes, ',')) {
-    const auto kn = split(shape, 'x');
     Problem p;
-    p.k = std::atoll(kn.at(0).c_str());
-    p.n = std::atoll(kn.at(1).c_str());
-    if (p.k <= 0 || p.k % 128 != 0 || p.n <= 0) {
-      std::fprintf(stderr, "bad shape %s (KxN, K a multiple of 128)\n", shape.c_str());
-      return 2;
-    }
+    if (!i2s_bench::parse_shape(shape, &p.k, &p.n)) return 2;
     const std::vector<uint8_t> i2s = i2s_bench::random_codes(p.n, p.k, rng);
     p.packed.resize(kern.packed_bytes(p.n, p.k));
     kern.repack(i2s.data(), p.n, p.k, p.packed.data());

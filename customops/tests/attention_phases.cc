@@ -96,17 +96,13 @@ void print_row(const Shape& shape, int64_t seq, const std::string& path, const T
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string isa, precision = "bf16", shapes = "qwen3,gemma3-sliding,gemma3-full", seqs = "512,2048,8192";
-  int reps = 5;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string flag = argv[i], value = argv[i + 1];
-    if (flag == "--isa") isa = value;
-    else if (flag == "--precision") precision = value;
-    else if (flag == "--shapes") shapes = value;
-    else if (flag == "--seq") seqs = value;
-    else if (flag == "--reps") reps = std::max(1, std::atoi(value.c_str()));
-    else return std::fprintf(stderr, "unknown flag %s\n", flag.c_str()), 2;
-  }
+  const tool_support::Flags flags(argc, argv, {{"--isa", ""}, {"--precision", "bf16"},
+                                               {"--shapes", "qwen3,gemma3-sliding,gemma3-full"},
+                                               {"--seq", "512,2048,8192"}, {"--reps", "5"}});
+  if (!flags.ok()) return 2;
+  const std::string isa = flags.text("--isa"), precision = flags.text("--precision"), shapes = flags.text("--shapes"),
+                    seqs = flags.text("--seq");
+  const int reps = std::max(1, flags.integer("--reps"));
   if (precision != "f32" && precision != "bf16") return std::fprintf(stderr, "--precision f32 or bf16\n"), 2;
   const Attention driver(isa.empty() ? nullptr : isa.c_str(), precision == "bf16" ? Precision::kBf16 : Precision::kF32);
   std::printf("| shape | S | path | total ms |");

@@ -4,12 +4,27 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "family.h"
+#include "tool_support.h"
 
 namespace i2s_bench {
+
+// One item of --shapes, "KxN", into k and n; false (the item named on stderr) unless both are
+// positive and K a multiple of 128 (whole I2_S blocks).
+inline bool parse_shape(const std::string& shape, int64_t* k, int64_t* n) {
+  const std::vector<std::string> kn = tool_support::split(shape, 'x');
+  *k = kn.size() == 2 ? std::atoll(kn[0].c_str()) : 0;
+  *n = kn.size() == 2 ? std::atoll(kn[1].c_str()) : 0;
+  if (*k > 0 && *k % 128 == 0 && *n > 0) return true;
+  std::fprintf(stderr, "bad shape %s (KxN, K a multiple of 128)\n", shape.c_str());
+  return false;
+}
 
 // Random I2_S codes of an [n x k] weight, four 2-bit codes per byte: 0..2 only (0b11 is never written).
 inline std::vector<uint8_t> random_codes(int64_t n, int64_t k, std::mt19937& rng) {

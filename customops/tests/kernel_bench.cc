@@ -29,6 +29,7 @@ namespace {
 
 using bitnet_onnx::I2SKernel;
 using bitnet_onnx::QuantizedRows;
+using bitnet_onnx::QuantizeFn;
 using tool_support::split;
 using tool_support::thread_cpu_seconds;
 
@@ -54,29 +55,16 @@ void run_once(const I2SKernel& kern, QuantizeFn quantize, const uint8_t* packed,
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string kernels = "scalar", shapes = "1024x2048", ms = "1,16,128,512";
-  int reps = 7;
-  double min_seconds = 0.02;  // per timed sample: repeat the call until this much time passed
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string flag = argv[i], value = argv[i + 1];
-    if (flag == "--kernels") kernels = value;
-    else if (flag == "--shapes") shapes = value;
-    else if (flag == "--m") ms = value;
-    else if (flag == "--reps") reps = std::atoi(value.c_str());
-    else if (flag == "--min-seconds") min_seconds = std::atof(value.c_str());
-    else {
-      std::fprintf(stderr, "unknown flag %s\n", flag.c_str());
-      return 2;
-    }
-  }
+  const tool_support::Flags flags(argc, argv, {{"--kernels", "scalar"}, {"--shapes", "1024x2048"},
+                                               {"--m", "1,16,128,512"}, {"--reps", "7"}, {"--min-seconds", "0.02"}});
+  if (!flags.ok()) return 2;
+  const std::string kernels = flags.text("--kernels"), shapes = flags.text("--shapes"), ms = flags.text("--m");
+  const int reps = flags.integer("--reps");
+  const double min_seconds = flags.real("--min-seconds");  // per timed sample: repeat the call until this much time passed
   std::mt19937 rng(0);
   for (const std::string& shape : split(shapes, ',')) {
-    const auto kn = split(shape, 'x');
-    const int64_t k = std::atoll(kn.at(0).c_str()), n = std::atoll(kn.at(1).c_str());
-    if (k <= 0 || k % 128 != 0 || n <= 0) {
-      std::fprintf(stderr, "bad shape %s (KxN, K a multiple of 128)\n", shape.c_str());
-      return 2;
-    }
+    int64_t k, n;
+    if (!i2s_bench::parse_shape(shape, &k, &n)) return 2;
     const std::vector<uint8_t> i2s = i2s_bench::random_codes(n, k, rng);
     for (const std::string& mstr : split(ms, ',')) {
       const int64_t m = std::atoll(mstr.c_str());

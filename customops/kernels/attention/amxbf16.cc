@@ -11,11 +11,14 @@
 
 #include "amx_tiles.h"
 #include "pack512.h"
-#include "v512.h"
+#include "simd/x86.h"
+#include "simd_tiles.h"
 
 namespace bitnet_onnx {
 namespace attention {
 namespace {
+
+using simd::Zmm;
 
 // s[rows16][64] = q[rows16][d] . k^T: C tiles 0-3 (16 keys each), A tile 4 (16 rows x 32 of d),
 // B tiles 5-7 (16 pairs of d x 16 keys, row stride ldk pairs). Needs d % 32 == 0, rows % 16 == 0.
@@ -48,7 +51,7 @@ void scores(const uint16_t* q, int64_t rows, int64_t d, const uint16_t* kt, int6
 }
 
 void softmax(float* s, int64_t rows, float* m, float* l, float* alpha, uint16_t* p) {
-  softmax_step<V512, true, 4>(s, rows, m, l, alpha, p);
+  softmax_step<Zmm, true, 4>(s, rows, m, l, alpha, p);
 }
 
 // o[rows16][d] = o * alpha + p[rows16][64] . v: o scaled by alpha in zmm first (rows only: the padding
@@ -59,8 +62,8 @@ void pv(const uint16_t* p, int64_t rows, int64_t nk, const uint16_t* v, int64_t 
   (void)nk;
   for (int64_t r = 0; r < rows; ++r) {
     if (alpha[r] == 1.0f) continue;
-    const __m512 a = _mm512_set1_ps(alpha[r]);
-    for (int64_t c = 0; c < d; c += 16) _mm512_storeu_ps(o + r * d + c, _mm512_mul_ps(_mm512_loadu_ps(o + r * d + c), a));
+    const Zmm::F a = Zmm::set1_ps(alpha[r]);
+    for (int64_t c = 0; c < d; c += Zmm::kFloats) Zmm::storeu_ps(o + r * d + c, Zmm::mul_ps(Zmm::loadu_ps(o + r * d + c), a));
   }
   load_amx_tile_config();
   const int64_t rows16 = (rows + 15) / 16 * 16;

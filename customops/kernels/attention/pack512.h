@@ -1,5 +1,5 @@
 // The bf16 paths' packing (Bf16TileOps::pack_k, pack_v, pack_q) in AVX512F: K transposed into pairs of the
-// head dimension, V into pairs of keys, q scaled; every value rounded by V512::round_bf16, the bits of
+// head dimension, V into pairs of keys, q scaled; every value rounded by simd::round_bf16, the bits of
 // attention.h's bf16_bits (the driver's generic loops, which a plan without these ops runs). Included by
 // avx512bf16.cc and amxbf16.cc under their own flags (internal linkage: no copy is shared).
 #pragma once
@@ -9,46 +9,19 @@
 #include <cstdint>
 
 #include "attention.h"
-#include "v512.h"
+#include "simd/x86.h"
 
 namespace bitnet_onnx {
 namespace attention {
 namespace {
 
 // 16 floats -> their bf16 bits (round_bf16's high halves) in 16 words.
-inline __m256i bf16_words(__m512 x) {
-  return _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(V512::round_bf16(x)), 16));
-}
+inline __m256i bf16_words(__m512 x) { return simd::Zmm::bf16_halves(simd::round_bf16<simd::Zmm>(x)); }
 
 // 32 floats of one key (head dims c0 .. c0 + 31) -> 16 dwords, dword i = the pair (2i, 2i + 1).
 inline __m512i bf16_pairs(const float* x) {
   return _mm512_inserti64x4(_mm512_castsi256_si512(bf16_words(_mm512_loadu_ps(x))), bf16_words(_mm512_loadu_ps(x + 16)),
                             1);
-}
-
-// r[i] (16 dwords each) -> r[i] holds column i: a 16 x 16 transpose in unpacks and 128-bit lane shuffles.
-inline void transpose16(__m512i r[16]) {
-  __m512i t[16], u[16];
-  for (int i = 0; i < 8; ++i) {
-    t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
-  }
-  // u[4i + k], 128-bit lane L: rows 4i .. 4i + 3 of column 4L + k.
-  for (int i = 0; i < 4; ++i) {
-    u[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
-    u[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
-    u[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
-    u[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
-  }
-  for (int k = 0; k < 4; ++k) {
-    const __m512i v0 = _mm512_shuffle_i32x4(u[k], u[4 + k], 0x44), v1 = _mm512_shuffle_i32x4(u[k], u[4 + k], 0xee);
-    const __m512i v2 = _mm512_shuffle_i32x4(u[8 + k], u[12 + k], 0x44),
-                  v3 = _mm512_shuffle_i32x4(u[8 + k], u[12 + k], 0xee);
-    r[k] = _mm512_shuffle_i32x4(v0, v2, 0x88);
-    r[4 + k] = _mm512_shuffle_i32x4(v0, v2, 0xdd);
-    r[8 + k] = _mm512_shuffle_i32x4(v1, v3, 0x88);
-    r[12 + k] = _mm512_shuffle_i32x4(v1, v3, 0xdd);
-  }
 }
 
 // kt[((c / 2) * ldk + j) * 2 + c % 2] = bf16(k[j * ld + c]) for j < n, c < d (d even).
@@ -58,7 +31,7 @@ void pack_k(const float* k, int64_t ld, int64_t n, int64_t d, uint16_t* kt, int6
     for (int64_t c0 = 0; c0 < d32; c0 += 32) {
       __m512i r[16];
       for (int jj = 0; jj < 16; ++jj) r[jj] = bf16_pairs(k + (j0 + jj) * ld + c0);
-      transpose16(r);
+      simd::Zmm::transpose32(r);
       for (int i = 0; i < 16; ++i) _mm512_storeu_si512(kt + ((c0 / 2 + i) * ldk + j0) * 2, r[i]);
     }
   for (int64_t j = 0; j < n; ++j)
@@ -75,8 +48,8 @@ void pack_v(const float* v, int64_t ld, int64_t n, int64_t d, uint16_t* vh) {
     const float* b = a + ld;
     uint16_t* dst = vh + (j / 2) * d * 2;
     for (int64_t c = 0; c < d; c += 16) {
-      const __m512i x = _mm512_castps_si512(V512::round_bf16(_mm512_loadu_ps(a + c)));
-      const __m512i y = _mm512_castps_si512(V512::round_bf16(_mm512_loadu_ps(b + c)));
+      const __m512i x = _mm512_castps_si512(simd::round_bf16<simd::Zmm>(_mm512_loadu_ps(a + c)));
+      const __m512i y = _mm512_castps_si512(simd::round_bf16<simd::Zmm>(_mm512_loadu_ps(b + c)));
       _mm512_storeu_si512(dst + c * 2, _mm512_or_si512(_mm512_and_si512(y, hi), _mm512_srli_epi32(x, 16)));
     }
   }

@@ -1,60 +1,99 @@
-// The SIMD tile ops, written once over a vector type V (avx2.cc: 8 floats, avx512.cc: 16) and
-// instantiated in each ISA's file with that file's flags. Everything here has internal linkage,
-// so no copy compiled with wider instructions can stand in for another file's.
+// The SIMD tile ops, written once over the float face of a vector type V (simd/x86.h's Ymm in
+// avx2.cc: 8 floats, Zmm in avx512.cc: 16) and instantiated in each ISA's file with that file's
+// flags; their register blocks (block_product, tile_block) also serve the bf16 tiles of
+// avx512bf16.cc. Everything here has internal linkage, so no copy compiled with wider instructions
+// can stand in for another file's.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "attention.h"
+#include "simd/vector_math.h"
+#include "with_const.h"
 
 namespace bitnet_onnx {
 namespace attention {
 namespace {
 
-// exp's polynomial (Cephes expf, |rel err| < 2 ulp on [-87.3, 88]); inputs here are <= 0.
-constexpr float kExpLo = -87.33654f;  // below: exp underflows to 0 (and -inf masks give exactly 0)
-constexpr float kLog2e = 1.44269504088896341f;
-constexpr float kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;
-constexpr float kExpP[6] = {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f,
-                            4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f};
+// ---- register blocks: RB rows x C vectors of float accumulators over a product's inner dimension
 
-// RB rows x KC vectors of keys: the register block of q.k (RB * KC accumulators).
-template <class V, int RB, int KC>
-inline void scores_block(const float* q, int64_t d, const float* kt, int64_t ldk, float* s) {
-  using R = typename V::reg;
-  R acc[RB][KC];
-  for (int r = 0; r < RB; ++r)
-    for (int x = 0; x < KC; ++x) acc[r][x] = V::zero();
-  for (int64_t c = 0; c < d; ++c) {
-    R kv[KC];
-    for (int x = 0; x < KC; ++x) kv[x] = V::load(kt + c * ldk + x * V::width);
+// acc[r][x] += a(r, i) * b(i, x) for i < n: Prod::row broadcasts operand i of row r, Prod::col loads
+// vector x of the other operand's row i, Prod::madd meets them (an FMA, or bf16 pair dot products).
+template <class Prod, class Acc, int RB, int C>
+inline void block_product(Acc (&acc)[RB][C], int64_t n, const Prod& prod) {
+  for (int64_t i = 0; i < n; ++i) {
+    typename Prod::B b[C];
+    for (int x = 0; x < C; ++x) b[x] = prod.col(i, x);
     for (int r = 0; r < RB; ++r) {
-      const R qb = V::set1(q[r * d + c]);
-      for (int x = 0; x < KC; ++x) acc[r][x] = V::fmadd(qb, kv[x], acc[r][x]);
+      const typename Prod::A a = prod.row(r, i);
+      for (int x = 0; x < C; ++x) acc[r][x] = Prod::madd(acc[r][x], a, b[x]);
     }
   }
-  for (int r = 0; r < RB; ++r)
-    for (int x = 0; x < KC; ++x) V::store(s + r * kTileK + x * V::width, acc[r][x]);
 }
 
-// The last rows % RB rows, in one smaller block.
-template <class V, int RB, int KC>
-void scores_tail(int64_t n, const float* q, int64_t d, const float* kt, int64_t ldk, float* s) {
-  if constexpr (RB > 1) {
-    if (n == RB - 1) return scores_block<V, RB - 1, KC>(q, d, kt, ldk, s);
-    scores_tail<V, RB - 1, KC>(n, q, d, kt, ldk, s);
+// float operands: a [rows][lda] broadcast one value at a time, b [n][ldb] read V::kFloats at a time.
+template <class V>
+struct FloatProduct {
+  using A = typename V::F;
+  using B = typename V::F;
+  const float* a;
+  int64_t lda;
+  const float* b;
+  int64_t ldb;
+  A row(int r, int64_t i) const { return V::set1_ps(a[r * lda + i]); }
+  B col(int64_t i, int x) const { return V::loadu_ps(b + i * ldb + x * V::kFloats); }
+  static typename V::F madd(typename V::F acc, A x, B y) { return V::fmadd_ps(x, y, acc); }
+};
+
+// out[r][x-th vector] (row stride ld) = the product over n, added to out * alpha[r] (alpha null:
+// to zero), RB x C accumulators.
+template <class V, int RB, int C, class Prod>
+inline void tile_block(const Prod& prod, int64_t n, float* out, int64_t ld, const float* alpha) {
+  typename V::F acc[RB][C];
+  for (int r = 0; r < RB; ++r) {
+    if (!alpha) {
+      for (int x = 0; x < C; ++x) acc[r][x] = V::zero_ps();
+      continue;
+    }
+    const typename V::F a = V::set1_ps(alpha[r]);
+    for (int x = 0; x < C; ++x) acc[r][x] = V::mul_ps(V::loadu_ps(out + r * ld + x * V::kFloats), a);
   }
+  block_product(acc, n, prod);
+  for (int r = 0; r < RB; ++r)
+    for (int x = 0; x < C; ++x) V::storeu_ps(out + r * ld + x * V::kFloats, acc[r][x]);
 }
 
+// Rows [0, rows) in blocks of RB, the last rows % RB in one smaller block: block(R, r) runs the R
+// rows from row r (R a std::integral_constant).
+template <int RB, class Block>
+inline void in_row_blocks(int64_t rows, Block&& block) {
+  int64_t r = 0;
+  for (; r + RB <= rows; r += RB) block(std::integral_constant<int, RB>{}, r);
+  if (r < rows) with_const<RB - 1>(static_cast<int>(rows - r), [&](auto R) { block(R, r); });
+}
+
+// Columns [0, d) (d % W == 0) in chunks of C vectors of W floats, the rest one vector at a time:
+// chunk(C', c0) runs C' vectors from column c0. Chunk outer: its slice of the operand read by
+// columns stays in L1 while every row block passes over it.
+template <int C, int W, class Chunk>
+inline void in_column_chunks(int64_t d, Chunk&& chunk) {
+  int64_t c0 = 0;
+  for (; c0 + C * W <= d; c0 += C * W) chunk(std::integral_constant<int, C>{}, c0);
+  for (; c0 < d; c0 += W) chunk(std::integral_constant<int, 1>{}, c0);
+}
+
+// ---- the tile ops
+
+// s = q . kt: RB rows x KC vectors of keys per register block.
 template <class V, int RB, int KC>
 void scores(const float* q, int64_t rows, int64_t d, const float* kt, int64_t ldk, float* s) {
   // Key chunk outer: its slice of kt stays in L1 while every row block passes over it.
-  for (int c0 = 0; c0 < kTileK; c0 += KC * V::width) {
-    int64_t r = 0;
-    for (; r + RB <= rows; r += RB) scores_block<V, RB, KC>(q + r * d, d, kt + c0, ldk, s + r * kTileK + c0);
-    if (r < rows) scores_tail<V, RB, KC>(rows - r, q + r * d, d, kt + c0, ldk, s + r * kTileK + c0);
-  }
+  for (int c0 = 0; c0 < kTileK; c0 += KC * V::kFloats)
+    in_row_blocks<RB>(rows, [&](auto R, int64_t r) {
+      tile_block<V, R, KC>(FloatProduct<V>{q + r * d, d, kt + c0, ldk}, d, s + r * kTileK + c0, kTileK, nullptr);
+    });
 }
 
 // The online-softmax step of RB rows (s, m, l, alpha, p16 at the block's first row): each row's operations
@@ -63,38 +102,38 @@ void scores(const float* q, int64_t rows, int64_t d, const float* kt, int64_t ld
 // bits [rows][kTileK].
 template <class V, bool kRound, int RB>
 inline void softmax_block(float* s, float* m, float* l, float* alpha, uint16_t* p16) {
-  using R = typename V::reg;
-  constexpr int n = kTileK / V::width;
+  using R = typename V::F;
+  constexpr int n = kTileK / V::kFloats;
   const float neg_inf = -INFINITY;
   R x[RB][n];
   float m_new[RB];
   for (int b = 0; b < RB; ++b) {
-    for (int i = 0; i < n; ++i) x[b][i] = V::load(s + b * kTileK + i * V::width);
+    for (int i = 0; i < n; ++i) x[b][i] = V::loadu_ps(s + b * kTileK + i * V::kFloats);
     R mx = x[b][0];
-    for (int i = 1; i < n; ++i) mx = V::max(mx, x[b][i]);
-    const float tile_max = V::hmax(mx);
+    for (int i = 1; i < n; ++i) mx = V::max_ps(mx, x[b][i]);
+    const float tile_max = V::hmax_ps(mx);
     m_new[b] = m[b] > tile_max ? m[b] : tile_max;
   }
   R sum[RB];
   for (int b = 0; b < RB; ++b) {
     float* sr = s + b * kTileK;
-    sum[b] = V::zero();
+    sum[b] = V::zero_ps();
     if (m_new[b] == neg_inf) {  // nothing allowed so far in this row
-      for (int i = 0; i < n; ++i) V::store(sr + i * V::width, V::zero());
+      for (int i = 0; i < n; ++i) V::storeu_ps(sr + i * V::kFloats, V::zero_ps());
       if constexpr (kRound)
         if (p16)
           for (int j = 0; j < kTileK; ++j) p16[b * kTileK + j] = 0;
       continue;
     }
-    const R mv = V::set1(m_new[b]);
+    const R mv = V::set1_ps(m_new[b]);
     for (int i = 0; i < n; ++i) {
-      R e = V::exp(V::sub(x[b][i], mv));
+      R e = simd::exp_ps<V>(V::sub_ps(x[b][i], mv));
       if constexpr (kRound) {
-        e = V::round_bf16(e);
-        if (p16) V::store_bf16(p16 + b * kTileK + i * V::width, e);
+        e = simd::round_bf16<V>(e);
+        if (p16) V::store_bf16(p16 + b * kTileK + i * V::kFloats, e);
       }
-      if (!p16) V::store(sr + i * V::width, e);  // the bf16 tile ops read p16 only
-      sum[b] = V::add(sum[b], e);
+      if (!p16) V::storeu_ps(sr + i * V::kFloats, e);  // the bf16 tile ops read p16 only
+      sum[b] = V::add_ps(sum[b], e);
     }
   }
   for (int b = 0; b < RB; ++b) {
@@ -104,7 +143,7 @@ inline void softmax_block(float* s, float* m, float* l, float* alpha, uint16_t* 
     }
     // exp(0) is exactly 1: a row whose maximum did not move (most tiles past a row's first few) needs no exp.
     alpha[b] = m[b] == m_new[b] ? 1.0f : std::exp(m[b] - m_new[b]);
-    l[b] = l[b] * alpha[b] + V::hsum(sum[b]);
+    l[b] = l[b] * alpha[b] + V::hsum_ps(sum[b]);
     m[b] = m_new[b];
   }
 }
@@ -129,53 +168,16 @@ void softmax_bf16(float* s, int64_t rows, float* m, float* l, float* alpha) {
   softmax_step<V, true, RB>(s, rows, m, l, alpha, nullptr);
 }
 
-// RB rows x DC vectors of the head dimension: o = o * alpha + p . v over nk keys.
-template <class V, int RB, int DC>
-inline void pv_block(const float* p, int64_t nk, const float* v, int64_t ldv, int64_t d, const float* alpha,
-                     float* o) {
-  using R = typename V::reg;
-  R acc[RB][DC];
-  for (int r = 0; r < RB; ++r) {
-    const R a = V::set1(alpha[r]);
-    for (int x = 0; x < DC; ++x) acc[r][x] = V::mul(V::load(o + r * d + x * V::width), a);
-  }
-  for (int64_t j = 0; j < nk; ++j) {
-    R vv[DC];
-    for (int x = 0; x < DC; ++x) vv[x] = V::load(v + j * ldv + x * V::width);
-    for (int r = 0; r < RB; ++r) {
-      const R pb = V::set1(p[r * kTileK + j]);
-      for (int x = 0; x < DC; ++x) acc[r][x] = V::fmadd(pb, vv[x], acc[r][x]);
-    }
-  }
-  for (int r = 0; r < RB; ++r)
-    for (int x = 0; x < DC; ++x) V::store(o + r * d + x * V::width, acc[r][x]);
-}
-
-template <class V, int RB, int DC>
-void pv_tail(int64_t n, const float* p, int64_t nk, const float* v, int64_t ldv, int64_t d, const float* alpha,
-             float* o) {
-  if constexpr (RB > 1) {
-    if (n == RB - 1) return pv_block<V, RB - 1, DC>(p, nk, v, ldv, d, alpha, o);
-    pv_tail<V, RB - 1, DC>(n, p, nk, v, ldv, d, alpha, o);
-  }
-}
-
-template <class V, int RB, int DC>
-void pv_rows(const float* p, int64_t rows, int64_t nk, const float* v, int64_t ldv, int64_t d, const float* alpha,
-             float* o, int64_t c0) {
-  int64_t r = 0;
-  for (; r + RB <= rows; r += RB)
-    pv_block<V, RB, DC>(p + r * kTileK, nk, v + c0, ldv, d, alpha + r, o + r * d + c0);
-  if (r < rows) pv_tail<V, RB, DC>(rows - r, p + r * kTileK, nk, v + c0, ldv, d, alpha + r, o + r * d + c0);
-}
-
-// Needs d % V::width == 0. Head-dimension chunk outer: its slice of the v tile stays in L1.
+// o = o * alpha + p . v over nk keys: RB rows x DC vectors of the head dimension per register block.
+// Needs d % V::kFloats == 0.
 template <class V, int RB, int DC>
 void pv(const float* p, int64_t rows, int64_t nk, const float* v, int64_t ldv, int64_t d, const float* alpha,
         float* o) {
-  int64_t c0 = 0;
-  for (; c0 + DC * V::width <= d; c0 += DC * V::width) pv_rows<V, RB, DC>(p, rows, nk, v, ldv, d, alpha, o, c0);
-  for (; c0 < d; c0 += V::width) pv_rows<V, RB, 1>(p, rows, nk, v, ldv, d, alpha, o, c0);
+  in_column_chunks<DC, V::kFloats>(d, [&](auto C, int64_t c0) {
+    in_row_blocks<RB>(rows, [&](auto R, int64_t r) {
+      tile_block<V, R, C>(FloatProduct<V>{p + r * kTileK, kTileK, v + c0, ldv}, nk, o + r * d + c0, d, alpha + r);
+    });
+  });
 }
 
 }  // namespace

@@ -2,19 +2,18 @@
 // tables: the 48 KB L1 class; lut_kernels.h). Compiled with -mavx2 -mfma -mf16c only.
 #pragma GCC diagnostic ignored "-Wuninitialized"  // GCC 12 intrinsic headers (bug 105593)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include "lut_x86.h"
+#include "lut_tables.h"
+#include "simd/x86.h"
+
+#ifndef BITNET_LUT_AVX2_BLOCK_GROUPS
+#define BITNET_LUT_AVX2_BLOCK_GROUPS 16
+#endif
 
 namespace bitnet_onnx {
 namespace lut {
 namespace {
 
-#ifndef BITNET_LUT_AVX2_BLOCK_GROUPS
-#define BITNET_LUT_AVX2_BLOCK_GROUPS 16
-#endif
-using Kernel = LutKernel<BITNET_LUT_AVX2_BLOCK_GROUPS, Ymm16, Ymm16>;
-
-const I2SKernel kAvx2 = {"lut-avx2", Kernel::packed_size, Kernel::repack_groups, /*quantize=*/nullptr, Kernel::dot,
-                         /*tile_m=*/16, /*tile_n=*/4096, Kernel::dot_scaled, /*min_tile_n=*/512};
+constexpr I2SKernel kAvx2 = LutKernel<BITNET_LUT_AVX2_BLOCK_GROUPS, simd::Ymm, simd::Ymm>::table("lut-avx2");
 
 }  // namespace
 

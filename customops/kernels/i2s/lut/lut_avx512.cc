@@ -3,19 +3,18 @@
 // Compiled with -mavx512f -mavx512bw -mavx512vl (+ AVX2/FMA/F16C of its quantizer's ISA).
 #pragma GCC diagnostic ignored "-Wuninitialized"  // GCC 12 intrinsic headers (bug 105593)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include "lut_x86.h"
+#include "lut_tables.h"
+#include "simd/x86.h"
+
+#ifndef BITNET_LUT_AVX512_BLOCK_GROUPS
+#define BITNET_LUT_AVX512_BLOCK_GROUPS 8
+#endif
 
 namespace bitnet_onnx {
 namespace lut {
 namespace {
 
-#ifndef BITNET_LUT_AVX512_BLOCK_GROUPS
-#define BITNET_LUT_AVX512_BLOCK_GROUPS 8
-#endif
-using Kernel = LutKernel<BITNET_LUT_AVX512_BLOCK_GROUPS, Zmm32, Ymm16>;
-
-const I2SKernel kAvx512 = {"lut-avx512", Kernel::packed_size, Kernel::repack_groups, /*quantize=*/nullptr, Kernel::dot,
-                           /*tile_m=*/32, /*tile_n=*/4096, Kernel::dot_scaled, /*min_tile_n=*/512};
+constexpr I2SKernel kAvx512 = LutKernel<BITNET_LUT_AVX512_BLOCK_GROUPS, simd::Zmm, simd::Ymm>::table("lut-avx512");
 
 }  // namespace
 

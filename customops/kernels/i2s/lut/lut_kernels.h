@@ -7,7 +7,7 @@
 // one vpaddw from L1 doing 4 x T weight-MACs (128 per zmm instruction, against 64 for vpdpbusd zmm,
 // 16 for the AVX2 vpmaddubsw + vpaddw pair).
 //
-// Loop order of one (token block x row range) job, lut_x86.h:
+// Loop order of one (token block x row range) job, lut_tables.h:
 //   for each K block of kBlockGroups groups (its tables, kBlockGroups x 81 x T x 2 bytes, fit L1):
 //     build the tables (gather each token's 4 bytes, 2 + 2 x 4 shifts, then 81 adds + stores)
 //     for every row (4 at a time, 4 independent accumulators): acc16 += table[c][pattern] over

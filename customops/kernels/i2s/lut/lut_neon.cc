@@ -16,7 +16,10 @@ struct Neon16 {
   struct I {
     int32x4_t a, b;
   };
-  static constexpr int kTokens = 16;
+  struct F {
+    float32x4_t a, b;
+  };
+  static constexpr int kInt16Lanes = 16;
   static I zero() { return {vdupq_n_s32(0), vdupq_n_s32(0)}; }
   static I load(const void* p) {
     const int32_t* q = static_cast<const int32_t*>(p);
@@ -49,7 +52,7 @@ struct Neon16 {
     const uint32x4_t low = vdupq_n_u32(0xFFFFu);
     return {vbslq_s32(low, even.a, odd.a), vbslq_s32(low, even.b, odd.b)};
   }
-  static I gather(const int8_t* base, int64_t stride, int count) {
+  static I gather32(const int8_t* base, int64_t stride, int count) {
     int32_t d[8] = {};
     for (int i = 0; i < count && i < 8; ++i) std::memcpy(&d[i], base + i * stride, 4);
     return {vld1q_s32(d), vld1q_s32(d + 4)};
@@ -76,18 +79,19 @@ struct Neon16 {
       v[4 + c] = {top_right[c], bottom_right[c]};
     }
   }
-  static void storeu32(int32_t* p, I v) { store(p, v); }
-  static void store_scaled(float* y, I v, float a, float s_w) {
-    const float32x4_t av = vdupq_n_f32(a), sv = vdupq_n_f32(s_w);
-    vst1q_f32(y, vmulq_f32(vdivq_f32(vcvtq_f32_s32(v.a), av), sv));
-    vst1q_f32(y + 4, vmulq_f32(vdivq_f32(vcvtq_f32_s32(v.b), av), sv));
+  static void storeu(void* p, I v) { store(p, v); }
+  // the float face of the epilogue (simd::scale_sums)
+  static F set1_ps(float x) { return {vdupq_n_f32(x), vdupq_n_f32(x)}; }
+  static F cvt_ps(I v) { return {vcvtq_f32_s32(v.a), vcvtq_f32_s32(v.b)}; }
+  static F div_ps(F x, F y) { return {vdivq_f32(x.a, y.a), vdivq_f32(x.b, y.b)}; }
+  static F mul_ps(F x, F y) { return {vmulq_f32(x.a, y.a), vmulq_f32(x.b, y.b)}; }
+  static void storeu_ps(float* p, F v) {
+    vst1q_f32(p, v.a);
+    vst1q_f32(p + 4, v.b);
   }
 };
 
-using Kernel = LutKernel<12, Neon16, Neon16>;
-
-const I2SKernel kNeon = {"lut-neon", Kernel::packed_size, Kernel::repack_groups, /*quantize=*/nullptr, Kernel::dot,
-                         /*tile_m=*/16, /*tile_n=*/4096, Kernel::dot_scaled, /*min_tile_n=*/512};
+constexpr I2SKernel kNeon = LutKernel<12, Neon16, Neon16>::table("lut-neon");
 
 }  // namespace
 

@@ -1,5 +1,5 @@
 // The lookup kernels' loops (lut_kernels.h has the design), written once over a vector class V
-// that supplies the int16 / int32 lane operations (lut_x86.h: Ymm16, Zmm32; lut_neon.cc: Neon16).
+// that supplies the int16 / int32 lane operations (simd/x86.h: Ymm, Zmm; lut_neon.cc: Neon16).
 // Everything is in an anonymous namespace: each ISA file instantiates its own copy with its own
 // flags (no ODR merging of an AVX-512 instantiation into the AVX2 kernel).
 //
@@ -8,11 +8,12 @@
 // gathers (tokens [0, T/2) and [T/2, T)), and widening is then two shifts, no shuffles:
 // (d << 16) >> 16 is tokens [0, T/2), d >> 16 tokens [T/2, T), each in natural order.
 //
-// What V provides (I: one vector of T int16 lanes = T/2 int32 lanes):
-//   kTokens; zero, load, store (aligned to the vector size), add16, sub16, add32,
+// What V provides (I: one vector of T = kInt16Lanes int16 lanes = T/2 int32 lanes, a token each):
+//   kInt16Lanes; zero, load, store (aligned to the vector size), storeu, add16, sub16, add32,
 //   slli32<s>, srai32<s>, odd_words(even, odd) (odd words from `odd`, even ones from `even`),
-//   gather(base, stride, count) (dword lanes i < count from base + i * stride, others 0),
-//   transpose32(I (&v)[T/2]) (v[r] lane c -> v[c] lane r), storeu32, store_scaled (the epilogue).
+//   gather32(base, stride, count) (dword lanes i < count from base + i * stride, others 0),
+//   transpose32(I (&v)[T/2]) (v[r] lane c -> v[c] lane r); for the epilogue (simd::scale_sums)
+//   F, cvt_ps, div_ps, mul_ps, set1_ps, storeu_ps.
 #pragma once
 
 #include <algorithm>
@@ -23,9 +24,10 @@
 #include <type_traits>
 
 #include "family.h"
-#include "with_const.h"
 #include "lut_kernels.h"
 #include "lut_layout.h"
+#include "simd/vector_math.h"
+#include "with_const.h"
 
 namespace bitnet_onnx {
 namespace lut {
@@ -51,7 +53,7 @@ struct Scratch {
 template <class V, int kBlockGroups>
 struct LutDot {
   using I = typename V::I;
-  static constexpr int T = V::kTokens;
+  static constexpr int T = V::kInt16Lanes;  // tokens per block: one per int16 lane
   static constexpr int H = T / 2;  // int32 lanes
   static constexpr int64_t kEntryBytes = T * 2;
   static constexpr int64_t kTableBytes = kPatterns * kEntryBytes;
@@ -85,8 +87,8 @@ struct LutDot {
   // The 81 entries of one group: entry p = sum_t (digit t of p in base 3, minus 1) * x_t, built
   // from 9 + 9 partial sums by one add each.
   static void build_table(const int8_t* q, int64_t ldq, int count, int16_t* table) {
-    const I lo = V::gather(q, ldq, std::min(count, H));
-    const I hi = V::gather(count > H ? q + H * ldq : q, ldq, std::max(0, count - H));
+    const I lo = V::gather32(q, ldq, std::min(count, H));
+    const I hi = V::gather32(count > H ? q + H * ldq : q, ldq, std::max(0, count - H));
     I low[9], high[9];
     combos(activation<0>(lo, hi), activation<1>(lo, hi), low);
     combos(activation<2>(lo, hi), activation<3>(lo, hi), high);
@@ -146,9 +148,9 @@ struct LutDot {
   // blocks transposed in registers; a is null for int32 output.
   static void store_row(int32_t* out, int64_t at, I v, const float* a, int t, float s_w) {
     if (a)
-      V::store_scaled(reinterpret_cast<float*>(out) + at, v, a[t], s_w);
+      V::storeu_ps(reinterpret_cast<float*>(out) + at, simd::scale_sums<V>(v, a[t], s_w));
     else
-      V::storeu32(out + at, v);
+      V::storeu(out + at, v);
   }
 
   static void epilogue(const int32_t* acc32, int64_t rows, int count, int64_t row0, int32_t* out, int64_t ld,
@@ -167,7 +169,7 @@ struct LutDot {
       for (int t = 0; t < count; ++t) {
         const int32_t s = acc32[j * T + t];
         if (a)
-          reinterpret_cast<float*>(out)[(row0 + t) * ld + j] = (static_cast<float>(s) / a[t]) * s_w;
+          reinterpret_cast<float*>(out)[(row0 + t) * ld + j] = simd::scale_sum(s, a[t], s_w);
         else
           out[(row0 + t) * ld + j] = s;
       }
@@ -220,11 +222,11 @@ struct LutKernel {
     if (m1 <= m0 || n1 <= n0) return;
     for (int64_t i0 = m0; i0 < m1;) {
       const int64_t left = m1 - i0;
-      if (left <= Narrow::kTokens && Narrow::kTokens < Wide::kTokens) {
+      if (left <= NarrowDot::T && NarrowDot::T < WideDot::T) {
         NarrowDot::token_block(packed, n, k, rows, i0, static_cast<int>(left), m0, n0, n1, out, ld, a, s_w);
         i0 += left;
       } else {
-        const int count = static_cast<int>(std::min<int64_t>(Wide::kTokens, left));
+        const int count = static_cast<int>(std::min<int64_t>(WideDot::T, left));
         WideDot::token_block(packed, n, k, rows, i0, count, m0, n0, n1, out, ld, a, s_w);
         i0 += count;
       }
@@ -244,6 +246,13 @@ struct LutKernel {
   static size_t packed_size(int64_t n, int64_t k) { return packed_bytes(n, k); }
   static void repack_groups(const uint8_t* i2s, int64_t n, int64_t k, uint8_t* packed) {
     repack(i2s, n, k, kBlockGroups, packed);
+  }
+
+  // The kernel's table: jobs of one wide token block (no quantizer: the family's kernels leave it
+  // to the driver's, family.h).
+  static constexpr I2SKernel table(const char* name) {
+    return {name, packed_size, repack_groups, /*quantize=*/nullptr, dot,
+            /*tile_m=*/WideDot::T, /*tile_n=*/4096, dot_scaled, /*min_tile_n=*/512};
   }
 };
 

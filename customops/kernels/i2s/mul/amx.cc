@@ -28,6 +28,7 @@
 
 #include "amx_tiles.h"
 #include "mul_kernels.h"
+#include "simd/x86.h"
 #include "x86_common.h"
 
 // Stage switches and counters for customops/tests/amx_profile.cc, which includes this file with its own
@@ -41,6 +42,7 @@ namespace bitnet_onnx {
 namespace {
 
 using namespace x86;
+using simd::Zmm;
 
 constexpr int64_t G = 16;       // rows per group = columns of a C tile
 constexpr int64_t kTm = 16;     // tokens per A / C tile
@@ -69,12 +71,6 @@ void unpack_group(const uint8_t* grp, int64_t k0, int64_t kc, int8_t* buf) {
     _mm512_store_si512(dst + 128, _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(p, 4), mask3), one));
     _mm512_store_si512(dst + 192, _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(p, 6), mask3), one));
   }
-}
-
-// Lanes of group g inside [n0, n1).
-inline __mmask16 lane_mask(int64_t g, int64_t n0, int64_t n1) {
-  const int64_t lo = std::max<int64_t>(n0 - g * G, 0), hi = std::min<int64_t>(n1 - g * G, G);
-  return static_cast<__mmask16>(((1u << hi) - 1u) & ~((1u << lo) - 1u));
 }
 
 // C tiles leave through an L1 staging buffer: a tile store straight into the output rows (1 KB
@@ -106,15 +102,14 @@ struct Epilogue {
     int32_t* dst = out + (i * kTm + t) * ld + j * G;
     if (!BITNET_AMX_RUN(epilogue)) return;
     if (a == nullptr) {
-      _mm512_mask_storeu_epi32(dst, mask[j], _mm512_load_si512(c));
+      Zmm::maskstore32(dst, mask[j], Zmm::load(c));
       return;
     }
-    const __m512 f = _mm512_cvtepi32_ps(_mm512_load_si512(c));
-    const __m512 y = _mm512_mul_ps(_mm512_div_ps(f, _mm512_set1_ps(a[i * kTm + t])), _mm512_set1_ps(s_w));
-    if (stream && mask[j] == 0xFFFF && (reinterpret_cast<uintptr_t>(dst) & 63) == 0)
-      _mm512_stream_ps(reinterpret_cast<float*>(dst), y);
+    const Zmm::F y = simd::scale_sums<Zmm>(Zmm::load(c), a[i * kTm + t], s_w);
+    if (stream && Zmm::all_lanes(mask[j]) && (reinterpret_cast<uintptr_t>(dst) & 63) == 0)
+      Zmm::stream_ps(reinterpret_cast<float*>(dst), y);
     else
-      _mm512_mask_storeu_ps(dst, mask[j], y);
+      Zmm::maskstore_ps(reinterpret_cast<float*>(dst), mask[j], y);
   }
   // The next `count` pending rows (fewer at the end).
   void some(int count) {
@@ -274,7 +269,7 @@ void stage_pair(const Call& c, int64_t p, int64_t g, int ng, int mb, bool last_b
   pending.st = &st;
   pending.out = c.out + (i - c.m0) * c.ld + (g * G - c.n0);
   pending.ld = c.ld;
-  for (int j = 0; j < 2; ++j) pending.mask[j] = j < ng ? lane_mask(g + j, c.n0, c.n1) : 0;
+  for (int j = 0; j < 2; ++j) pending.mask[j] = j < ng ? Zmm::lane_mask(g + j, c.n0, c.n1) : 0;
   pending.a = c.sc && last_block ? c.sc->a + i : nullptr;  // earlier K blocks: int32 partial sums
   pending.s_w = c.sc ? c.sc->s_w : 0.0f;
   pending.stream = c.stream && last_block && (c.ld & 15) == 0;
@@ -306,7 +301,7 @@ void run_block(const Call& c, int64_t k0, int64_t kc, const int8_t* apack, int8_
     Block blk;
     blk.k = kc;
     blk.ld = c.ld;
-    for (int j = 0; j < 2; ++j) blk.mask[j] = j < ng ? lane_mask(g + j, c.n0, c.n1) : 0;
+    for (int j = 0; j < 2; ++j) blk.mask[j] = j < ng ? Zmm::lane_mask(g + j, c.n0, c.n1) : 0;
     Decode decode;
     if (ring) {  // this pair's own tiles, kAhead steps early, into a ring of kRingSteps steps
       for (int j = 0; j < 2; ++j) blk.b[j] = wbuf + j * kKStep * G;

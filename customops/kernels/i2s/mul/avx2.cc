@@ -7,16 +7,14 @@
 // 32 products instead of two for vpmaddubsw + vpmaddwd every step.
 #pragma GCC diagnostic ignored "-Wuninitialized"  // GCC 12 intrinsic headers (bug 105593)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-
 #include "mul_kernels.h"
-#include "x86_common.h"
+#include "simd/x86.h"
 #include "x86_dot.h"
 
 namespace bitnet_onnx {
 namespace {
 
-using namespace x86;
+using simd::Ymm;
 
 struct Avx2Ops {
   static constexpr bool kInt32Steps = false;
@@ -26,16 +24,11 @@ struct Avx2Ops {
   static constexpr int kDirectMr = 3, kDirectNg = 2, kSingleNg = 2;  // kSingleNg unused: int16 steps
   static constexpr int64_t kKc = 2048;  // 2 groups x 8 rows x 2 KB of unpacked codes = 32 KB of L1
   static constexpr int64_t kBufferedMinM = 8;
-  static __m256i step(__m256i acc, __m256i codes, __m256i x) {
-    return _mm256_add_epi16(_mm256_maddubs_epi16(codes, x), acc);
-  }
-  static __m256i widen(__m256i acc) { return _mm256_madd_epi16(acc, _mm256_set1_epi16(1)); }
+  static Ymm::I step(Ymm::I acc, Ymm::I codes, Ymm::I x) { return Ymm::add16(Ymm::maddubs16(codes, x), acc); }
+  static Ymm::I widen(Ymm::I acc) { return Ymm::madd16(acc, Ymm::words(1)); }
 };
 
-using Dot = PanelDot<Ymm, Avx2Ops>;
-
-const I2SKernel kAvx2 = {"avx2", Dot::packed_bytes, Dot::repack, quantize<Ymm>, Dot::dot,
-                         /*tile_m=*/256, /*tile_n=*/256, Dot::dot_scaled, /*min_tile_n=*/64};
+constexpr I2SKernel kAvx2 = x86::panel_kernel<Ymm, Avx2Ops>("avx2");
 
 }  // namespace
 

@@ -1,7 +1,8 @@
 // Pieces shared by the x86 kernels (avx2.cc, avxvnni.cc, avx512vnni.cc, amx.cc): the repacked
-// weight layout and the quantizer, written once for both vector widths (x86_vec.h). Everything sits in an anonymous namespace so that each ISA's
-// translation unit, compiled with its own -m flags, keeps a private copy (no ODR merging of an
-// AVX-512 build of a helper into the AVX2 path).
+// weight layout and the quantizer, written once for both vector widths (simd/x86.h's Ymm and Zmm).
+// Everything sits in an anonymous namespace so that each ISA's translation unit, compiled with its
+// own -m flags, keeps a private copy (no ODR merging of an AVX-512 build of a helper into the AVX2
+// path).
 #pragma once
 
 #include <immintrin.h>
@@ -15,7 +16,7 @@
 
 #include "mul_kernels.h"
 #include "pairwise_sum.h"
-#include "x86_vec.h"
+#include "simd/x86.h"
 
 namespace bitnet_onnx {
 namespace x86 {
@@ -110,7 +111,7 @@ inline float* row_buffer(int64_t k) {
 
 
 // ---------------------------------------------------------------------------------------------
-// Quantization (numerics of scalar.cc, vectorized once for both widths of x86_vec.h).
+// Quantization (numerics of scalar.cc, vectorized once for both widths of simd/x86.h).
 
 // NL numpy leaves of n values (n % 8 == 0) side by side; each keeps numpy's 8 partial sums r[0..7]
 // in 8 / V::kDoubles vectors of doubles.
@@ -133,7 +134,7 @@ struct Leaves {
         }
     for (int l = 0; l < NL; ++l) {
       double lane[8];
-      for (int p = 0; p < P; ++p) V::store_pd(lane + p * V::kDoubles, r[l][p]);
+      for (int p = 0; p < P; ++p) V::storeu_pd(lane + p * V::kDoubles, r[l][p]);
       sums[l] = combine8(lane);
     }
   }

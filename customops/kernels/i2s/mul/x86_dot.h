@@ -1,6 +1,7 @@
-// dot() and dot_scaled() of the x86 kernels, written once for both vector widths (x86_vec.h) over
-// the panel layout of x86_common.h. An ISA file supplies only how a vector of codes meets a vector
-// of activations (Ops) and its tile sizes:
+// dot() and dot_scaled() of the x86 kernels, written once for both vector widths (simd/x86.h) over
+// the panel layout of x86_common.h, and the kernel table they make (panel_kernel). An ISA file
+// supplies only how a vector of codes meets a vector of activations and its tile sizes (Ops;
+// VnniOps for vpdpbusd):
 //
 //   struct Ops {
 //     static V::I step(V::I acc, V::I codes_u8, V::I x_s8);  // acc += products (in its own lanes)
@@ -32,9 +33,9 @@
 #include <type_traits>
 
 #include "mul_kernels.h"
+#include "simd/x86.h"
 #include "with_const.h"
 #include "x86_common.h"
-#include "x86_vec.h"
 
 namespace bitnet_onnx {
 namespace x86 {
@@ -43,7 +44,7 @@ namespace {
 template <class V, class Ops>
 struct PanelDot {
   using I = typename V::I;
-  static constexpr int64_t G = V::G;
+  static constexpr int64_t G = V::kInt32Lanes;  // rows per panel group
   static constexpr int kMaxNg = std::max({Ops::kNg, Ops::kDirectNg, Ops::kSingleNg});
   // Outputs from this size on are written with streaming stores (no read-for-ownership): on the
   // 2 MiB-L2 Xeon of BENCHMARKS.md they paid off at M=2048 (8-25 MB per projection) and cost at
@@ -96,15 +97,46 @@ struct PanelDot {
         if (d.last) v = V::sub32(v, V::dwords(d.qsum[t]));
         float* y = reinterpret_cast<float*>(dst);
         if (d.last && d.a && d.stream && V::all_lanes(d.mask[g]) && reinterpret_cast<uintptr_t>(dst) % V::kBytes == 0)
-          V::stream_ps(y, V::scale(v, d.a[t], d.s_w));
+          V::stream_ps(y, simd::scale_sums<V>(v, d.a[t], d.s_w));
         else if (d.last && d.a)
-          V::maskstore_ps(y, d.mask[g], V::scale(v, d.a[t], d.s_w));
+          V::maskstore_ps(y, d.mask[g], simd::scale_sums<V>(v, d.a[t], d.s_w));
         else
           V::maskstore32(dst, d.mask[g], v);
       }
   }
 
   static I bcast(const int8_t* p) { return V::dwords(load_quad(p)); }
+
+  // ---- a register tile of R x NG accumulators
+
+  template <int R, int NG>
+  static void clear(I (&acc)[R][NG]) {
+    #pragma GCC unroll 16
+    for (int t = 0; t < R; ++t)
+      #pragma GCC unroll 16
+      for (int g = 0; g < NG; ++g) acc[t][g] = V::zero();
+  }
+
+  // One quad of K: acc[t][g] += codes w[g] x the 4 activations of token t (at q + t * ldq).
+  template <int MR, int NG>
+  static void step_tile(I (&acc)[MR][NG], const I (&w)[NG], const int8_t* q, int64_t ldq) {
+    #pragma GCC unroll 16
+    for (int t = 0; t < MR; ++t) {
+      const I x = bcast(q + t * ldq);
+      #pragma GCC unroll 16
+      for (int g = 0; g < NG; ++g) acc[t][g] = Ops::step(acc[t][g], w[g], x);
+    }
+  }
+
+  // A chunk's accumulators (Ops::kChunkQuads quads at the most) into the int32 sums; the first
+  // chunk starts them.
+  template <int MR, int NG>
+  static void add_widened(I (&sum)[MR][NG], const I (&acc)[MR][NG], bool first) {
+    #pragma GCC unroll 16
+    for (int t = 0; t < MR; ++t)
+      #pragma GCC unroll 16
+      for (int g = 0; g < NG; ++g) sum[t][g] = first ? Ops::widen(acc[t][g]) : V::add32(sum[t][g], Ops::widen(acc[t][g]));
+  }
 
   // ---- many tokens: codes unpacked once per panel and K block
 
@@ -129,15 +161,14 @@ struct PanelDot {
     for (int64_t u0 = 0; u0 < nquads; u0 += Ops::kChunkQuads) {
       const int64_t u1 = std::min(nquads, u0 + Ops::kChunkQuads);
       I acc[MR][NG];
-      #pragma GCC unroll 16
-      for (int t = 0; t < MR; ++t)
-        #pragma GCC unroll 16
-        for (int g = 0; g < NG; ++g) acc[t][g] = V::zero();
+      clear(acc);
       #pragma GCC unroll 2  // lets the allocator alternate registers: no accumulator moves
       for (int64_t u = u0; u < u1; ++u) {
         I w[NG];
         #pragma GCC unroll 16
         for (int g = 0; g < NG; ++g) w[g] = V::load(buf + (u * NG + g) * V::kBytes);
+        // step_tile spelled out: through it, GCC allocated this unroll-2 loop's registers worse (a
+        // third slower at 16 tokens, avx512vnni on Zen 4)
         #pragma GCC unroll 16
         for (int t = 0; t < MR; ++t) {
           const I x = bcast(q + t * ldq + 4 * u);
@@ -145,10 +176,7 @@ struct PanelDot {
           for (int g = 0; g < NG; ++g) acc[t][g] = Ops::step(acc[t][g], w[g], x);
         }
       }
-      #pragma GCC unroll 16
-      for (int t = 0; t < MR; ++t)
-        #pragma GCC unroll 16
-        for (int g = 0; g < NG; ++g) sum[t][g] = u0 == 0 ? Ops::widen(acc[t][g]) : V::add32(sum[t][g], Ops::widen(acc[t][g]));
+      add_widened(sum, acc, u0 == 0);
     }
     emit<MR, NG>(sum, d);
   }
@@ -187,10 +215,7 @@ struct PanelDot {
     for (int64_t s0 = 0; s0 < nspans; s0 += kChunkSpans) {
       const int64_t s1 = std::min(nspans, s0 + kChunkSpans);
       I acc[MR][NG];
-      #pragma GCC unroll 16
-      for (int t = 0; t < MR; ++t)
-        #pragma GCC unroll 16
-        for (int g = 0; g < NG; ++g) acc[t][g] = V::zero();
+      clear(acc);
       for (int64_t sp = s0; sp < s1; ++sp) {
         I p[NG];
         #pragma GCC unroll 16
@@ -200,18 +225,10 @@ struct PanelDot {
           I w[NG];
           #pragma GCC unroll 16
           for (int g = 0; g < NG; ++g) w[g] = V::and_(V::srli16(p[g], 2 * s), mask3);
-          #pragma GCC unroll 16
-          for (int t = 0; t < MR; ++t) {
-            const I x = bcast(q + t * ldq + sp * kSpan + 4 * s);
-            #pragma GCC unroll 16
-            for (int g = 0; g < NG; ++g) acc[t][g] = Ops::step(acc[t][g], w[g], x);
-          }
+          step_tile(acc, w, q + sp * kSpan + 4 * s, ldq);
         }
       }
-      #pragma GCC unroll 16
-      for (int t = 0; t < MR; ++t)
-        #pragma GCC unroll 16
-        for (int g = 0; g < NG; ++g) sum[t][g] = s0 == 0 ? Ops::widen(acc[t][g]) : V::add32(sum[t][g], Ops::widen(acc[t][g]));
+      add_widened(sum, acc, s0 == 0);
     }
     emit<MR, NG>(sum, d);
   }
@@ -227,11 +244,8 @@ struct PanelDot {
 
   template <int NG>
   static void micro_single(const uint8_t* grp, int64_t gstride, int64_t nspans, const int8_t* q, const Dest& d) {
-    I acc[4][NG];
-    #pragma GCC unroll 16
-    for (int s = 0; s < 4; ++s)
-      #pragma GCC unroll 16
-      for (int g = 0; g < NG; ++g) acc[s][g] = V::zero();
+    I acc[4][NG];  // one row of accumulators per field s
+    clear(acc);
     for (int64_t sp = 0; sp < nspans; ++sp) {
       #pragma GCC unroll 16
       for (int g = 0; g < NG; ++g) {
@@ -248,8 +262,8 @@ struct PanelDot {
     I sum[1][NG];
     #pragma GCC unroll 16
     for (int g = 0; g < NG; ++g)
-      sum[0][g] = V::add32(V::add32(acc[0][g], V::srai32(acc[1][g], 2)),
-                           V::add32(V::srai32(acc[2][g], 4), V::srai32(acc[3][g], 6)));
+      sum[0][g] = V::add32(V::add32(acc[0][g], V::template srai32<2>(acc[1][g])),
+                           V::add32(V::template srai32<4>(acc[2][g]), V::template srai32<6>(acc[3][g])));
     emit<1, NG>(sum, d);
   }
 
@@ -305,6 +319,31 @@ struct PanelDot {
   static size_t packed_bytes(int64_t n, int64_t k) { return panel_bytes(n, k, G); }
   static void repack(const uint8_t* i2s, int64_t n, int64_t k, uint8_t* packed) { repack_panels<G>(i2s, n, k, packed); }
 };
+
+// The Ops of the VNNI kernels (avxvnni.cc: ymm, avx512vnni.cc: zmm): vpdpbusd adds the four
+// u8 x s8 products of each int32 lane to it, so the sums need no widening and no chunking.
+template <class V>
+struct VnniOps {
+  static constexpr bool kZmm = V::kBytes == 64;
+  static constexpr bool kInt32Steps = true;
+  static constexpr int64_t kChunkQuads = int64_t{1} << 40;
+  static constexpr int kNg = 2;
+  static constexpr int kMr = kZmm ? 12 : 6;  // x 2 groups: 24 accumulators of the 32 zmm, 12 of the 16 ymm
+  static constexpr int kDirectMr = kZmm ? 4 : 3, kDirectNg = kZmm ? 4 : 2;
+  static constexpr int kSingleNg = kZmm ? 3 : 2;  // one token: 3 x 16 rows measured ~20% faster than 4 on Zen 4
+  static constexpr int64_t kKc = (int64_t{32} << 10) / (kNg * V::kInt32Lanes);  // unpacked codes: 32 KB of L1
+  static constexpr int64_t kBufferedMinM = V::kInt32Lanes;
+  static typename V::I step(typename V::I acc, typename V::I codes, typename V::I x) { return V::dpbusd(acc, codes, x); }
+  static typename V::I widen(typename V::I acc) { return acc; }
+};
+
+// The table of an ISA whose kernel is PanelDot<V, Ops> with the quantizer of width V.
+template <class V, class Ops>
+constexpr I2SKernel panel_kernel(const char* name) {
+  using Dot = PanelDot<V, Ops>;
+  return {name, Dot::packed_bytes, Dot::repack, quantize<V>, Dot::dot,
+          /*tile_m=*/256, /*tile_n=*/256, Dot::dot_scaled, /*min_tile_n=*/64};
+}
 
 }  // namespace
 }  // namespace x86
