@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "measured_choice.h"
+#include "simd/vector_math.h"
 
 namespace bitnet_onnx {
 namespace i2s {
@@ -88,7 +89,7 @@ void dot_job(void* p, size_t i) {
     const float a = job.a[r];
     float* yr = job.y + r * job.n + n0;
     const int32_t* sr = sums.data() + (r - m0) * ld;
-    for (int64_t c = 0; c < ld; ++c) yr[c] = (static_cast<float>(sr[c]) / a) * job.s_w;
+    for (int64_t c = 0; c < ld; ++c) yr[c] = simd::scale_sum(sr[c], a, job.s_w);
   }
 }
 
