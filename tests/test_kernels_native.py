@@ -168,9 +168,13 @@ def test_kernel_list_is_the_library_table():
 
 
 def _check_driver(out: str, kernels: list[str]) -> None:
-    """The driver ran on every file with float inputs, at 1 and 2 threads (--threads 1,2)."""
+    """The driver ran on every file with float inputs, at 1 and 2 threads (--threads 1,2), and each ISA's driver
+    with its family measured (the base family's kernels: the ISA's multiply kernel) on some of them."""
     for name in kernels:
-        assert re.search(rf"^{name} driver: ([1-9]\d*) cases at 2 thread counts: ok$", out, re.M), out[-3000:]
+        found = re.search(rf"^{name} driver: ([1-9]\d*) cases at 2 thread counts, (\d+) measured: ok$", out, re.M)
+        assert found, out[-3000:]
+        base = name in {isa.name for isa in customops.dispatch({}).isas}  # the base family's kernels: their ISA's name
+        assert (int(found[2]) > 0) == base, found[0]
 
 
 def test_native(vectors):
