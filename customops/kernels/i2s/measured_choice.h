@@ -2,7 +2,7 @@
 // Which bit-exact family is fastest depends on the CPU in ways no compiled table covers (the order
 // of mul and lut flips between Zen 4, Zen 5, Sapphire Rapids and AVX2-only cores), so by default the
 // driver times the candidates on the calls it serves: for each (ISA, N, K, M bucket) the first
-// kTrialsPerFamily calls of every candidate family are timed, taking turns, and from then on the
+// kTrialsPerFamily calls of every candidate family are timed, one family after the other, and from then on the
 // fastest one (its best time per token) runs. Every call computes its real output (each family's
 // bits are the same), so measuring costs only the slower candidates' few calls; no file is read or
 // written. One table per process, shared by every node and session of the same shape and ISA, under
@@ -62,7 +62,7 @@ class MeasuredChoice {
     bool operator<(const Key& o) const { return std::tie(isa, n, k, bucket) < std::tie(o.isa, o.n, o.k, o.bucket); }
   };
   struct Entry {
-    int started[kFamilyCount] = {};  // trials handed out (taking turns: the fewest goes next)
+    int started[kFamilyCount] = {};  // trials handed out (the first family short of kTrialsPerFamily goes next)
     int done[kFamilyCount] = {};
     double best_per_token[kFamilyCount] = {};
     Family chosen = -1;
