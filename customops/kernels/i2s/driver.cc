@@ -223,17 +223,18 @@ void MatMul::run(const Call& call, const ParallelFor& pool) const {
   const I2SKernel* kernel = candidates_.kernel[family];
 
   // A trial times the family's own part of the call: packing a runtime W and the dot (the
-  // quantization is the same whichever family runs).
+  // quantization is the same whichever family runs). Other calls read no clock.
   using Clock = std::chrono::steady_clock;
+  const auto now = [&pick] { return pick.timed ? Clock::now() : Clock::time_point{}; };
   Clock::duration family_time{};
-  Clock::time_point started = Clock::now();
+  Clock::time_point started = now();
   AlignedBytes w_rt;
   const uint8_t* packed = packed_[family].data();
   if (call.w_i2s) {
     w_rt = pack(*kernel, call.w_i2s, n, k);
     packed = w_rt.data();
   }
-  family_time += Clock::now() - started;
+  family_time += now() - started;
 
   // Uninitialized (quantize writes every element).
   std::unique_ptr<int8_t[]> q(new int8_t[static_cast<size_t>(m * k)]);
@@ -263,9 +264,9 @@ void MatMul::run(const Call& call, const ParallelFor& pool) const {
   job.y = call.y;
 
   run_jobs(pool, quantize_job, static_cast<size_t>(tiles(m, kQuantRowsPerJob)), job);
-  started = Clock::now();
+  started = now();
   run_jobs(pool, dot_job, static_cast<size_t>(job.tiles_m * job.tiles_n), job);
-  family_time += Clock::now() - started;
+  family_time += now() - started;
   if (job.failed) throw std::bad_alloc();  // a trial that fails is never recorded: its shape runs the base family
   if (pick.timed)
     measured_choice().record(candidates_, isa_, m, k, n, family, std::chrono::duration<double>(family_time).count());
