@@ -156,8 +156,9 @@ def family_recipe_gaps(i2s: Path, isa_header: Path) -> list[str]:
             gaps.append(f"{name}: step 1 (a scalar reference kernel in the kIsaScalar row)")
         if not re.search(rf'KernelFamily \w+ = \{{"{name}", ', text):
             gaps.append(f'{name}: step 1 (a KernelFamily named "{name}" in dispatch.cc)')
-        if not re.search(rf"const KernelFamily\* {name}_family\(\) \{{", text):
-            gaps.append(f"{name}: step 1 (dispatch.cc defining {name}_family())")
+        if not (re.search(rf"^namespace {name} \{{$", text, flags=re.M)
+                and re.search(r"^const KernelFamily\* family\(\) \{", text, flags=re.M)):
+            gaps.append(f"{name}: step 1 (dispatch.cc defining {name}::family(), in namespace bitnet_onnx::i2s::{name})")
         for source in sorted(folder.iterdir()):
             included = re.findall(r'^#include "([^"]+)"', source.read_text(), flags=re.M) if source.is_file() else []
             shared = folder.parent.parent  # kernels/: isa.h and the headers every kernel folder may use
@@ -197,11 +198,12 @@ FAKE_CMAKE = "# The fake family of tests/test_recipe_customops.py.\ni2s_family(d
 
 
 def _fake_dispatch(isas: list[str]) -> str:
-    rows = "\n".join(f"    /*{isa}=*/{'fake::scalar_kernel' if isa == 'kIsaScalar' else 'nullptr'}," for isa in isas)
-    return (f'#include "family.h"\n#include "fake_kernels.h"\n\nnamespace bitnet_onnx {{\nnamespace i2s {{\nnamespace {{\n\n'
-            f"const IsaRow<I2SKernel> kFakeKernels[] = {{\n{rows}\n}};\n"
+    rows = "\n".join(f"    /*{isa}=*/{'scalar_kernel' if isa == 'kIsaScalar' else 'nullptr'}," for isa in isas)
+    return (f'#include "family.h"\n#include "fake_kernels.h"\n\nnamespace bitnet_onnx {{\nnamespace i2s {{\nnamespace {FAKE} {{\n'
+            f"namespace {{\n\nconst IsaRow<I2SKernel> kFakeKernels[] = {{\n{rows}\n}};\n"
             f'const KernelFamily kFake = {{"{FAKE}", kFakeKernels, nullptr, 0}};\n\n}}  // namespace\n\n'
-            f"const KernelFamily* {FAKE}_family() {{ return &kFake; }}\n\n}}  // namespace i2s\n}}  // namespace bitnet_onnx\n")
+            f"const KernelFamily* family() {{ return &kFake; }}\n\n}}  // namespace {FAKE}\n}}  // namespace i2s\n"
+            f"}}  // namespace bitnet_onnx\n")
 
 
 FAKE_HEADER = """// The fake family's kernels (tests/test_recipe_customops.py).
@@ -210,9 +212,11 @@ FAKE_HEADER = """// The fake family's kernels (tests/test_recipe_customops.py).
 #include "family.h"
 
 namespace bitnet_onnx {
+namespace i2s {
 namespace fake {
 const I2SKernel* scalar_kernel();
 }  // namespace fake
+}  // namespace i2s
 }  // namespace bitnet_onnx
 """
 
@@ -223,6 +227,7 @@ FAKE_SCALAR = """#include <cstring>
 #include "fake_kernels.h"
 
 namespace bitnet_onnx {
+namespace i2s {
 namespace fake {
 namespace {
 
@@ -253,6 +258,7 @@ const I2SKernel kScalar = {"fake-scalar", packed_bytes, repack, /*quantize=*/nul
 const I2SKernel* scalar_kernel() { return &kScalar; }
 
 }  // namespace fake
+}  // namespace i2s
 }  // namespace bitnet_onnx
 """
 
@@ -286,9 +292,9 @@ def _fake_family_tree(root: Path, skip: str | None) -> Path:
         if skip == "isa row":  # a row short: what an ISA added to isa.h but not to this family looks like
             dispatch = dispatch.replace("    /*kIsaAvx2=*/nullptr,\n", "")
         if skip == "scalar reference":
-            dispatch = dispatch.replace("/*kIsaScalar=*/fake::scalar_kernel", "/*kIsaScalar=*/nullptr")
+            dispatch = dispatch.replace("/*kIsaScalar=*/scalar_kernel", "/*kIsaScalar=*/nullptr")
         if skip == "entry":
-            dispatch = dispatch.replace(f"{FAKE}_family()", "fake_family_entry()")
+            dispatch = dispatch.replace("const KernelFamily* family()", "const KernelFamily* fake_family_entry()")
         if skip == "own files only":
             dispatch = dispatch.replace('#include "fake_kernels.h"', '#include "lut_kernels.h"')
         fake_files[folder / "dispatch.cc"] = dispatch
@@ -322,7 +328,7 @@ FAMILY_STEPS = {
     "cmake": "fake: step 1 (CMakeLists.txt calling i2s_family(dispatch.cc ...))",
     "isa row": "fake: step 1 (dispatch.cc's IsaRow<I2SKernel> array",
     "scalar reference": "fake: step 1 (a scalar reference kernel in the kIsaScalar row)",
-    "entry": "fake: step 1 (dispatch.cc defining fake_family())",
+    "entry": "fake: step 1 (dispatch.cc defining fake::family()",
     "own files only": "fake: step 1 (dispatch.cc includes ['lut_kernels.h']",
     "table row": "fake: step 2 (a row X(fake) in kernels/i2s/families.h)",
 }

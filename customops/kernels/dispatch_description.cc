@@ -46,7 +46,7 @@ const char* value_of(const char* forced) { return forced ? forced : ""; }
 std::string family_kernels(Isa isa) {
   std::string out = "{";
   for (i2s::Family f = 0; f < i2s::kFamilyCount; ++f) {
-    const I2SKernel* kernel = i2s::family_kernel(f, isa);
+    const i2s::I2SKernel* kernel = i2s::family_kernel(f, isa);
     out += std::string(f ? ", " : "") + quoted(i2s::family_name(f)) + ": " +
            name_or_null(kernel ? kernel->name : nullptr);
   }

@@ -50,8 +50,8 @@ AmxCounters g_counts;
 
 namespace {
 
-using bitnet_onnx::I2SKernel;
-using bitnet_onnx::QuantizedRows;
+using bitnet_onnx::i2s::I2SKernel;
+using bitnet_onnx::i2s::QuantizedRows;
 using tool_support::split;
 using tool_support::thread_cpu_seconds;
 
@@ -145,7 +145,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "amx_profile: this CPU (or OS) does not run AMX-INT8\n");
     return 3;
   }
-  const I2SKernel& kern = *bitnet_onnx::amx_kernel_profiled();
+  const I2SKernel& kern = *bitnet_onnx::i2s::mul::amx_kernel_profiled();
   std::printf("peak tdpbssd %.0f GOP/s\n", tdp_peak_gops());
   std::mt19937 rng(0);
   const std::vector<Variant> all = variants();

@@ -39,8 +39,8 @@ inline std::vector<uint8_t> random_codes(int64_t n, int64_t k, std::mt19937& rng
 
 // y [M x N] = the quantized rows times the packed weight, over the kernel's tile_m x tile_n tiles with n
 // tiles outer, as the op's dot_job orders them (dot_scaled; a kernel without it sums into scratch).
-inline void dot_grid(const bitnet_onnx::I2SKernel& kern, const uint8_t* packed, int64_t n, int64_t k,
-                     const bitnet_onnx::QuantizedRows& rows, float* y) {
+inline void dot_grid(const bitnet_onnx::i2s::I2SKernel& kern, const uint8_t* packed, int64_t n, int64_t k,
+                     const bitnet_onnx::i2s::QuantizedRows& rows, float* y) {
   const int64_t m = rows.m;
   for (int64_t n0 = 0; n0 < n; n0 += kern.tile_n)
     for (int64_t m0 = 0; m0 < m; m0 += kern.tile_m) {

@@ -27,9 +27,9 @@
 
 namespace {
 
-using bitnet_onnx::I2SKernel;
-using bitnet_onnx::QuantizedRows;
-using bitnet_onnx::QuantizeFn;
+using bitnet_onnx::i2s::I2SKernel;
+using bitnet_onnx::i2s::QuantizedRows;
+using bitnet_onnx::i2s::QuantizeFn;
 using tool_support::split;
 using tool_support::thread_cpu_seconds;
 

@@ -52,8 +52,8 @@ using tool_support::split;
 
 namespace {
 
-using bitnet_onnx::I2SKernel;
-using bitnet_onnx::QuantizedRows;
+using bitnet_onnx::i2s::I2SKernel;
+using bitnet_onnx::i2s::QuantizedRows;
 
 struct Vectors {
   std::string name;

@@ -1,9 +1,10 @@
 // THE table of I2STernaryMatMul kernel families: one row per family folder under kernels/i2s/,
 // in the order the driver tries them; the first (mul) is the base family that serves every ISA
 // and shape. A row X(name) means: folder kernels/i2s/<name>/ (added to the build by
-// kernels/i2s/CMakeLists.txt, which reads these rows) defines `const KernelFamily* <name>_family()`
-// (family.h). Adding a family is one folder and one row here (docs/contributing.md, "Add a kernel
-// family"; tests/test_recipe_customops.py follows that recipe with a fake family).
+// kernels/i2s/CMakeLists.txt, which reads these rows) defines `const KernelFamily* family()` in its
+// namespace bitnet_onnx::i2s::<name> (family.h). Adding a family is one folder and one row here
+// (docs/contributing.md, "Add a kernel family"; tests/test_recipe_customops.py follows that recipe
+// with a fake family).
 #pragma once
 
 #include <string>
@@ -19,12 +20,15 @@
 namespace bitnet_onnx {
 namespace i2s {
 
-#define BITNET_ONNX_I2S_DECLARE_FAMILY(name) const KernelFamily* name##_family();
+#define BITNET_ONNX_I2S_DECLARE_FAMILY(name) \
+  namespace name {                           \
+  const KernelFamily* family();              \
+  }
 BITNET_ONNX_I2S_FAMILIES(BITNET_ONNX_I2S_DECLARE_FAMILY)
 #undef BITNET_ONNX_I2S_DECLARE_FAMILY
 
 using FamilyRow = const KernelFamily* (*)();
-#define BITNET_ONNX_I2S_FAMILY_ROW(name) name##_family,
+#define BITNET_ONNX_I2S_FAMILY_ROW(name) name::family,
 inline constexpr FamilyRow kFamilies[] = {BITNET_ONNX_I2S_FAMILIES(BITNET_ONNX_I2S_FAMILY_ROW)};
 #undef BITNET_ONNX_I2S_FAMILY_ROW
 

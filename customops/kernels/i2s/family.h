@@ -10,6 +10,13 @@
 // Every kernel of every family computes the same exact int32 sums sum_k q[m,k] * T[n,k] from the
 // same quantized activations, so the op's output is bit-identical whichever family runs.
 // Pure C++, no ORT headers.
+//
+// Namespaces follow folders: everything of the op under kernels/i2s/ (the driver, this seam, the
+// family table) is in bitnet_onnx::i2s, and a family folder kernels/i2s/<family>/ is
+// bitnet_onnx::i2s::<family> (mul: bitnet_onnx::i2s::mul, lut: bitnet_onnx::i2s::lut), its entry
+// being <family>::family() (families.h). Inside a folder, a file's helpers may sit in a namespace
+// named after the file's prefix (mul/x86_*.h: bitnet_onnx::i2s::mul::x86), and each file keeps its
+// kernels in an anonymous namespace: every ISA file instantiates its own copies under its flags.
 #pragma once
 
 #include <cstddef>
@@ -18,6 +25,7 @@
 #include "isa.h"
 
 namespace bitnet_onnx {
+namespace i2s {
 
 // Per-token int8 activations: row m of q holds k values, a[m] = 127 / max(absmax, 1e-5)
 // (NaN for a row with NaN/Inf input), qsum[m] = sum of the row of q.
@@ -48,7 +56,7 @@ struct I2SKernel {
   void (*repack)(const uint8_t* i2s, int64_t n, int64_t k, uint8_t* packed);
 
   // The activations' quantizer (QuantizeFn): the base (multiply) family's kernels own one per ISA;
-  // every other family leaves it null, since the driver quantizes with the ISA's (i2s::quantizer
+  // every other family leaves it null, since the driver quantizes with the ISA's (quantizer
   // below) whichever family runs, so that every family sees the same q.
   QuantizeFn quantize;
 
@@ -71,8 +79,6 @@ struct I2SKernel {
   int64_t min_tile_n = 0;
 };
 
-namespace i2s {
-
 // When the driver runs a family other than the first, measured with kernel_bench on one thread
 // against the multiply kernel of the same ISA (docs/op.md, "Kernel families"): the family's first
 // rule of the node's ISA with n >= min_n decides. Its kernels work in blocks of `block` tokens, so
@@ -86,7 +92,7 @@ struct FamilyRule {
   int64_t cost_percent;  // one block's time over the multiply kernel's for as many tokens
 };
 
-// What a family provides: its folder's dispatch.cc defines `const KernelFamily* <name>_family()`.
+// What a family provides: its folder's dispatch.cc defines `const KernelFamily* <name>::family()`.
 struct KernelFamily {
   const char* name;  // the BITNET_ONNX_KERNEL value, and its folder under kernels/i2s/
   // Its kernel for each record of the ISA table, isa.h's IsaRow array (an array of other than

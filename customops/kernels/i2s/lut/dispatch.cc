@@ -3,6 +3,7 @@
 #include "lut_kernels.h"
 
 namespace bitnet_onnx {
+namespace i2s {
 namespace lut {
 namespace {
 
@@ -22,7 +23,7 @@ const IsaRow<I2SKernel> kLookupKernels[] = {
 // Measured with kernel_bench on one thread (docs/op.md, "Kernel families", has the numbers); the
 // lookup kernels work in blocks of 16 tokens (a table per block), and few rows leave few lookups
 // per table: a costlier block.
-const i2s::FamilyRule kRules[] = {
+const FamilyRule kRules[] = {
     // AMD Zen 5, BITNET_ONNX_ISA=avx2: lut-avx2 took 0.61-0.78 of avx2's time at N >= 640 (K 640-3072,
     // M 16-512) and 0.83-0.89 at N = 256.
     {kIsaAvx2, 512, 16, 80},
@@ -33,14 +34,13 @@ const i2s::FamilyRule kRules[] = {
     // loop peaks at ~980 GOP/s, as vpdpbusd zmm does): multiply wins at every shape.
 };
 
-const i2s::KernelFamily kLookup = {"lut", kLookupKernels, kRules, sizeof(kRules) / sizeof(kRules[0])};
+const KernelFamily kLookup = {"lut", kLookupKernels, kRules, sizeof(kRules) / sizeof(kRules[0])};
 
 }  // namespace
-}  // namespace lut
 
-namespace i2s {
 // Its row in the family table (families.h).
-const KernelFamily* lut_family() { return &lut::kLookup; }
-}  // namespace i2s
+const KernelFamily* family() { return &kLookup; }
 
+}  // namespace lut
+}  // namespace i2s
 }  // namespace bitnet_onnx

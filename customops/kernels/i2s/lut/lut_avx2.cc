@@ -10,6 +10,7 @@
 #endif
 
 namespace bitnet_onnx {
+namespace i2s {
 namespace lut {
 namespace {
 
@@ -20,4 +21,5 @@ constexpr I2SKernel kAvx2 = LutKernel<BITNET_LUT_AVX2_BLOCK_GROUPS, simd::Ymm, s
 const I2SKernel* avx2_kernel() { return &kAvx2; }
 
 }  // namespace lut
+}  // namespace i2s
 }  // namespace bitnet_onnx

@@ -11,6 +11,7 @@
 #endif
 
 namespace bitnet_onnx {
+namespace i2s {
 namespace lut {
 namespace {
 
@@ -21,4 +22,5 @@ constexpr I2SKernel kAvx512 = LutKernel<BITNET_LUT_AVX512_BLOCK_GROUPS, simd::Zm
 const I2SKernel* avx512_kernel() { return &kAvx512; }
 
 }  // namespace lut
+}  // namespace i2s
 }  // namespace bitnet_onnx

@@ -23,6 +23,7 @@
 #include "isa.h"
 
 namespace bitnet_onnx {
+namespace i2s {
 namespace lut {
 
 constexpr int kMaxInt16Groups = 63;  // 63 x 4 x 128 = 32256: the int16 sums cannot overflow
@@ -42,4 +43,5 @@ const I2SKernel* neon_kernel();
 #endif
 
 }  // namespace lut
+}  // namespace i2s
 }  // namespace bitnet_onnx

@@ -18,6 +18,7 @@
 #include <vector>
 
 namespace bitnet_onnx {
+namespace i2s {
 namespace lut {
 
 constexpr int kGroup = 4;          // ternary weights per pattern
@@ -66,4 +67,5 @@ inline uint8_t pattern_at(const uint8_t* packed, int64_t n, int64_t k, int block
 }
 
 }  // namespace lut
+}  // namespace i2s
 }  // namespace bitnet_onnx

@@ -8,6 +8,7 @@
 #include "lut_tables.h"
 
 namespace bitnet_onnx {
+namespace i2s {
 namespace lut {
 namespace {
 
@@ -98,4 +99,5 @@ constexpr I2SKernel kNeon = LutKernel<12, Neon16, Neon16>::table("lut-neon");
 const I2SKernel* neon_kernel() { return &kNeon; }
 
 }  // namespace lut
+}  // namespace i2s
 }  // namespace bitnet_onnx

@@ -7,6 +7,7 @@
 #include "lut_layout.h"
 
 namespace bitnet_onnx {
+namespace i2s {
 namespace lut {
 namespace {
 
@@ -43,4 +44,5 @@ const I2SKernel kScalar = {"lut-scalar", packed_size, repack_scalar, /*quantize=
 const I2SKernel* scalar_kernel() { return &kScalar; }
 
 }  // namespace lut
+}  // namespace i2s
 }  // namespace bitnet_onnx

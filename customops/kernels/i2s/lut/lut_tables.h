@@ -30,6 +30,7 @@
 #include "with_const.h"
 
 namespace bitnet_onnx {
+namespace i2s {
 namespace lut {
 namespace {
 
@@ -258,4 +259,5 @@ struct LutKernel {
 
 }  // namespace
 }  // namespace lut
+}  // namespace i2s
 }  // namespace bitnet_onnx

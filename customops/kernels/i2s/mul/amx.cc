@@ -39,6 +39,8 @@
 #endif
 
 namespace bitnet_onnx {
+namespace i2s {
+namespace mul {
 namespace {
 
 using namespace x86;
@@ -416,4 +418,6 @@ const I2SKernel kAmx = {"amx", packed_bytes, repack, quantize<Zmm>, dot, /*tile_
 
 const I2SKernel* amx_kernel() { return &kAmx; }
 
+}  // namespace mul
+}  // namespace i2s
 }  // namespace bitnet_onnx

@@ -12,6 +12,8 @@
 #include "x86_dot.h"
 
 namespace bitnet_onnx {
+namespace i2s {
+namespace mul {
 namespace {
 
 using simd::Ymm;
@@ -34,4 +36,6 @@ constexpr I2SKernel kAvx2 = x86::panel_kernel<Ymm, Avx2Ops>("avx2");
 
 const I2SKernel* avx2_kernel() { return &kAvx2; }
 
+}  // namespace mul
+}  // namespace i2s
 }  // namespace bitnet_onnx

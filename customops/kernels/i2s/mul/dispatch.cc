@@ -5,6 +5,7 @@
 
 namespace bitnet_onnx {
 namespace i2s {
+namespace mul {
 namespace {
 
 // Each ISA's kernel table (its own file), null exactly where the record is not built (kernel_test
@@ -25,7 +26,9 @@ const KernelFamily kMultiply = {"mul", kMultiplyKernels, nullptr, 0};
 
 }  // namespace
 
-const KernelFamily* mul_family() { return &kMultiply; }
+// Its row in the family table (families.h).
+const KernelFamily* family() { return &kMultiply; }
 
+}  // namespace mul
 }  // namespace i2s
 }  // namespace bitnet_onnx

@@ -14,6 +14,8 @@
 #include "mul_kernels.h"
 
 namespace bitnet_onnx {
+namespace i2s {
+namespace mul {
 namespace {
 
 constexpr int64_t kNeonBlock = 128;      // values per I2_S block
@@ -105,6 +107,8 @@ void tiled_dot(const uint8_t* packed, int64_t k, const QuantizedRows& rows, int6
 }
 
 }  // namespace
+}  // namespace mul
+}  // namespace i2s
 }  // namespace bitnet_onnx
 
 #endif  // __aarch64__

@@ -9,6 +9,8 @@
 #include "pairwise_sum.h"
 
 namespace bitnet_onnx {
+namespace i2s {
+namespace mul {
 namespace {
 
 constexpr int64_t kBlock = 128;      // values per I2_S block
@@ -101,4 +103,6 @@ const I2SKernel kScalar = {"scalar", packed_bytes, repack, quantize, dot, /*tile
 
 const I2SKernel* scalar_kernel() { return &kScalar; }
 
+}  // namespace mul
+}  // namespace i2s
 }  // namespace bitnet_onnx

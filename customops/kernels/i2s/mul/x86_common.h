@@ -19,6 +19,8 @@
 #include "simd/x86.h"
 
 namespace bitnet_onnx {
+namespace i2s {
+namespace mul {
 namespace x86 {
 namespace {
 
@@ -199,4 +201,6 @@ void quantize(const float* x, int64_t m, int64_t k, const float* norm_w, float e
 
 }  // namespace
 }  // namespace x86
+}  // namespace mul
+}  // namespace i2s
 }  // namespace bitnet_onnx

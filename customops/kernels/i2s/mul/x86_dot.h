@@ -38,6 +38,8 @@
 #include "x86_common.h"
 
 namespace bitnet_onnx {
+namespace i2s {
+namespace mul {
 namespace x86 {
 namespace {
 
@@ -347,4 +349,6 @@ constexpr I2SKernel panel_kernel(const char* name) {
 
 }  // namespace
 }  // namespace x86
+}  // namespace mul
+}  // namespace i2s
 }  // namespace bitnet_onnx
