@@ -1,6 +1,6 @@
 """I2STernaryMatMul's kernel family measured on the host (customops/kernels/i2s/measured_choice.h), through
 onnxruntime: with BITNET_ONNX_KERNEL unset the op times every family the node's ISA has on its first calls of each
-(ISA, N, K, M bucket), one family after the other, then runs the fastest. Every call's output is the forced multiply family's bit
+(ISA, N, K, M bucket), the families taking turns of 2 calls, then runs the fastest. Every call's output is the forced multiply family's bit
 for bit, through the trials and after, from concurrent runs too; the library states what it measured
 (``dispatch().measured``, one table per process: each test uses an N no other test of the process uses).
 """

@@ -558,7 +558,7 @@ void check_family_rules() {
 }
 
 // The measured family choice (measured_choice.h) on a table of its own, with the times handed to
-// it: the M buckets tile every M, candidates run their kTrialsPerFamily trials one family after the other, the
+// it: the M buckets tile every M, candidates run their kTrialsPerFamily trials in turns of kTurnCalls calls, the
 // fastest per token is chosen from then on, and a shape's choice is its own.
 void check_measured_choice() {
   namespace i2s = bitnet_onnx::i2s;
@@ -583,9 +583,9 @@ void check_measured_choice() {
   for (int call = 0; call < i2s::kFamilyCount * i2s::kTrialsPerFamily; ++call) {
     const i2s::FamilyPick a = table.pick(every, isa, 100, 1024, 512);
     if (!a.timed && wrong.empty()) wrong = fmt("trial call %d was not timed", call);
-    if (a.family != call / i2s::kTrialsPerFamily && wrong.empty())
-      wrong = fmt("trial call %d ran %s: each family's trials come in a row, in table order", call,
-                  i2s::family_name(a.family));
+    if (a.family != call / i2s::kTurnCalls % i2s::kFamilyCount && wrong.empty())
+      wrong = fmt("trial call %d ran %s: families take turns of %d calls, in table order", call,
+                  i2s::family_name(a.family), i2s::kTurnCalls);
     ++turns[a.family];
     table.record(every, isa, 100, 1024, 512, a.family, a.family == fast_a ? 1e-3 : 3e-3);
     const i2s::FamilyPick b = table.pick(every, isa, 128, 1024, 640);

@@ -23,12 +23,12 @@ FamilyPick MeasuredChoice::pick(const Candidates& candidates, Isa isa, int64_t m
   std::lock_guard<std::mutex> lock(mutex_);
   Entry& entry = entries_[key_of(isa, m, k, n)];
   if (entry.chosen >= 0) return FamilyPick{entry.chosen, false};
-  // The families in table order, each's trials in a row: a family's later trials find its weights where its
-  // own earlier calls left them (taking turns, each family's calls evicted the other's layout: on Zen 4 the
-  // lookups then won gate/up's M = 16, where multiply is 16% faster on its own).
+  // Turns of kTurnCalls calls in table order (measured_choice.h): the family whose turns are fewest goes next.
   Family next = -1;
-  for (Family f = 0; f < kFamilyCount && next < 0; ++f)
-    if (candidates.kernel[f] && entry.started[f] < kTrialsPerFamily) next = f;
+  for (Family f = 0; f < kFamilyCount; ++f)
+    if (candidates.kernel[f] && entry.started[f] < kTrialsPerFamily &&
+        (next < 0 || entry.started[f] / kTurnCalls < entry.started[next] / kTurnCalls))
+      next = f;
   // Every trial handed out, some still running (concurrent calls): this call runs the base family untimed.
   if (next < 0) return FamilyPick{kBaseFamily, false};
   ++entry.started[next];

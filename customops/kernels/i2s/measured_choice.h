@@ -2,8 +2,8 @@
 // Which bit-exact family is fastest depends on the CPU in ways no compiled table covers (the order
 // of mul and lut flips between Zen 4, Zen 5, Sapphire Rapids and AVX2-only cores), so by default the
 // driver times the candidates on the calls it serves: for each (ISA, N, K, M bucket) the first
-// kTrialsPerFamily calls of every candidate family are timed, one family after the other, and from then on the
-// fastest one (its best time per token) runs. Every call computes its real output (each family's
+// kTrialsPerFamily calls of every candidate family are timed, the families taking turns of kTurnCalls calls, and
+// from then on the fastest one (its best time per token) runs. Every call computes its real output (each family's
 // bits are the same), so measuring costs only the slower candidates' few calls; no file is read or
 // written. One table per process, shared by every node and session of the same shape and ISA, under
 // a mutex: safe for concurrent runs. Pure C++, no ORT headers.
@@ -25,7 +25,14 @@ namespace i2s {
 // Timed calls per candidate family before the choice is made: the best of 5 leaves out the calls that
 // a cold cache, a page fault or another process slowed down (with 3, a loaded 2-core machine picked the
 // slower family of two 15% apart).
-constexpr int kTrialsPerFamily = 5;
+constexpr int kTrialsPerFamily = 6;
+
+// Calls a family runs in a row in each of its turns. In a row, a family's second call finds its weights where the
+// first left them (single calls taking turns evicted each other's layout: on Zen 4 the lookups then won gate/up's
+// M = 16, where multiply is 16% faster on its own); in turns, every family is timed across the whole window (all
+// of one family's trials before the other's let a slower phase of the machine fall on one family only: up to 17%
+// missed on a 2-vCPU VM whose speed drifts over seconds).
+constexpr int kTurnCalls = 2;
 
 // Calls of M tokens share a choice with the calls of their bucket: M = 1 is bucket 0, and
 // 2^(b-1) < M <= 2^b bucket b (M = 16 is the top of bucket 4), up to kLastBucket, which holds every
@@ -62,7 +69,7 @@ class MeasuredChoice {
     bool operator<(const Key& o) const { return std::tie(isa, n, k, bucket) < std::tie(o.isa, o.n, o.k, o.bucket); }
   };
   struct Entry {
-    int started[kFamilyCount] = {};  // trials handed out (the first family short of kTrialsPerFamily goes next)
+    int started[kFamilyCount] = {};  // trials handed out (the family whose turn it is goes next)
     int done[kFamilyCount] = {};
     double best_per_token[kFamilyCount] = {};
     Family chosen = -1;
