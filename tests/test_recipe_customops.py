@@ -156,7 +156,7 @@ def family_recipe_gaps(i2s: Path, isa_header: Path) -> list[str]:
             gaps.append(f"{name}: step 1 (a scalar reference kernel in the kIsaScalar row)")
         if not re.search(rf'KernelFamily \w+ = \{{"{name}", ', text):
             gaps.append(f'{name}: step 1 (a KernelFamily named "{name}" in dispatch.cc)')
-        if not (re.search(rf"^namespace {name} \{{$", text, flags=re.M)
+        if not (re.search(rf"^namespace bitnet_onnx::i2s::{name} \{{$", text, flags=re.M)
                 and re.search(r"^const KernelFamily\* family\(\) \{", text, flags=re.M)):
             gaps.append(f"{name}: step 1 (dispatch.cc defining {name}::family(), in namespace bitnet_onnx::i2s::{name})")
         for source in sorted(folder.iterdir()):
@@ -199,11 +199,10 @@ FAKE_CMAKE = "# The fake family of tests/test_recipe_customops.py.\ni2s_family(d
 
 def _fake_dispatch(isas: list[str]) -> str:
     rows = "\n".join(f"    /*{isa}=*/{'scalar_kernel' if isa == 'kIsaScalar' else 'nullptr'}," for isa in isas)
-    return (f'#include "family.h"\n#include "fake_kernels.h"\n\nnamespace bitnet_onnx {{\nnamespace i2s {{\nnamespace {FAKE} {{\n'
+    return (f'#include "family.h"\n#include "fake_kernels.h"\n\nnamespace bitnet_onnx::i2s::{FAKE} {{\n'
             f"namespace {{\n\nconst IsaRow<I2SKernel> kFakeKernels[] = {{\n{rows}\n}};\n"
             f'const KernelFamily kFake = {{"{FAKE}", kFakeKernels, nullptr, 0}};\n\n}}  // namespace\n\n'
-            f"const KernelFamily* family() {{ return &kFake; }}\n\n}}  // namespace {FAKE}\n}}  // namespace i2s\n"
-            f"}}  // namespace bitnet_onnx\n")
+            f"const KernelFamily* family() {{ return &kFake; }}\n\n}}  // namespace bitnet_onnx::i2s::{FAKE}\n")
 
 
 FAKE_HEADER = """// The fake family's kernels (tests/test_recipe_customops.py).
@@ -211,13 +210,9 @@ FAKE_HEADER = """// The fake family's kernels (tests/test_recipe_customops.py).
 
 #include "family.h"
 
-namespace bitnet_onnx {
-namespace i2s {
-namespace fake {
+namespace bitnet_onnx::i2s::fake {
 const I2SKernel* scalar_kernel();
-}  // namespace fake
-}  // namespace i2s
-}  // namespace bitnet_onnx
+}  // namespace bitnet_onnx::i2s::fake
 """
 
 # A plain reference kernel: the I2_S bytes as they are, a dot that decodes each weight's code, no
@@ -226,9 +221,7 @@ FAKE_SCALAR = """#include <cstring>
 
 #include "fake_kernels.h"
 
-namespace bitnet_onnx {
-namespace i2s {
-namespace fake {
+namespace bitnet_onnx::i2s::fake {
 namespace {
 
 size_t packed_bytes(int64_t n, int64_t k) { return static_cast<size_t>(n * (k / 4)); }
@@ -257,9 +250,7 @@ const I2SKernel kScalar = {"fake-scalar", packed_bytes, repack, /*quantize=*/nul
 
 const I2SKernel* scalar_kernel() { return &kScalar; }
 
-}  // namespace fake
-}  // namespace i2s
-}  // namespace bitnet_onnx
+}  // namespace bitnet_onnx::i2s::fake
 """
 
 

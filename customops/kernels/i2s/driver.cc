@@ -11,8 +11,7 @@
 #include "measured_choice.h"
 #include "simd/vector_math.h"
 
-namespace bitnet_onnx {
-namespace i2s {
+namespace bitnet_onnx::i2s {
 namespace {
 
 // Rows per quantization job: split across threads only when there is enough work.
@@ -272,5 +271,4 @@ void MatMul::run(const Call& call, const ParallelFor& pool) const {
     measured_choice().record(candidates_, isa_, m, k, n, family, std::chrono::duration<double>(family_time).count());
 }
 
-}  // namespace i2s
-}  // namespace bitnet_onnx
+}  // namespace bitnet_onnx::i2s

@@ -23,8 +23,7 @@
 #include "families.h"
 #include "isa.h"
 
-namespace bitnet_onnx {
-namespace i2s {
+namespace bitnet_onnx::i2s {
 
 constexpr int64_t kBlock = 128;  // K is a multiple of this (the I2_S block)
 // The widest K every kernel sums exactly (tests/test_op_validation.py checks it on each ISA):
@@ -129,5 +128,4 @@ class MatMul {
   AlignedBytes packed_[kFamilyCount];  // the constant W in each candidate's layout
 };
 
-}  // namespace i2s
-}  // namespace bitnet_onnx
+}  // namespace bitnet_onnx::i2s

@@ -7,8 +7,7 @@
 #include "families.h"
 #include "isa.h"
 
-namespace bitnet_onnx {
-namespace i2s {
+namespace bitnet_onnx::i2s {
 
 const KernelFamily& family_of(Family family) { return *kFamilies[family](); }
 
@@ -54,5 +53,4 @@ const I2SKernel* kernel_named(const char* name, Isa* isa, Family* family, std::s
   return nullptr;
 }
 
-}  // namespace i2s
-}  // namespace bitnet_onnx
+}  // namespace bitnet_onnx::i2s

@@ -17,8 +17,7 @@
   X(lut)
 // clang-format on
 
-namespace bitnet_onnx {
-namespace i2s {
+namespace bitnet_onnx::i2s {
 
 #define BITNET_ONNX_I2S_DECLARE_FAMILY(name) \
   namespace name {                           \
@@ -54,5 +53,4 @@ const I2SKernel* family_kernel(Family family, Isa isa);
 // Null with *error set otherwise. For kernel_test and kernel_bench.
 const I2SKernel* kernel_named(const char* name, Isa* isa, Family* family, std::string* error);
 
-}  // namespace i2s
-}  // namespace bitnet_onnx
+}  // namespace bitnet_onnx::i2s

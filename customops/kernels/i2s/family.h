@@ -13,7 +13,7 @@
 //
 // Namespaces follow folders: everything of the op under kernels/i2s/ (the driver, this seam, the
 // family table) is in bitnet_onnx::i2s, and a family folder kernels/i2s/<family>/ is
-// bitnet_onnx::i2s::<family> (mul: bitnet_onnx::i2s::mul, lut: bitnet_onnx::i2s::lut), its entry
+// bitnet_onnx::i2s::<family> (opened as one nested `namespace bitnet_onnx::i2s::<family> {`), its entry
 // being <family>::family() (families.h). Inside a folder, a file's helpers may sit in a namespace
 // named after the file's prefix (mul/x86_*.h: bitnet_onnx::i2s::mul::x86), and each file keeps its
 // kernels in an anonymous namespace: every ISA file instantiates its own copies under its flags.
@@ -24,8 +24,7 @@
 
 #include "isa.h"
 
-namespace bitnet_onnx {
-namespace i2s {
+namespace bitnet_onnx::i2s {
 
 // Per-token int8 activations: row m of q holds k values, a[m] = 127 / max(absmax, 1e-5)
 // (NaN for a row with NaN/Inf input), qsum[m] = sum of the row of q.
@@ -108,5 +107,4 @@ struct KernelFamily {
 // quantizes with for every family's kernel of that ISA.
 QuantizeFn quantizer(Isa isa);
 
-}  // namespace i2s
-}  // namespace bitnet_onnx
+}  // namespace bitnet_onnx::i2s

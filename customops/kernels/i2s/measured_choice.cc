@@ -4,8 +4,7 @@
 #include <cstdio>
 #include <limits>
 
-namespace bitnet_onnx {
-namespace i2s {
+namespace bitnet_onnx::i2s {
 
 int m_bucket(int64_t m) {
   int bucket = 0;
@@ -87,5 +86,4 @@ MeasuredChoice& measured_choice() {
   return table;
 }
 
-}  // namespace i2s
-}  // namespace bitnet_onnx
+}  // namespace bitnet_onnx::i2s

@@ -19,8 +19,7 @@
 #include "families.h"
 #include "isa.h"
 
-namespace bitnet_onnx {
-namespace i2s {
+namespace bitnet_onnx::i2s {
 
 // Timed calls per candidate family before the choice is made: the best of 5 leaves out the calls that
 // a cold cache, a page fault or another process slowed down (with 3, a loaded 2-core machine picked the
@@ -83,5 +82,4 @@ class MeasuredChoice {
 // The process's table, the one the op's nodes share.
 MeasuredChoice& measured_choice();
 
-}  // namespace i2s
-}  // namespace bitnet_onnx
+}  // namespace bitnet_onnx::i2s

@@ -2,9 +2,7 @@
 #include "family.h"
 #include "lut_kernels.h"
 
-namespace bitnet_onnx {
-namespace i2s {
-namespace lut {
+namespace bitnet_onnx::i2s::lut {
 namespace {
 
 // AMX CPUs have AVX-512BW; AVX-VNNI CPUs have AVX2 (the lookups use neither VNNI nor AMX: only
@@ -41,6 +39,4 @@ const KernelFamily kLookup = {"lut", kLookupKernels, kRules, sizeof(kRules) / si
 // Its row in the family table (families.h).
 const KernelFamily* family() { return &kLookup; }
 
-}  // namespace lut
-}  // namespace i2s
-}  // namespace bitnet_onnx
+}  // namespace bitnet_onnx::i2s::lut

@@ -9,9 +9,7 @@
 #define BITNET_LUT_AVX2_BLOCK_GROUPS 16
 #endif
 
-namespace bitnet_onnx {
-namespace i2s {
-namespace lut {
+namespace bitnet_onnx::i2s::lut {
 namespace {
 
 constexpr I2SKernel kAvx2 = LutKernel<BITNET_LUT_AVX2_BLOCK_GROUPS, simd::Ymm, simd::Ymm>::table("lut-avx2");
@@ -20,6 +18,4 @@ constexpr I2SKernel kAvx2 = LutKernel<BITNET_LUT_AVX2_BLOCK_GROUPS, simd::Ymm, s
 
 const I2SKernel* avx2_kernel() { return &kAvx2; }
 
-}  // namespace lut
-}  // namespace i2s
-}  // namespace bitnet_onnx
+}  // namespace bitnet_onnx::i2s::lut

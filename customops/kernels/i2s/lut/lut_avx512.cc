@@ -10,9 +10,7 @@
 #define BITNET_LUT_AVX512_BLOCK_GROUPS 8
 #endif
 
-namespace bitnet_onnx {
-namespace i2s {
-namespace lut {
+namespace bitnet_onnx::i2s::lut {
 namespace {
 
 constexpr I2SKernel kAvx512 = LutKernel<BITNET_LUT_AVX512_BLOCK_GROUPS, simd::Zmm, simd::Ymm>::table("lut-avx512");
@@ -21,6 +19,4 @@ constexpr I2SKernel kAvx512 = LutKernel<BITNET_LUT_AVX512_BLOCK_GROUPS, simd::Zm
 
 const I2SKernel* avx512_kernel() { return &kAvx512; }
 
-}  // namespace lut
-}  // namespace i2s
-}  // namespace bitnet_onnx
+}  // namespace bitnet_onnx::i2s::lut

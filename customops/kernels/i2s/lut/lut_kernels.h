@@ -22,9 +22,7 @@
 #include "family.h"
 #include "isa.h"
 
-namespace bitnet_onnx {
-namespace i2s {
-namespace lut {
+namespace bitnet_onnx::i2s::lut {
 
 constexpr int kMaxInt16Groups = 63;  // 63 x 4 x 128 = 32256: the int16 sums cannot overflow
 
@@ -42,6 +40,4 @@ const I2SKernel* avx512_kernel();
 const I2SKernel* neon_kernel();
 #endif
 
-}  // namespace lut
-}  // namespace i2s
-}  // namespace bitnet_onnx
+}  // namespace bitnet_onnx::i2s::lut

@@ -17,9 +17,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace bitnet_onnx {
-namespace i2s {
-namespace lut {
+namespace bitnet_onnx::i2s::lut {
 
 constexpr int kGroup = 4;          // ternary weights per pattern
 constexpr int kPatterns = 81;      // 3^kGroup
@@ -66,6 +64,4 @@ inline uint8_t pattern_at(const uint8_t* packed, int64_t n, int64_t k, int block
   return packed[n * block_groups * b + block_width(k, block_groups, b) * j + c % block_groups];
 }
 
-}  // namespace lut
-}  // namespace i2s
-}  // namespace bitnet_onnx
+}  // namespace bitnet_onnx::i2s::lut

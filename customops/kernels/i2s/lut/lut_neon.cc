@@ -7,9 +7,7 @@
 
 #include "lut_tables.h"
 
-namespace bitnet_onnx {
-namespace i2s {
-namespace lut {
+namespace bitnet_onnx::i2s::lut {
 namespace {
 
 // 16 int16 token lanes as 8 dwords: dwords 0-3 in a, 4-7 in b (lut_tables.h's lane order).
@@ -98,6 +96,4 @@ constexpr I2SKernel kNeon = LutKernel<12, Neon16, Neon16>::table("lut-neon");
 
 const I2SKernel* neon_kernel() { return &kNeon; }
 
-}  // namespace lut
-}  // namespace i2s
-}  // namespace bitnet_onnx
+}  // namespace bitnet_onnx::i2s::lut

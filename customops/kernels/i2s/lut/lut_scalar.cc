@@ -6,9 +6,7 @@
 #include "lut_kernels.h"
 #include "lut_layout.h"
 
-namespace bitnet_onnx {
-namespace i2s {
-namespace lut {
+namespace bitnet_onnx::i2s::lut {
 namespace {
 
 constexpr int kBlockGroups = 8;  // any value is a valid layout; the reference uses the AVX-512 one
@@ -43,6 +41,4 @@ const I2SKernel kScalar = {"lut-scalar", packed_size, repack_scalar, /*quantize=
 
 const I2SKernel* scalar_kernel() { return &kScalar; }
 
-}  // namespace lut
-}  // namespace i2s
-}  // namespace bitnet_onnx
+}  // namespace bitnet_onnx::i2s::lut

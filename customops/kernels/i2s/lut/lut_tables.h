@@ -29,9 +29,7 @@
 #include "simd/vector_math.h"
 #include "with_const.h"
 
-namespace bitnet_onnx {
-namespace i2s {
-namespace lut {
+namespace bitnet_onnx::i2s::lut {
 namespace {
 
 // Per-thread scratch, grown on demand and reused across calls (no allocation per job).
@@ -258,6 +256,4 @@ struct LutKernel {
 };
 
 }  // namespace
-}  // namespace lut
-}  // namespace i2s
-}  // namespace bitnet_onnx
+}  // namespace bitnet_onnx::i2s::lut

@@ -38,9 +38,7 @@
 #define BITNET_AMX_COUNT(counter, n) ((void)0)
 #endif
 
-namespace bitnet_onnx {
-namespace i2s {
-namespace mul {
+namespace bitnet_onnx::i2s::mul {
 namespace {
 
 using namespace x86;
@@ -418,6 +416,4 @@ const I2SKernel kAmx = {"amx", packed_bytes, repack, quantize<Zmm>, dot, /*tile_
 
 const I2SKernel* amx_kernel() { return &kAmx; }
 
-}  // namespace mul
-}  // namespace i2s
-}  // namespace bitnet_onnx
+}  // namespace bitnet_onnx::i2s::mul

@@ -11,9 +11,7 @@
 #include "simd/x86.h"
 #include "x86_dot.h"
 
-namespace bitnet_onnx {
-namespace i2s {
-namespace mul {
+namespace bitnet_onnx::i2s::mul {
 namespace {
 
 using simd::Ymm;
@@ -36,6 +34,4 @@ constexpr I2SKernel kAvx2 = x86::panel_kernel<Ymm, Avx2Ops>("avx2");
 
 const I2SKernel* avx2_kernel() { return &kAvx2; }
 
-}  // namespace mul
-}  // namespace i2s
-}  // namespace bitnet_onnx
+}  // namespace bitnet_onnx::i2s::mul

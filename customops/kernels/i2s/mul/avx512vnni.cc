@@ -8,9 +8,7 @@
 #include "simd/x86.h"
 #include "x86_dot.h"
 
-namespace bitnet_onnx {
-namespace i2s {
-namespace mul {
+namespace bitnet_onnx::i2s::mul {
 namespace {
 
 constexpr I2SKernel kAvx512Vnni = x86::panel_kernel<simd::Zmm, x86::VnniOps<simd::Zmm>>("avx512vnni");
@@ -19,6 +17,4 @@ constexpr I2SKernel kAvx512Vnni = x86::panel_kernel<simd::Zmm, x86::VnniOps<simd
 
 const I2SKernel* avx512vnni_kernel() { return &kAvx512Vnni; }
 
-}  // namespace mul
-}  // namespace i2s
-}  // namespace bitnet_onnx
+}  // namespace bitnet_onnx::i2s::mul

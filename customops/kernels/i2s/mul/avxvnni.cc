@@ -8,9 +8,7 @@
 #include "simd/x86.h"
 #include "x86_dot.h"
 
-namespace bitnet_onnx {
-namespace i2s {
-namespace mul {
+namespace bitnet_onnx::i2s::mul {
 namespace {
 
 constexpr I2SKernel kAvxVnni = x86::panel_kernel<simd::Ymm, x86::VnniOps<simd::Ymm>>("avxvnni");
@@ -19,6 +17,4 @@ constexpr I2SKernel kAvxVnni = x86::panel_kernel<simd::Ymm, x86::VnniOps<simd::Y
 
 const I2SKernel* avxvnni_kernel() { return &kAvxVnni; }
 
-}  // namespace mul
-}  // namespace i2s
-}  // namespace bitnet_onnx
+}  // namespace bitnet_onnx::i2s::mul

@@ -3,9 +3,7 @@
 #include "family.h"
 #include "mul_kernels.h"
 
-namespace bitnet_onnx {
-namespace i2s {
-namespace mul {
+namespace bitnet_onnx::i2s::mul {
 namespace {
 
 // Each ISA's kernel table (its own file), null exactly where the record is not built (kernel_test
@@ -29,6 +27,4 @@ const KernelFamily kMultiply = {"mul", kMultiplyKernels, nullptr, 0};
 // Its row in the family table (families.h).
 const KernelFamily* family() { return &kMultiply; }
 
-}  // namespace mul
-}  // namespace i2s
-}  // namespace bitnet_onnx
+}  // namespace bitnet_onnx::i2s::mul

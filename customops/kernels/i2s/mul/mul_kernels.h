@@ -7,9 +7,7 @@
 
 #include "family.h"
 
-namespace bitnet_onnx {
-namespace i2s {
-namespace mul {
+namespace bitnet_onnx::i2s::mul {
 // Each ISA's table, defined in its own file (scalar.cc, avx2.cc, avxvnni.cc, avx512vnni.cc,
 // amx.cc, neon.cc: neon, dotprod, i8mm).
 const I2SKernel* scalar_kernel();
@@ -24,6 +22,4 @@ const I2SKernel* neon_kernel();          // plain NEON
 const I2SKernel* neon_dotprod_kernel();  // SDOT
 const I2SKernel* neon_i8mm_kernel();     // SMMLA
 #endif
-}  // namespace mul
-}  // namespace i2s
-}  // namespace bitnet_onnx
+}  // namespace bitnet_onnx::i2s::mul

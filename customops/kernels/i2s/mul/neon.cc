@@ -20,9 +20,7 @@
 #include "neon_tile.h"
 #include "pairwise_sum.h"
 
-namespace bitnet_onnx {
-namespace i2s {
-namespace mul {
+namespace bitnet_onnx::i2s::mul {
 namespace {
 
 constexpr float kActEps = 1e-5f;  // floor of the per-token absmax
@@ -161,7 +159,5 @@ const I2SKernel* neon_kernel() { return &kNeon; }
 const I2SKernel* neon_dotprod_kernel() { return &kDotprod; }
 const I2SKernel* neon_i8mm_kernel() { return &kI8mm; }
 
-}  // namespace mul
-}  // namespace i2s
-}  // namespace bitnet_onnx
+}  // namespace bitnet_onnx::i2s::mul
 #endif  // __aarch64__

@@ -10,9 +10,7 @@
 #error "neon_dotprod.cc must be compiled with -march=armv8.2-a+dotprod"
 #endif
 
-namespace bitnet_onnx {
-namespace i2s {
-namespace mul {
+namespace bitnet_onnx::i2s::mul {
 namespace {
 
 // Provisional (no aarch64 core measured yet): by llvm-mca's estimates of the loops (BENCHMARKS.md,
@@ -70,7 +68,5 @@ void neon_dotprod_dot(const uint8_t* packed, int64_t n, int64_t k, const Quantiz
     tiled_dot<Sdot>(packed, k, rows, m0, m1, n0, n1, out, ld);
 }
 
-}  // namespace mul
-}  // namespace i2s
-}  // namespace bitnet_onnx
+}  // namespace bitnet_onnx::i2s::mul
 #endif  // __aarch64__

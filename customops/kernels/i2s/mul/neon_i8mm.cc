@@ -12,9 +12,7 @@
 #error "neon_i8mm.cc must be compiled with -march=armv8.2-a+dotprod+i8mm"
 #endif
 
-namespace bitnet_onnx {
-namespace i2s {
-namespace mul {
+namespace bitnet_onnx::i2s::mul {
 namespace {
 
 // Provisional (no aarch64 core measured yet): by llvm-mca's estimates of the loops (BENCHMARKS.md,
@@ -89,7 +87,5 @@ void neon_i8mm_dot(const uint8_t* packed, int64_t n, int64_t k, const QuantizedR
     neon_dotprod_dot(packed, n, k, rows, m0, m1, n0, n1, out, ld);
 }
 
-}  // namespace mul
-}  // namespace i2s
-}  // namespace bitnet_onnx
+}  // namespace bitnet_onnx::i2s::mul
 #endif  // __aarch64__

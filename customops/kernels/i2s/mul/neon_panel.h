@@ -14,9 +14,7 @@
 #if defined(__aarch64__)
 #include "neon_tile.h"
 
-namespace bitnet_onnx {
-namespace i2s {
-namespace mul {
+namespace bitnet_onnx::i2s::mul {
 namespace {
 
 // Decoded codes of one panel and K block: 16 KB, a quarter of the L1D of Neoverse N1/N2/V1/V2.
@@ -107,8 +105,6 @@ void neon_dotprod_dot(const uint8_t* packed, int64_t n, int64_t k, const Quantiz
 void neon_i8mm_dot(const uint8_t* packed, int64_t n, int64_t k, const QuantizedRows& rows,
                    int64_t m0, int64_t m1, int64_t n0, int64_t n1, int32_t* out, int64_t ld);
 
-}  // namespace mul
-}  // namespace i2s
-}  // namespace bitnet_onnx
+}  // namespace bitnet_onnx::i2s::mul
 
 #endif  // __aarch64__

@@ -13,9 +13,7 @@
 
 #include "mul_kernels.h"
 
-namespace bitnet_onnx {
-namespace i2s {
-namespace mul {
+namespace bitnet_onnx::i2s::mul {
 namespace {
 
 constexpr int64_t kNeonBlock = 128;      // values per I2_S block
@@ -107,8 +105,6 @@ void tiled_dot(const uint8_t* packed, int64_t k, const QuantizedRows& rows, int6
 }
 
 }  // namespace
-}  // namespace mul
-}  // namespace i2s
-}  // namespace bitnet_onnx
+}  // namespace bitnet_onnx::i2s::mul
 
 #endif  // __aarch64__

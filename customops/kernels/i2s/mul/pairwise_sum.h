@@ -6,9 +6,7 @@
 
 #include <cstdint>
 
-namespace bitnet_onnx {
-namespace i2s {
-namespace mul {
+namespace bitnet_onnx::i2s::mul {
 
 // numpy's combination of a leaf's eight partial sums.
 inline double combine8(const double* r) {
@@ -31,6 +29,4 @@ inline double sum_squares_reference(const float* x, int64_t n) {
   return sum_squares_reference(x, n2) + sum_squares_reference(x + n2, n - n2);
 }
 
-}  // namespace mul
-}  // namespace i2s
-}  // namespace bitnet_onnx
+}  // namespace bitnet_onnx::i2s::mul

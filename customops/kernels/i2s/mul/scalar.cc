@@ -8,9 +8,7 @@
 #include "mul_kernels.h"
 #include "pairwise_sum.h"
 
-namespace bitnet_onnx {
-namespace i2s {
-namespace mul {
+namespace bitnet_onnx::i2s::mul {
 namespace {
 
 constexpr int64_t kBlock = 128;      // values per I2_S block
@@ -103,6 +101,4 @@ const I2SKernel kScalar = {"scalar", packed_bytes, repack, quantize, dot, /*tile
 
 const I2SKernel* scalar_kernel() { return &kScalar; }
 
-}  // namespace mul
-}  // namespace i2s
-}  // namespace bitnet_onnx
+}  // namespace bitnet_onnx::i2s::mul

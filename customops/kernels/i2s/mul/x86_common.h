@@ -18,10 +18,7 @@
 #include "pairwise_sum.h"
 #include "simd/x86.h"
 
-namespace bitnet_onnx {
-namespace i2s {
-namespace mul {
-namespace x86 {
+namespace bitnet_onnx::i2s::mul::x86 {
 namespace {
 
 constexpr int64_t kI2sBlock = 128;      // values per I2_S block
@@ -200,7 +197,4 @@ void quantize(const float* x, int64_t m, int64_t k, const float* norm_w, float e
 }
 
 }  // namespace
-}  // namespace x86
-}  // namespace mul
-}  // namespace i2s
-}  // namespace bitnet_onnx
+}  // namespace bitnet_onnx::i2s::mul::x86

@@ -37,10 +37,7 @@
 #include "with_const.h"
 #include "x86_common.h"
 
-namespace bitnet_onnx {
-namespace i2s {
-namespace mul {
-namespace x86 {
+namespace bitnet_onnx::i2s::mul::x86 {
 namespace {
 
 template <class V, class Ops>
@@ -348,7 +345,4 @@ constexpr I2SKernel panel_kernel(const char* name) {
 }
 
 }  // namespace
-}  // namespace x86
-}  // namespace mul
-}  // namespace i2s
-}  // namespace bitnet_onnx
+}  // namespace bitnet_onnx::i2s::mul::x86
