@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <new>
 #include <type_traits>
 
@@ -97,6 +98,15 @@ struct LutDot {
       for (int p = 0; p < 9; ++p) V::store(table + (9 * c + p) * T, V::add16(low[p], high[c]));
   }
 
+  // Byte b of a little-endian word of pattern bytes as its table entry's byte offset (pattern x kEntryBytes).
+  static constexpr int kEntryShift = kEntryBytes == 64 ? 6 : kEntryBytes == 32 ? 5 : 4;
+  static_assert(kEntryBytes == int64_t{1} << kEntryShift, "entries of 16, 32 or 64 bytes");
+  static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "pattern byte b of a row is bits 8b..8b+7 of its word");
+  static size_t entry_offset(uint64_t word, int b) {
+    constexpr uint64_t kMask = uint64_t{0xFF} << kEntryShift;
+    return static_cast<size_t>(b == 0 ? (word << kEntryShift) & kMask : (word >> (8 * b - kEntryShift)) & kMask);
+  }
+
   // How a sweep starts and ends its rows' int16 sums (see lut_kernels.h).
   struct Phase {
     bool from_zero;    // first block since the last widening: sums start at 0
@@ -109,16 +119,31 @@ struct LutDot {
     I acc[R];
     #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) acc[r] = ph.from_zero ? V::zero() : V::load(acc16 + r * T);
-    // Byte offsets in size_t: the index load, one shift and the vpaddw's own address (table c's
-    // offset is its displacement), no sign extension.
+    // Byte offsets in size_t (table c's offset is the vpaddw's displacement), no sign extension.
     const char* base = reinterpret_cast<const char*>(tables);
-    #pragma GCC unroll 16
-    for (int c = 0; c < GB; ++c)
+    if constexpr (GB % 8 == 0) {
+      // A row's pattern bytes read 8 at a time, each entry offset cut out of the word by a shift and a mask
+      // (ALU work) instead of a byte load each: with every lookup also loading its table entry, the byte
+      // loads were the load ports' other half (lut-avx512 on Zen 4: 12-16% less time at M >= 128).
+      uint64_t words[R][GB / 8];
       #pragma GCC unroll 4
-      for (int r = 0; r < R; ++r) {
-        const size_t entry = static_cast<size_t>(idx[r * GB + c]) * kEntryBytes;
-        acc[r] = V::add16(acc[r], V::load(base + c * kTableBytes + entry));
-      }
+      for (int r = 0; r < R; ++r) std::memcpy(words[r], idx + r * GB, GB);
+      #pragma GCC unroll 16
+      for (int c = 0; c < GB; ++c)
+        #pragma GCC unroll 4
+        for (int r = 0; r < R; ++r) {
+          const size_t entry = entry_offset(words[r][c / 8], c % 8);
+          acc[r] = V::add16(acc[r], V::load(base + c * kTableBytes + entry));
+        }
+    } else {  // a byte load and a shift per lookup
+      #pragma GCC unroll 16
+      for (int c = 0; c < GB; ++c)
+        #pragma GCC unroll 4
+        for (int r = 0; r < R; ++r) {
+          const size_t entry = static_cast<size_t>(idx[r * GB + c]) * kEntryBytes;
+          acc[r] = V::add16(acc[r], V::load(base + c * kTableBytes + entry));
+        }
+    }
     #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       if (!ph.widen) {
