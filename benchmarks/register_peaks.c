@@ -29,11 +29,11 @@ static const struct { const char *op, *name; int path; const char *flags, *what;
     {I2S, "avx512vnni", 2, "-mavx512f -mavx512vnni", "vpdpbusd zmm"},
     {I2S, "amx", 3, "-mamx-tile -mamx-int8", "tdpbusd 4 tiles"},
     {I2S, "stream", 4, "-mavx2", "32-byte loads of -DBYTES bytes"},
-    {I2S, "lut-avx2", 5, "-mavx2", "byte index + vpaddw ymm from 41 KB of L1 tables"},
-    {I2S, "lut-avx512", 6, "-mavx512f -mavx512bw", "byte index + vpaddw zmm from 41 KB of L1 tables"},
+    {I2S, "lut-avx2", 5, "-mavx2", "pattern byte from a word + vpaddw ymm from 41 KB of L1 tables"},
+    {I2S, "lut-avx512", 6, "-mavx512f -mavx512bw", "pattern byte from a word + vpaddw zmm from 41 KB of L1 tables"},
     /* the ceiling of a co-issued family (no kernel yet): vpdpbusd zmm and lookups in one loop */
     {I2S, "mix-avx512", 15, "-mavx512f -mavx512bw -mavx512vnni",
-     "12 vpdpbusd zmm + 3 lookups (byte index + vpaddw zmm) per iteration"},
+     "12 vpdpbusd zmm + 3 lookups (pattern byte from a word + vpaddw zmm) per iteration"},
     {ATTENTION, "amxbf16", 11, "-mamx-tile -mamx-bf16", "tdpbf16ps, 4 tiles"},
     {ATTENTION, "avx512", 12, "-mavx512f", "vfmadd231ps zmm"},
     {ATTENTION, "avx512bf16", 13, "-mavx512f -mavx512bf16", "vdpbf16ps zmm"},
@@ -136,7 +136,8 @@ int main(void) {
     ops = 50.0 * BYTES / iters / 12;  /* reported "GOP/s" = GB/s */
 #elif PATH == 5 || PATH == 6
     /* the lookup step: a pattern byte indexes a table entry (tokens x int16) added with vpaddw;
-       tables as the kernels size them (41 KB: L1) */
+       tables as the kernels size them (41 KB: L1); the bytes cut out of 8-byte words as the kernels do
+       (lut_tables.h: a shift and a mask each, no byte load) */
 #if PATH == 5
     typedef __m256i V;
 #define LD(p) _mm256_load_si256((const V*)(p))
@@ -157,7 +158,7 @@ int main(void) {
     ops = 256.0;  /* 32 tokens x 4 weights x 2 */
 #endif
 #define TABLE_INT16S (GROUPS * 81 * ENTRY / 2)
-#define LOOKUP(a, i) ADDW(a, LD((const char*)table + ((i) % GROUPS) * 81 * ENTRY + (size_t)ix[i] * ENTRY))
+#define LOOKUP(a, i) ADDW(a, LD((const char*)table + ((i) % GROUPS) * 81 * ENTRY + ENTRY_AT(i)))
 #elif PATH == 15
     /* co-issue: the avx512vnni unit (DP on the 12 accumulators) with MIXED lookups of lut-avx512's step
        into accumulators of their own in the same iteration; a multiply uses the vector multiply pipes, a
@@ -172,7 +173,7 @@ int main(void) {
 #define GROUPS 8
 #define MIXED 3
 #define TABLE_INT16S (GROUPS * 81 * ENTRY / 2)
-#define LOOKUP(a, i) _mm512_add_epi16(a, LD((const char*)table + ((i) % GROUPS) * 81 * ENTRY + (size_t)ix[i] * ENTRY))
+#define LOOKUP(a, i) _mm512_add_epi16(a, LD((const char*)table + ((i) % GROUPS) * 81 * ENTRY + ENTRY_AT(i)))
     ops = (12 * 128.0 + MIXED * 256.0) / 12;  /* per unit: 12 vpdpbusd of 64 MACs, MIXED lookups of 128 */
 #elif PATH == 7 || PATH == 8 || PATH == 9
     /* aarch64: smlal (neon: int8 x int8 -> int16), sdot (dotprod), smmla (i8mm) */
@@ -266,8 +267,14 @@ int main(void) {
 #endif
     t0 = now();
     for (long it = 0; it < iters; ++it) {
-#if defined(LOOKUP)
-      const uint8_t* ix = idx + ((it * 12) & 4095);
+#if defined(LOOKUP) && PATH == 10
+      const uint8_t* ix = idx + ((it * 12) & 4095); /* lut-neon loads its pattern bytes one by one */
+#elif defined(LOOKUP)
+      uint64_t words[2]; /* the iteration's 12 pattern bytes (of 16) */
+      memcpy(words, idx + ((it * 12) & 4095), sizeof words);
+#define ENTRY_SHIFT (ENTRY == 64 ? 6 : 5)
+#define ENTRY_AT(i) ((size_t)((i) % 8 == 0 ? (words[(i) / 8] << ENTRY_SHIFT) & (0xFFull << ENTRY_SHIFT) \
+                                          : (words[(i) / 8] >> (8 * ((i) % 8) - ENTRY_SHIFT)) & (0xFFull << ENTRY_SHIFT)))
 #endif
 #if defined(MIXED)
 #define U(i) a##i = DP(a##i, b, c);
