@@ -21,9 +21,9 @@
 
 namespace bitnet_onnx::i2s {
 
-// Timed calls per candidate family before the choice is made: the best of 5 leaves out the calls that
-// a cold cache, a page fault or another process slowed down (with 3, a loaded 2-core machine picked the
-// slower family of two 15% apart).
+// Timed calls per candidate family before the choice is made (3 turns of kTurnCalls): the best of them
+// leaves out the calls that a cold cache, a page fault or another process slowed down (with 3 calls in all,
+// a loaded 2-core machine picked the slower family of two 15% apart).
 constexpr int kTrialsPerFamily = 6;
 
 // Calls a family runs in a row in each of its turns. In a row, a family's second call finds its weights where the
