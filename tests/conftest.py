@@ -270,12 +270,23 @@ def _gguf_reads_once(patch: pytest.MonkeyPatch, path: Path) -> None:
     read-only (a read-only memmap and the fields parsed from it) and so is each dequantized array (a caller
     that wrote into one would fail, not share its change), so what each export and verify computes is
     unchanged; a changed file (size, time) is read again. The arrays (about 1 GB of float32) live as long
-    as the patch."""
-    import bitnet_onnx.gguf_source as gguf_source
+    as the patch.
 
-    read, dequantize = gguf_source.open_gguf, gguf_source.dequantize
+    transformers' GGUF loading (verify's reference, AutoConfig / AutoTokenizer with ``gguf_file``) reads the
+    file with gguf-py's own GGUFReader, twice per model load, over an np.memmap (three times our reader's
+    time, bitnet_onnx.gguf_file._plain_array_reader): it gets the shared reader too (the same fields and
+    tensor bytes; it only reads them). The tokenizer each GgufModel rebuilds from the metadata (the SentencePiece
+    merges of 262,144 pieces, then a parse of the result to check it loads) is made once: gguf_tokenizer's
+    tokenizer_files is a function of the metadata, so every export gets the same files."""
+    import gguf
+
+    import bitnet_onnx.gguf_source as gguf_source
+    from bitnet_onnx.gguf_file import _plain_array_reader
+
+    read, dequantize, tokenizer_files = gguf_source.open_gguf, gguf_source.dequantize, gguf_source.tokenizer_files
     readers: dict[tuple, object] = {}
     tables: dict[str, object] = {}  # tensor name -> its float32 array, read-only
+    tokenizers: dict[tuple, tuple[str, dict]] = {}  # (fingerprint, append_eos) -> tokenizer_files' answer
 
     def read_once(file, checked=False):
         if Path(file) != path:
@@ -295,8 +306,31 @@ def _gguf_reads_once(patch: pytest.MonkeyPatch, path: Path) -> None:
             tables[tensor.name].setflags(write=False)
         return tables[tensor.name]
 
+    def tokenizer_files_once(meta, source, append_eos=None):
+        if Path(source) != path:
+            return tokenizer_files(meta, source, append_eos)
+        key = (_fingerprint(path), append_eos)
+        if key not in tokenizers:
+            tokenizers.clear()
+            tokenizers[key] = tokenizer_files(meta, source, append_eos)
+        text, config = tokenizers[key]
+        return text, dict(config)  # the caller's own dict, as from a call of its own
+
+    _plain_array_reader()  # our reader's class made first: it subclasses gguf-py's reader, not the one below
+
+    class SharedGGUFReader(gguf.GGUFReader):
+        """What ``from gguf import GGUFReader`` finds (transformers imports it at each load): ``path``'s shared
+        reader (not an instance of this class, so not initialized again), any other file's own reader."""
+
+        def __new__(cls, file, *args, **kwargs):
+            if cls is SharedGGUFReader and not args and not kwargs and Path(file) == path:
+                return read_once(file)
+            return super().__new__(cls)
+
     patch.setattr(gguf_source, "open_gguf", read_once)
     patch.setattr(gguf_source, "dequantize", dequantize_once)
+    patch.setattr(gguf_source, "tokenizer_files", tokenizer_files_once)
+    patch.setattr(gguf, "GGUFReader", SharedGGUFReader)
 
 
 @tier_fixture("real_size", scope="session")
