@@ -658,7 +658,8 @@ void check_driver(bitnet_onnx::Isa isa, const char* family, const Vectors& v, co
 // The driver on `isa` with its family measured (BITNET_ONNX_KERNEL unset, measured_choice.h): through
 // every family's trials and past the choice, every call == `want` bit for bit. Each family's own bits are
 // check_driver's (forced); this checks the plumbing (every layout packed, trials, the choice), on the
-// first kMeasuredCases small cases of a kernel: its 11 calls a case would multiply the emulated runs' time.
+// first kMeasuredCases small cases of a kernel: its kFamilyCount x kTrialsPerFamily + 1 calls a case would
+// multiply the emulated runs' time.
 constexpr int kMeasuredCases = 4;
 constexpr int64_t kMeasuredMaxMacs = int64_t{1} << 22;
 void check_measured_driver(bitnet_onnx::Isa isa, const Vectors& v, const std::vector<float>& want, int threads,

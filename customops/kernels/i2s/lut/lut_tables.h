@@ -98,12 +98,21 @@ struct LutDot {
       for (int p = 0; p < 9; ++p) V::store(table + (9 * c + p) * T, V::add16(low[p], high[c]));
   }
 
-  // Byte b of a little-endian word of pattern bytes as its table entry's byte offset (pattern x kEntryBytes).
-  static constexpr int kEntryShift = kEntryBytes == 64 ? 6 : kEntryBytes == 32 ? 5 : 4;
-  static_assert(kEntryBytes == int64_t{1} << kEntryShift, "entries of 16, 32 or 64 bytes");
+  // A row's pattern bytes are read 8 at a time when a K block holds a multiple of 8 groups, each entry's
+  // offset cut out of its word by a shift and a mask (ALU work) instead of a byte load each: every lookup
+  // also loads its table entry, and the byte loads were the load ports' other half (lut-avx512 and
+  // lut-avx2 on Zen 4: 10-20% less time; BENCHMARKS.md). lut-neon's 12 groups load bytes.
+  static constexpr int kEntryShift = __builtin_ctzll(kEntryBytes);
+  static_assert(kEntryBytes == int64_t{1} << kEntryShift, "table entries of a power of two bytes");
   static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "pattern byte b of a row is bits 8b..8b+7 of its word");
-  static size_t entry_offset(uint64_t word, int b) {
+
+  // Group c's table entry offset (pattern x kEntryBytes) for row r of the block.
+  template <int GB, int R>
+  static size_t entry_offset(const uint8_t* idx, const uint64_t (&words)[R][GB / 8 + 1], int r, int c) {
+    if constexpr (GB % 8 != 0) return static_cast<size_t>(idx[r * GB + c]) * kEntryBytes;
     constexpr uint64_t kMask = uint64_t{0xFF} << kEntryShift;
+    const uint64_t word = words[r][c / 8];
+    const int b = c % 8;
     return static_cast<size_t>(b == 0 ? (word << kEntryShift) & kMask : (word >> (8 * b - kEntryShift)) & kMask);
   }
 
@@ -121,29 +130,16 @@ struct LutDot {
     for (int r = 0; r < R; ++r) acc[r] = ph.from_zero ? V::zero() : V::load(acc16 + r * T);
     // Byte offsets in size_t (table c's offset is the vpaddw's displacement), no sign extension.
     const char* base = reinterpret_cast<const char*>(tables);
+    uint64_t words[R][GB / 8 + 1];
     if constexpr (GB % 8 == 0) {
-      // A row's pattern bytes read 8 at a time, each entry offset cut out of the word by a shift and a mask
-      // (ALU work) instead of a byte load each: with every lookup also loading its table entry, the byte
-      // loads were the load ports' other half (lut-avx512 on Zen 4: 12-16% less time at M >= 128).
-      uint64_t words[R][GB / 8];
       #pragma GCC unroll 4
       for (int r = 0; r < R; ++r) std::memcpy(words[r], idx + r * GB, GB);
-      #pragma GCC unroll 16
-      for (int c = 0; c < GB; ++c)
-        #pragma GCC unroll 4
-        for (int r = 0; r < R; ++r) {
-          const size_t entry = entry_offset(words[r][c / 8], c % 8);
-          acc[r] = V::add16(acc[r], V::load(base + c * kTableBytes + entry));
-        }
-    } else {  // a byte load and a shift per lookup
-      #pragma GCC unroll 16
-      for (int c = 0; c < GB; ++c)
-        #pragma GCC unroll 4
-        for (int r = 0; r < R; ++r) {
-          const size_t entry = static_cast<size_t>(idx[r * GB + c]) * kEntryBytes;
-          acc[r] = V::add16(acc[r], V::load(base + c * kTableBytes + entry));
-        }
     }
+    #pragma GCC unroll 16
+    for (int c = 0; c < GB; ++c)
+      #pragma GCC unroll 4
+      for (int r = 0; r < R; ++r)
+        acc[r] = V::add16(acc[r], V::load(base + c * kTableBytes + entry_offset<GB>(idx, words, r, c)));
     #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       if (!ph.widen) {
