@@ -10,7 +10,8 @@ Variants:
                    neon), forced with BITNET_ONNX_ISA per session
   i2s-<isa>+norm   the same with the fused RMSNorm input norm_weight (--norm on|both)
   i2s-<isa>-lut    the lookup kernel family forced (BITNET_ONNX_KERNEL=lut; --family), -mul the
-                   multiply one, -rules the compiled rules' choice; plain i2s-<isa> is the op's own
+                   multiply one, -mul_direct the multiply kernels' direct path at every M, -rules
+                   the compiled rules' choice; plain i2s-<isa> is the op's own
                    choice, measured on this host per shape (docs/op.md, "Kernel families")
   fp32             ORT MatMul, float32 weights s_w * T
   dqmm             ORT com.microsoft DynamicQuantizeMatMul, int8 weights T, per-column scales

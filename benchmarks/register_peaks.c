@@ -29,6 +29,12 @@ static const struct { const char *op, *name; int path; const char *flags, *what;
     {I2S, "avx512vnni", 2, "-mavx512f -mavx512vnni", "vpdpbusd zmm"},
     {I2S, "amx", 3, "-mamx-tile -mamx-int8", "tdpbusd 4 tiles"},
     {I2S, "stream", 4, "-mavx2", "32-byte loads of -DBYTES bytes"},
+    /* mul_direct's kernels run the multiply kernels' step (their direct path at every M): the same loops */
+    {I2S, "mul_direct-avx2", 0, "-mavx2", "vpmaddubsw+vpaddw ymm"},
+    {I2S, "mul_direct-avxvnni", 1, "-mavx2 -mavxvnni", "vpdpbusd ymm (VEX)"},
+    {I2S, "mul_direct-avxvnni", 1, "-mavx2 -mavx512f -mavx512vl -mavx512vnni",
+     "vpdpbusd ymm, EVEX form as a proxy: this CPU has AVX512-VNNI but no AVX-VNNI"},
+    {I2S, "mul_direct-avx512vnni", 2, "-mavx512f -mavx512vnni", "vpdpbusd zmm"},
     {I2S, "lut-avx2", 5, "-mavx2", "pattern byte from a word + vpaddw ymm from 41 KB of L1 tables"},
     {I2S, "lut-avx512", 6, "-mavx512f -mavx512bw", "pattern byte from a word + vpaddw zmm from 41 KB of L1 tables"},
     /* the ceiling of a co-issued family (no kernel yet): vpdpbusd zmm and lookups in one loop */

@@ -19,6 +19,7 @@ Standard models run unchanged (plain HF), unless ``ternarize`` (the export's --t
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -72,6 +73,15 @@ def _bitlinear_class():
             return (sums / a) * torch.tensor(self.s_w, dtype=torch.float32)
 
     return BitLinear
+
+
+def _read_only_tensor(torch, array: np.ndarray):
+    """``array`` as a torch tensor without a copy (a 262k-token table is 670 MB), for reading only (compared,
+    or copied into the model by load_state_dict): a source may hand out arrays it shares and marks
+    read-only, which torch wraps with a warning."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+        return torch.from_numpy(np.ascontiguousarray(array))
 
 
 class Reference:
@@ -146,7 +156,7 @@ class Reference:
             if spec.kind in (LINEAR, "norm_in"):
                 continue
             for i in range(folder.cfg.n_layers) if spec.per_layer else (None,):
-                state[spec.hf.format(i=i)] = torch.from_numpy(folder.tensor(spec.role, i).copy())
+                state[spec.hf.format(i=i)] = _read_only_tensor(torch, folder.tensor(spec.role, i))  # load_state_dict copies
         model.load_state_dict(state, strict=False)
         return model
 
@@ -171,10 +181,10 @@ class Reference:
                 continue
             for i in range(self.folder.cfg.n_layers if spec.per_layer else 1):
                 name = spec.hf.format(i=i)
-                want = self.folder.tensor(spec.role, i if spec.per_layer else None)
-                if spec.kind == "embedding":
-                    want = want.astype(np.float16).astype(np.float32) if self.f16_embeddings else want
-                if name not in state or not torch.equal(state[name].float(), torch.from_numpy(np.array(want))):
+                want = _read_only_tensor(torch, self.folder.tensor(spec.role, i if spec.per_layer else None))
+                if spec.kind == "embedding" and self.f16_embeddings:
+                    want = want.half().float()  # as _finish rounded the table (torch's cast: numpy's is ~7x slower)
+                if name not in state or not torch.equal(state[name].float(), want):
                     raise BitnetOnnxError(f"reference: transformers did not load {name} from {self.folder.path}")
 
     def encode(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -268,12 +268,13 @@ def test_variant_table():
     families = [family.name for family in customops.dispatch().families]
     assert [(v.name, v.env) for v in variants.family_variants().values()] == [
         (f"i2s-{family}", ((customops.KERNEL_ENV, family),)) for family in families]
-    with pytest.raises(BitnetOnnxError, match="--variants 'i2s,fp8': choose from i2s, i2s-mul, i2s-lut, i2s-onnx-attn, f32"):
+    family_rows = ", ".join(f"i2s-{family}" for family in families)
+    with pytest.raises(BitnetOnnxError, match=f"--variants 'i2s,fp8': choose from i2s, {family_rows}, i2s-onnx-attn, f32"):
         variants.parse_variants("i2s,fp8")
     assert variants.variants_help() == (
-        "weight variants to compare (default i2s,int8,ort-int8,nbits,f32,openvino; also i2s-mul, i2s-lut, i2s-onnx-attn, "
+        f"weight variants to compare (default i2s,int8,ort-int8,nbits,f32,openvino; also {family_rows}, i2s-onnx-attn, "
         "f16, nbits2, nbits4, i2s-text, llama.cpp-f16, llama.cpp-tq2_0; "
-        "i2s-mul = i2s with BITNET_ONNX_KERNEL=mul; i2s-lut = i2s with BITNET_ONNX_KERNEL=lut; "
+        + "".join(f"i2s-{family} = i2s with BITNET_ONNX_KERNEL={family}; " for family in families) +
         "i2s-onnx-attn = i2s with the stock ONNX attention instead of EncoderAttention (export --attention onnx); "
         "ort-int8 = ORT's quantize_dynamic of the f32 export; "
         "i2s-text = i2s fed texts, the tokenizer in the graph (export --text-input); "

@@ -1,6 +1,6 @@
 // with_const<kMax>(r, f): calls f(std::integral_constant<int, r>) for a runtime r in [1, kMax], so a
 // kernel loop over r rows/groups is instantiated once per r and fully unrolled. Shared by the
-// multiply (i2s/x86_dot.h) and lookup (lut/lut_tables.h) kernels.
+// multiply (i2s_panel/x86_dot.h) and lookup (lut/lut_tables.h) kernels.
 #pragma once
 
 #include <type_traits>

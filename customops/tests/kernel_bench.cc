@@ -6,7 +6,7 @@
 //   kernel_bench --kernels avx2,avx512vnni,lut-avx2,lut-avx512 --shapes 1024x2048,640x256 --m 1,16,512 [--reps 7]
 //
 // Names: any family's kernels (kernels/i2s/families.h): the multiply kernels' (ISA names), the
-// lookup family's (lut-avx2, lut-avx512, ...).
+// lookup family's (lut-avx2, lut-avx512, ...), the direct multiply path's (mul_direct-avx512vnni, ...).
 // Prints one line per (shape, M, kernel): median microseconds and GOP/s (2*M*K*N per call).
 #include <algorithm>
 #include <cinttypes>

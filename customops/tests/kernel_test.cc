@@ -4,7 +4,8 @@
 //   kernel_test --kernels scalar,avx2,... [--extreme-k K,K,...] [FILE.i2sv...]
 //   kernel_test --list-kernels   (the ISA table, kernels/isa.h, as the op library exports it)
 //   kernel_test --kernels lut-scalar,lut-avx2,... --generated small|full [FILE.i2sv...]
-//   kernel_test --kernels ... --threads 1,2 FILE.i2sv...
+//   kernel_test --kernels ... --threads 1,2 [--driver-once-above MACS] FILE.i2sv...
+//   kernel_test --kernels ... --extreme-k K,... [--extreme-whole-tile KERNEL,...]
 //
 // Kernel names are any family's (kernels/i2s/families.h): the multiply kernels' (the ISA names) or
 // another family's own names (kernels/i2s/lut/: lut-scalar, lut-avx2, lut-avx512, lut-neon; each
@@ -17,9 +18,14 @@
 // --extreme-k builds its cases in memory (files that large would take gigabytes): for each K,
 // 128-periodic rows of q at the int8 extremes against 128-periodic ternary rows, so that the
 // exact sums, (K / 128) times one block's, reach +-128 * K (the int32 limit just below K = 2^24).
+// --extreme-whole-tile: the named kernels run those cases as the one all-token tile (dot, dot_scaled)
+// only, for kernels whose sums of a token do not depend on how many tokens a call holds (see check_extreme).
 // --threads runs, for every file, the driver (kernels/i2s/driver.h: quantization with the fused
 // norm, the op's job grid over that many threads, the epilogue) on the kernel's ISA forced to its
-// family, and compares y bit for bit with the driver on the scalar multiply kernel on one thread.
+// family, and compares y bit for bit with the op's epilogue of the file's exact sums, where the file's
+// dot input is the driver's own quantized rows (make_kernel_vectors.py), else with the driver on the
+// scalar multiply kernel on one thread. --driver-once-above MACS: files of more multiply-adds (one
+// full dot) run the driver at the last --threads count only (its job grid does not depend on the count).
 // For every named kernel and every file: repack + dot over the whole [M x N], over odd sub-tiles
 // (with a padded leading dimension whose padding must stay untouched) and over the kernel's own
 // tile grid == the reference int32 sums; quantize without and with the norm weight == the
@@ -455,15 +461,19 @@ std::string check_extreme_tile(const I2SKernel& kern, const uint8_t* packed, con
 
 // All tokens (the buffered path), each token alone (the one-token path up to K = 2^19, then the
 // direct one) and three (the direct path), by dot and by dot_scaled (bit for bit against the
-// epilogue of the exact sums).
-void check_extreme(const I2SKernel& kern, const ExtremeCase& e, const std::string& tag) {
+// epilogue of the exact sums). whole_tile: the all-token tile only, which holds every row pattern at
+// the same K, for a kernel whose sums of one token do not depend on how many tokens the call has (the
+// lookup kernels: one int16 lane per token throughout, lut_tables.h; only the gather and the epilogue
+// see the count, and the --generated and file cases check those at every token count of a block).
+void check_extreme(const I2SKernel& kern, const ExtremeCase& e, const std::string& tag, bool whole_tile) {
   std::unique_ptr<uint8_t, decltype(&std::free)> packed(
       static_cast<uint8_t*>(std::aligned_alloc(64, (kern.packed_bytes(e.n, e.k) + 63) / 64 * 64)), std::free);
   kern.repack(e.i2s.data(), e.n, e.k, packed.get());
   const QuantizedRows rows{e.q.data(), e.a.data(), e.qsum.data(), e.m, e.k};
-  std::vector<std::array<int64_t, 2>> tiles = {{0, e.m}, {0, 3}};
+  std::vector<std::array<int64_t, 2>> tiles = {{0, e.m}};
+  if (!whole_tile) tiles.push_back({0, 3});
   // one token at a time: rows 8-15 mirror rows 0-7 (make_extreme), so the first half holds every row's data
-  for (int64_t i = 0; i < e.m / 2; ++i) tiles.push_back({i, i + 1});
+  for (int64_t i = 0; i < e.m / 2 && !whole_tile; ++i) tiles.push_back({i, i + 1});
   std::string err;
   for (size_t t = 0; t < tiles.size() && err.empty(); ++t)
     err = check_extreme_tile(kern, packed.get(), e, rows, tiles[t][0], tiles[t][1]);
@@ -607,6 +617,37 @@ void check_measured_choice() {
   report(wrong.empty(), "measured choice", wrong);
 }
 
+// Kernels of one ISA that name the same layout (I2SKernel::layout) share a node's packed W (driver.cc), so
+// they must agree on its size and bytes: checked on every ISA this CPU runs, for a W of rows that are not a
+// multiple of any panel height.
+void check_shared_layouts() {
+  namespace i2s = bitnet_onnx::i2s;
+  const int64_t n = 37, k = 256;
+  std::vector<int8_t> t(static_cast<size_t>(n * k));
+  for (size_t i = 0; i < t.size(); ++i) t[i] = static_cast<int8_t>((i * 7 + i / 5) % 3) - 1;
+  const std::vector<uint8_t> i2s_bytes = i2s_of(t, n, k);
+  const bitnet_onnx::CpuFeatures& cpu = bitnet_onnx::cpu_features();
+  for (int r = 0; r < bitnet_onnx::kIsaCount; ++r) {
+    const bitnet_onnx::IsaRecord& isa = bitnet_onnx::isa_table()[r];
+    if (!isa.built || !isa.available(cpu)) continue;
+    for (i2s::Family a = 0; a < i2s::kFamilyCount; ++a)
+      for (i2s::Family b = a + 1; b < i2s::kFamilyCount; ++b) {
+        const I2SKernel* ka = i2s::family_kernel(a, isa.isa);
+        const I2SKernel* kb = i2s::family_kernel(b, isa.isa);
+        if (!ka || !kb || !ka->layout || !kb->layout || std::strcmp(ka->layout, kb->layout) != 0) continue;
+        const size_t bytes = ka->packed_bytes(n, k);
+        std::vector<uint8_t> pa(bytes), pb(bytes);
+        const bool same_size = kb->packed_bytes(n, k) == bytes;
+        if (same_size) {
+          ka->repack(i2s_bytes.data(), n, k, pa.data());
+          kb->repack(i2s_bytes.data(), n, k, pb.data());
+        }
+        report(same_size && pa == pb, fmt("layout %s of %s and %s", ka->layout, ka->name, kb->name),
+               same_size ? "repack writes other bytes" : "packed_bytes differ");
+      }
+  }
+}
+
 // ---- --threads (the driver: quantization, tiling over the host's threads, epilogue)
 
 // A pool of `threads` std::threads taking job indices from a shared counter (threads == 1: a loop).
@@ -625,7 +666,9 @@ struct ThreadPool {
   }
 };
 
-// y of MatMul::run (the op's path: constant W, fused norm when the case has one, s_w = 0.37) on
+constexpr float kDriverSw = 0.37f;
+
+// y of MatMul::run (the op's path: constant W, fused norm when the case has one, s_w = kDriverSw) on
 // `isa` forced to `family` (null: measured), split over `threads` threads.
 std::vector<float> driver_y(bitnet_onnx::Isa isa, const char* family, const Vectors& v, int threads) {
   bitnet_onnx::i2s::MatMul matmul(isa, family);
@@ -634,19 +677,32 @@ std::vector<float> driver_y(bitnet_onnx::Isa isa, const char* family, const Vect
   bitnet_onnx::i2s::Call call;
   call.x = v.x.data(), call.m = v.m, call.k = v.k, call.n = v.n;
   call.norm = v.has_norm ? v.norm_w.data() : nullptr;
-  call.eps = v.eps, call.s_w = 0.37f, call.y = y.data();
+  call.eps = v.eps, call.s_w = kDriverSw, call.y = y.data();
   ThreadPool pool{threads};
   matmul.run(call, bitnet_onnx::i2s::ParallelFor{&pool, ThreadPool::run});
   return y;
 }
 
-// The driver on the kernel's ISA and family at each thread count == `want`, the scalar multiply
-// kernel's driver on one thread, bit for bit (every float, NaN rows as NaN).
+// The driver's y on a file case when the file's dot input is the driver's own quantized rows (q_norm, or
+// q_plain without a norm weight: make_kernel_vectors.py): the op's epilogue, (float(sum) / a) * s_w, of the
+// file's exact sums with numpy's a; empty when the case sets its dot input apart (the scalar driver then).
+std::vector<float> file_driver_y(const Vectors& v) {
+  const std::vector<int8_t>& q = v.has_norm ? v.q_norm : v.q_plain;
+  const std::vector<float>& a = v.has_norm ? v.a_norm : v.a_plain;
+  if (v.x.empty() || q != v.q_dot) return {};
+  std::vector<float> y(static_cast<size_t>(v.m * v.n));
+  for (int64_t i = 0; i < v.m; ++i)
+    for (int64_t j = 0; j < v.n; ++j) y[i * v.n + j] = (static_cast<float>(v.sums[i * v.n + j]) / a[i]) * kDriverSw;
+  return y;
+}
+
+// The driver on the kernel's ISA and family at each thread count == `want` (file_driver_y, else the scalar
+// multiply kernel's driver on one thread), bit for bit (every float, NaN rows as NaN).
 void check_driver_y(const std::vector<float>& got, const std::vector<float>& want, const std::string& tag) {
   int64_t bad = -1;
   for (size_t i = 0; i < got.size() && bad < 0; ++i)
     if (!same_float(got[i], want[i])) bad = static_cast<int64_t>(i);
-  report(bad < 0, tag, bad < 0 ? "" : fmt("y[%" PRId64 "] = %a, scalar %a", bad, got[bad], want[bad]));
+  report(bad < 0, tag, bad < 0 ? "" : fmt("y[%" PRId64 "] = %a, want %a", bad, got[bad], want[bad]));
 }
 
 void check_driver(bitnet_onnx::Isa isa, const char* family, const Vectors& v, const std::vector<float>& want,
@@ -676,6 +732,8 @@ int main(int argc, char** argv) {
   std::vector<int64_t> extreme_ks;
   std::string generated;  // "", "small" or "full"
   std::vector<int> threads;  // --threads: the driver at each count
+  int64_t driver_once_above = -1;  // --driver-once-above: bigger files at the last count only
+  std::vector<std::string> extreme_whole;  // --extreme-whole-tile: kernels checked at --extreme-k on the whole tile
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--list-kernels") == 0) {  // the ISA table, as the library exports it
       std::fputs(bitnet_onnx::isa_table_text().c_str(), stdout);
@@ -698,6 +756,14 @@ int main(int argc, char** argv) {
         }
         threads.push_back(v);
       }
+    } else if (std::strcmp(argv[i], "--driver-once-above") == 0 && i + 1 < argc) {
+      driver_once_above = std::atoll(argv[++i]);
+      if (driver_once_above < 1) {
+        std::fprintf(stderr, "--driver-once-above: %s is not a positive count of multiply-adds\n", argv[i]);
+        return 2;
+      }
+    } else if (std::strcmp(argv[i], "--extreme-whole-tile") == 0 && i + 1 < argc) {
+      extreme_whole = split(argv[++i], ',');
     } else if (std::strcmp(argv[i], "--extreme-k") == 0 && i + 1 < argc) {
       for (const std::string& k : split(argv[++i], ',')) {
         const int64_t v = std::atoll(k.c_str());
@@ -713,7 +779,8 @@ int main(int argc, char** argv) {
   }
   if (kernels.empty() || (files.empty() && extreme_ks.empty() && generated.empty())) {
     std::fprintf(stderr, "usage: kernel_test --kernels scalar,avx2,lut-avx2,... [--extreme-k K,...] [--generated small|full] "
-                         "[--threads 1,2,...] [FILE.i2sv...] | --list-kernels\n");
+                         "[--threads 1,2,...] [--driver-once-above MACS] [--extreme-whole-tile KERNEL,...] [FILE.i2sv...] | "
+                         "--list-kernels\n");
     return 2;
   }
   const bitnet_onnx::CpuFeatures& cpu = bitnet_onnx::cpu_features();
@@ -743,6 +810,7 @@ int main(int argc, char** argv) {
   }
   check_family_rules();
   check_measured_choice();
+  check_shared_layouts();
 
   std::vector<Vectors> cases(files.size());
   for (size_t f = 0; f < files.size(); ++f) {
@@ -756,9 +824,19 @@ int main(int argc, char** argv) {
     if (generated.empty()) break;
     cases.push_back(make_generated(c[0], c[1], c[2], static_cast<Fill>(c[3])));
   }
-  std::vector<std::vector<float>> scalar_y(cases.size());  // --threads: the reference, once per case
-  for (size_t c = 0; c < cases.size() && !threads.empty(); ++c)
-    if (cases[c].m != 0 && !cases[c].x.empty()) scalar_y[c] = driver_y(bitnet_onnx::kIsaScalar, i2s::family_name(i2s::kBaseFamily), cases[c], 1);
+  std::vector<std::vector<float>> want_y(cases.size());  // --threads: the reference, once per case
+  int by_file = 0, by_scalar = 0;
+  for (size_t c = 0; c < cases.size() && !threads.empty(); ++c) {
+    if (cases[c].m == 0 || cases[c].x.empty()) continue;
+    want_y[c] = file_driver_y(cases[c]);
+    ++(want_y[c].empty() ? by_scalar : by_file);
+    if (want_y[c].empty()) want_y[c] = driver_y(bitnet_onnx::kIsaScalar, i2s::family_name(i2s::kBaseFamily), cases[c], 1);
+  }
+  if (!threads.empty())
+    std::printf("driver reference: %d cases by the files' sums, %d by the scalar driver\n", by_file, by_scalar);
+  for (const std::string& name : extreme_whole)
+    report(std::find(kernels.begin(), kernels.end(), name) != kernels.end(), "--extreme-whole-tile " + name,
+           "not among --kernels");
   for (const std::string& name : kernels) {
     std::string err;
     bitnet_onnx::Isa isa = bitnet_onnx::kIsaScalar;
@@ -769,7 +847,7 @@ int main(int argc, char** argv) {
     report(std::strcmp(kern->name, name.c_str()) == 0, "select_kernel(" + name + ")",
            std::string("returned the kernel named ") + kern->name);
     const int before = g_failed;
-    int driver_cases = 0, measured_cases = 0;
+    int driver_cases = 0, measured_cases = 0, once_cases = 0;
     for (size_t c = 0; c < cases.size(); ++c) {
       const Vectors& v = cases[c];
       if (v.m == 0) continue;
@@ -777,9 +855,11 @@ int main(int argc, char** argv) {
       check_dot(*kern, v, tag);
       if (v.x.empty()) continue;  // --generated: integer inputs only
       if (threads.empty()) continue;
-      check_driver(isa, i2s::family_name(family), v, scalar_y[c], threads, tag);
+      const bool once = driver_once_above > 0 && v.m * v.n * v.k > driver_once_above;
+      once_cases += once;
+      check_driver(isa, i2s::family_name(family), v, want_y[c], once ? std::vector<int>{threads.back()} : threads, tag);
       if (family == i2s::kBaseFamily && measured_cases < kMeasuredCases && v.m * v.n * v.k <= kMeasuredMaxMacs) {
-        check_measured_driver(isa, v, scalar_y[c], threads.back(), tag);
+        check_measured_driver(isa, v, want_y[c], threads.back(), tag);
         ++measured_cases;
       }
       ++driver_cases;
@@ -788,15 +868,17 @@ int main(int argc, char** argv) {
       if (v.has_norm) check_quantize(*kern, v, true, tag);
     }
     if (!threads.empty())
-      std::printf("%s driver: %d cases at %zu thread counts, %d measured: %s\n", name.c_str(), driver_cases,
+      std::printf("%s driver: %d cases at %zu thread counts, %d measured%s: %s\n", name.c_str(), driver_cases,
                   threads.size(), measured_cases,
+                  driver_once_above > 0 ? fmt(", %d at the last count only", once_cases).c_str() : "",
                   g_failed == before ? "ok" : "FAILED");
     for (const int64_t k : extreme_ks) {  // built per kernel: one case in memory at a time
       ExtremeCase e;
       const std::string tag = name + fmt(" extreme K=%" PRId64, k), err = make_extreme(k, &e);
       report(err.empty(), tag, err);
       const int before_k = g_failed;
-      if (err.empty()) check_extreme(*kern, e, tag);
+      if (err.empty())
+        check_extreme(*kern, e, tag, std::find(extreme_whole.begin(), extreme_whole.end(), name) != extreme_whole.end());
       std::printf("%s: %s\n", tag.c_str(), g_failed == before_k ? "ok" : "FAILED");
     }
     std::printf("kernel %s: %s\n", name.c_str(), g_failed == before ? "ok" : "FAILED");

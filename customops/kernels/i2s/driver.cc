@@ -100,6 +100,11 @@ void run_jobs(const ParallelFor& pool, void (*job)(void*, size_t), size_t count,
     for (size_t i = 0; i < count; ++i) job(&arg, i);
 }
 
+// Kernels that read the same packed bytes (I2SKernel::layout): a constant W is packed once for them.
+bool same_layout(const I2SKernel& a, const I2SKernel& b) {
+  return a.layout && b.layout && std::strcmp(a.layout, b.layout) == 0;
+}
+
 AlignedBytes pack(const I2SKernel& kernel, const uint8_t* i2s, int64_t n, int64_t k) {
   AlignedBytes packed(kernel.packed_bytes(n, k));
   if (n > 0) kernel.repack(i2s, n, k, packed.data());
@@ -201,8 +206,12 @@ MatMul::MatMul(Isa isa, const char* forced_family) : isa_(isa) {
 void MatMul::set_weights(const uint8_t* i2s, int64_t n, int64_t k) {
   for (Family f = 0; f < kFamilyCount; ++f) {
     packed_[f] = AlignedBytes();
-    if (family_possible(candidates_, isa_, f, k, n))
-      packed_[f] = pack(*candidates_.kernel[f], i2s, n, k);
+    packed_in_[f] = f;
+    if (!family_possible(candidates_, isa_, f, k, n)) continue;
+    for (Family e = 0; e < f && packed_in_[f] == f; ++e)
+      if (family_possible(candidates_, isa_, e, k, n) && same_layout(*candidates_.kernel[e], *candidates_.kernel[f]))
+        packed_in_[f] = e;
+    if (packed_in_[f] == f) packed_[f] = pack(*candidates_.kernel[f], i2s, n, k);
   }
   w_n_ = n;
   w_k_ = k;
@@ -228,7 +237,7 @@ void MatMul::run(const Call& call, const ParallelFor& pool) const {
   Clock::duration family_time{};
   Clock::time_point started = now();
   AlignedBytes w_rt;
-  const uint8_t* packed = packed_[family].data();
+  const uint8_t* packed = packed_[packed_in_[family]].data();
   if (call.w_i2s) {
     w_rt = pack(*kernel, call.w_i2s, n, k);
     packed = w_rt.data();

@@ -31,7 +31,7 @@ constexpr int64_t kBlock = 128;  // K is a multiple of this (the I2_S block)
 // kernels' int32 lanes wrap, so partial sums of unsigned codes (up to 2 * 128 * K) and the qsum
 // correction are exact modulo 2^32, hence exact once the result fits (int16 sums are bounded per
 // block, whatever K). The one step that is not modular, the x86 one-token path's rescaling
-// shifts, serves K <= 2^19 only (x86_dot.h). Real projections have K <= 16384.
+// shifts, serves K <= 2^19 only (i2s_panel/x86_dot.h). Real projections have K <= 16384.
 constexpr int64_t kMaxK = (int64_t{1} << 24) - kBlock;
 
 // The host's thread pool: runs job(arg, i) for every i < count, on any threads, and returns when
@@ -108,7 +108,8 @@ class MatMul {
   // family is unknown or `isa` has no such kernel.
   MatMul(Isa isa, const char* forced_family);
 
-  // Packs a constant W (I2_S bytes [n, k/4]) for every candidate kernel, once. Throws bad_alloc.
+  // Packs a constant W (I2_S bytes [n, k/4]) for every candidate kernel, once per layout (I2SKernel::layout).
+  // Throws bad_alloc.
   void set_weights(const uint8_t* i2s, int64_t n, int64_t k);
   bool has_weights() const { return has_weights_; }
   int64_t weights_n() const { return w_n_; }
@@ -125,7 +126,8 @@ class MatMul {
   Candidates candidates_;
   bool has_weights_ = false;
   int64_t w_n_ = 0, w_k_ = 0;
-  AlignedBytes packed_[kFamilyCount];  // the constant W in each candidate's layout
+  AlignedBytes packed_[kFamilyCount];  // the constant W in each candidate's layout (empty where shared)
+  Family packed_in_[kFamilyCount] = {};  // whose packed_ each family reads: its own, or a family's of its layout
 };
 
 }  // namespace bitnet_onnx::i2s

@@ -14,7 +14,8 @@
 // clang-format off
 #define BITNET_ONNX_I2S_FAMILIES(X) \
   X(mul) \
-  X(lut)
+  X(lut) \
+  X(mul_direct)
 // clang-format on
 
 namespace bitnet_onnx::i2s {
@@ -41,7 +42,7 @@ constexpr int kFamilyCount = static_cast<int>(sizeof(kFamilies) / sizeof(kFamili
 // The family of row `family` of the table.
 const KernelFamily& family_of(Family family);
 
-// The BITNET_ONNX_KERNEL values, one per family, in table order ("mul", "lut").
+// The BITNET_ONNX_KERNEL values, one per family, in table order ("mul", "lut", "mul_direct").
 const char* family_name(Family family);
 
 // `family`'s kernel for `isa` (its IsaRow), null where it has none.

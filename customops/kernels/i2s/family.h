@@ -1,7 +1,9 @@
 // THE seam between the I2STernaryMatMul driver (driver.h) and its kernel families: what a family
 // provides, and the one thing the driver lends back. A family is one folder under kernels/i2s/
-// (mul/: the multiply kernels; lut/: the lookup kernels) that includes this header, isa.h and its
-// own files only, never another family's; families.h lists the folders (one row each).
+// (mul/: the multiply kernels; lut/: the lookup kernels; mul_direct/: the x86 multiply kernels'
+// direct path at every M) that includes this header, isa.h, kernels/'s shared folders (simd/,
+// i2s_panel/) and its own files only, never another family's; families.h lists the folders (one
+// row each).
 //
 // The shape is ggml's CPU "extra buffer types" (ggml-cpu/traits.h): each family is a record
 // (name, per-ISA kernels, when it runs), the driver keeps one list of them and asks each in turn;
@@ -21,6 +23,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "isa.h"
 
@@ -35,6 +38,24 @@ struct QuantizedRows {
   int64_t m;
   int64_t k;
 };
+
+// The dot of a family's scalar reference, written once for every family: each output row j's ternary
+// values read back from the family's own layout once (decode_row(j, t): t[0, k) in {-1, 0, 1}), then its
+// exact sum with every token of [m0, m1) into out[(i - m0) * ld + (j - n0)].
+template <class DecodeRow>
+void reference_dot(int64_t k, const QuantizedRows& rows, int64_t m0, int64_t m1, int64_t n0, int64_t n1,
+                   int32_t* out, int64_t ld, DecodeRow decode_row) {
+  std::vector<int8_t> t(static_cast<size_t>(k));
+  for (int64_t j = n0; j < n1; ++j) {
+    decode_row(j, t.data());
+    for (int64_t i = m0; i < m1; ++i) {
+      const int8_t* qi = rows.q + i * k;
+      int32_t sum = 0;
+      for (int64_t c = 0; c < k; ++c) sum += static_cast<int32_t>(qi[c]) * t[c];
+      out[(i - m0) * ld + (j - n0)] = sum;
+    }
+  }
+}
 
 // Fused RMSNorm (norm_w may be null) then per-token absmax int8 quantization of rows [0, m) of
 // x [m, k]. Numerics exactly as bitnet_onnx.ternary.quantize_activations.
@@ -76,6 +97,12 @@ struct I2SKernel {
   // The finest output tile (a multiple of 32) the op may cut tile_n down to when the grid has too
   // few jobs to share between threads; 0: never (e.g. amx, whose per-tile setup is costly).
   int64_t min_tile_n = 0;
+
+  // Optional: the name of the weight layout repack writes when kernels of other families read the
+  // same bytes (kernels/i2s_panel/layout.h's panels, mul's and mul_direct's): a node packs a constant
+  // W once for the candidates of its ISA that name the same layout (kernel_test checks their
+  // packed_bytes and repack agree). Null: the kernel's own layout.
+  const char* layout = nullptr;
 };
 
 // When the driver runs a family other than the first, measured with kernel_bench on one thread

@@ -1,8 +1,6 @@
 // The lookup family's reference: plain C++ over the pattern layout (lut_layout.h), each pattern
 // decoded back into its 4 weights. The SIMD lookup kernels are tested against it bit for bit (and
 // it against the multiply kernels' scalar reference).
-#include <vector>
-
 #include "lut_kernels.h"
 #include "lut_layout.h"
 
@@ -19,19 +17,12 @@ void repack_scalar(const uint8_t* i2s, int64_t n, int64_t k, uint8_t* packed) {
 
 void dot(const uint8_t* packed, int64_t n, int64_t k, const QuantizedRows& rows, int64_t m0, int64_t m1,
          int64_t n0, int64_t n1, int32_t* out, int64_t ld) {
-  std::vector<int8_t> w(static_cast<size_t>(k));
-  for (int64_t j = n0; j < n1; ++j) {
+  reference_dot(k, rows, m0, m1, n0, n1, out, ld, [&](int64_t j, int8_t* w) {
     for (int64_t c = 0; c < groups_of(k); ++c) {
       int p = pattern_at(packed, n, k, kBlockGroups, j, c);
       for (int t = 0; t < kGroup; ++t, p /= 3) w[c * kGroup + t] = static_cast<int8_t>(p % 3 - 1);
     }
-    for (int64_t i = m0; i < m1; ++i) {
-      const int8_t* qi = rows.q + i * k;
-      int32_t sum = 0;
-      for (int64_t c = 0; c < k; ++c) sum += static_cast<int32_t>(qi[c]) * w[c];
-      out[(i - m0) * ld + (j - n0)] = sum;
-    }
-  }
+  });
 }
 
 const I2SKernel kScalar = {"lut-scalar", packed_size, repack_scalar, /*quantize=*/nullptr, dot, /*tile_m=*/32,

@@ -27,9 +27,10 @@
 #include <vector>
 
 #include "amx_tiles.h"
+#include "i2s_panel/layout.h"
 #include "mul_kernels.h"
 #include "simd/x86.h"
-#include "x86_common.h"
+#include "x86_quantize.h"
 
 // Stage switches and counters for customops/tests/amx_profile.cc, which includes this file with its own
 // definitions to time the kernel with stages left out; in the library every stage runs.
@@ -42,6 +43,7 @@ namespace bitnet_onnx::i2s::mul {
 namespace {
 
 using namespace x86;
+using namespace i2s_panel;
 using simd::Zmm;
 
 constexpr int64_t G = 16;       // rows per group = columns of a C tile
@@ -410,7 +412,8 @@ void dot_scaled(const uint8_t* packed, int64_t n, int64_t k, const QuantizedRows
 }
 
 // 512 x 512 tiles: B unpacked once per 512 tokens, A re-read once per 512 rows (+15-25% over 256).
-const I2SKernel kAmx = {"amx", packed_bytes, repack, quantize<Zmm>, dot, /*tile_m=*/512, /*tile_n=*/512, dot_scaled};
+const I2SKernel kAmx = {"amx", packed_bytes, repack, quantize<Zmm>, dot, /*tile_m=*/512, /*tile_n=*/512, dot_scaled,
+                        /*min_tile_n=*/0, panel_layout(G)};
 
 }  // namespace
 

@@ -1,6 +1,6 @@
 // Shared by neon_dotprod.cc (+dotprod) and neon_i8mm.cc (+i8mm): dot() over a buffered panel, as
-// the x86 buffered path does (x86_dot.h). Per panel of R output rows and K block, the 2-bit codes
-// are decoded once into an L1 buffer of int8 values; then every token tile of the call runs load +
+// the x86 buffered path does (i2s_panel/x86_dot.h). Per panel of R output rows and K block, the 2-bit
+// codes are decoded once into an L1 buffer of int8 values; then every token tile of the call runs load +
 // multiply over it, where the direct path (neon_tile.h) decodes again for every 4-token group.
 // Internal linkage on purpose, for the reason neon_tile.h gives.
 //

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <vector>
 
 #include "mul_kernels.h"
 #include "pairwise_sum.h"
@@ -83,16 +82,7 @@ void quantize(const float* x, int64_t m, int64_t k, const float* norm_w, float e
 void dot(const uint8_t* packed, int64_t n, int64_t k, const QuantizedRows& rows, int64_t m0,
          int64_t m1, int64_t n0, int64_t n1, int32_t* out, int64_t ld) {
   (void)n;
-  std::vector<int8_t> t(static_cast<size_t>(k));
-  for (int64_t j = n0; j < n1; ++j) {
-    decode_row(packed + j * (k / 4), k, t.data());
-    for (int64_t i = m0; i < m1; ++i) {
-      const int8_t* qi = rows.q + i * k;
-      int32_t sum = 0;
-      for (int64_t c = 0; c < k; ++c) sum += static_cast<int32_t>(qi[c]) * t[c];
-      out[(i - m0) * ld + (j - n0)] = sum;
-    }
-  }
+  reference_dot(k, rows, m0, m1, n0, n1, out, ld, [&](int64_t j, int8_t* t) { decode_row(packed + j * (k / 4), k, t); });
 }
 
 const I2SKernel kScalar = {"scalar", packed_bytes, repack, quantize, dot, /*tile_m=*/16, /*tile_n=*/64};

@@ -1,7 +1,9 @@
-// dot() and dot_scaled() of the x86 kernels, written once for both vector widths (simd/x86.h) over
-// the panel layout of x86_common.h, and the kernel table they make (panel_kernel). An ISA file
-// supplies only how a vector of codes meets a vector of activations and its tile sizes (Ops;
-// VnniOps for vpdpbusd):
+// dot() and dot_scaled() of the x86 multiply kernels, written once for both vector widths (simd/x86.h)
+// over the panel layout of layout.h, and the kernel table they make (panel_kernel). Shared by the
+// families that run them (i2s/mul/: the ISA's multiply kernels; i2s/mul_direct/: the same with the
+// direct path at every M), which link kernel_i2s_panel. An ISA supplies only how a vector of codes
+// meets a vector of activations and its tile sizes (Ops; VnniOps for vpdpbusd, Avx2Ops for
+// vpmaddubsw):
 //
 //   struct Ops {
 //     static V::I step(V::I acc, V::I codes_u8, V::I x_s8);  // acc += products (in its own lanes)
@@ -30,15 +32,26 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
-#include "mul_kernels.h"
+#include "family.h"
+#include "i2s_panel/layout.h"
 #include "simd/x86.h"
 #include "with_const.h"
-#include "x86_common.h"
 
-namespace bitnet_onnx::i2s::mul::x86 {
+namespace bitnet_onnx::i2s_panel::x86 {
 namespace {
+
+using i2s::I2SKernel;
+using i2s::QuantizedRows;
+using i2s::QuantizeFn;
+
+inline int32_t load_quad(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
 
 template <class V, class Ops>
 struct PanelDot {
@@ -319,7 +332,7 @@ struct PanelDot {
   static void repack(const uint8_t* i2s, int64_t n, int64_t k, uint8_t* packed) { repack_panels<G>(i2s, n, k, packed); }
 };
 
-// The Ops of the VNNI kernels (avxvnni.cc: ymm, avx512vnni.cc: zmm): vpdpbusd adds the four
+// The Ops of the VNNI kernels (avxvnni.cc: ymm, avx512vnni.cc: zmm, in each family): vpdpbusd adds the four
 // u8 x s8 products of each int32 lane to it, so the sums need no widening and no chunking.
 template <class V>
 struct VnniOps {
@@ -336,13 +349,31 @@ struct VnniOps {
   static typename V::I widen(typename V::I acc) { return acc; }
 };
 
-// The table of an ISA whose kernel is PanelDot<V, Ops> with the quantizer of width V.
+// Products come from vpmaddubsw (u8 codes x s8 activations -> int16 pair sums,
+// |pair| <= 2*2*128 = 512) added in int16 with vpaddw; every 32 quads (|sum| <= 16384, far from
+// int16 overflow) vpmaddwd against ones widens them into int32. That is one multiply-port op per
+// 32 products instead of two for vpmaddubsw + vpmaddwd every step.
+struct Avx2Ops {
+  using Ymm = simd::Ymm;
+  static constexpr bool kInt32Steps = false;
+  static constexpr int64_t kChunkQuads = 32;
+  static constexpr int kMr = 3;  // 3 tokens x 2 groups: int16 + int32 sums fill the 16 ymm registers
+  static constexpr int kNg = 2;
+  static constexpr int kDirectMr = 3, kDirectNg = 2, kSingleNg = 2;  // kSingleNg unused: int16 steps
+  static constexpr int64_t kKc = 2048;  // 2 groups x 8 rows x 2 KB of unpacked codes = 32 KB of L1
+  static constexpr int64_t kBufferedMinM = 8;
+  static Ymm::I step(Ymm::I acc, Ymm::I codes, Ymm::I x) { return Ymm::add16(Ymm::maddubs16(codes, x), acc); }
+  static Ymm::I widen(Ymm::I acc) { return Ymm::madd16(acc, Ymm::words(1)); }
+};
+
+// The table of a kernel that is PanelDot<V, Ops> with `quantize` (the base family's quantizer of
+// width V; null in every other family, family.h).
 template <class V, class Ops>
-constexpr I2SKernel panel_kernel(const char* name) {
+constexpr I2SKernel panel_kernel(const char* name, QuantizeFn quantize) {
   using Dot = PanelDot<V, Ops>;
-  return {name, Dot::packed_bytes, Dot::repack, quantize<V>, Dot::dot,
-          /*tile_m=*/256, /*tile_n=*/256, Dot::dot_scaled, /*min_tile_n=*/64};
+  return {name, Dot::packed_bytes, Dot::repack, quantize, Dot::dot,
+          /*tile_m=*/256, /*tile_n=*/256, Dot::dot_scaled, /*min_tile_n=*/64, panel_layout(Dot::G)};
 }
 
 }  // namespace
-}  // namespace bitnet_onnx::i2s::mul::x86
+}  // namespace bitnet_onnx::i2s_panel::x86

@@ -1,7 +1,8 @@
-"""I2STernaryMatMul's lookup kernel family (customops/kernels/i2s/lut/) through onnxruntime.
+"""I2STernaryMatMul's kernel families beside the multiply one (the rows of customops/kernels/i2s/families.h
+after mul: lut, the lookup kernels; mul_direct, the multiply kernels' direct path at every M) through onnxruntime.
 
-BITNET_ONNX_KERNEL=lut|mul forces a family (read when a session creates the op's kernel, beside
-BITNET_ONNX_ISA); unset, the op picks one per call (kernels/i2s/driver.cc, the lut family's rules in kernels/i2s/lut/dispatch.cc). The two
+BITNET_ONNX_KERNEL=<family> forces a family (read when a session creates the op's kernel, beside
+BITNET_ONNX_ISA); unset, the op picks one per call (measured on the host: kernels/i2s/measured_choice.h). The
 families compute the same exact int32 sums and the same float epilogue, so their outputs must be
 identical bit for bit, on every ISA path this CPU has, and match the numpy reference.
 """
@@ -12,11 +13,16 @@ import numpy as np
 import pytest
 from test_op import assert_matches_reference, make_model, random_case, session
 
-from bitnet_onnx.customops import KERNEL_ENV
+from bitnet_onnx.customops import KERNEL_ENV, dispatch
 from bitnet_onnx.ternary import pack_i2s
 from cpu_isas import isas_of_this_cpu
 
 ISAS = isas_of_this_cpu()
+DISPATCH = dispatch({})
+FAMILIES = [family.name for family in DISPATCH.families]  # the library's table, mul first
+# (ISA, family) for every family but mul that has a kernel on an ISA of this CPU (forcing one elsewhere fails).
+FORCED = [pytest.param(isa, family, id=f"{isa}-{family}") for family in FAMILIES[1:] for isa in ISAS
+          if DISPATCH.kernel(isa, family) is not None]
 
 
 def run(model: bytes, x: np.ndarray, isa: str, family: str | None, monkeypatch, threads: int = 1) -> np.ndarray:
@@ -46,23 +52,23 @@ def _big(k, n, m):
     return k * n * m > 200_000_000
 
 
-@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("isa, family", FORCED)
 @pytest.mark.parametrize("k, n, m", SHAPES, ids=lambda v: str(v))
-def test_lookup_equals_multiply_bit_for_bit(isa, k, n, m, monkeypatch):
+def test_family_equals_multiply_bit_for_bit(isa, family, k, n, m, monkeypatch):
     if isa == "scalar" and _big(k, n, m):
         m = 64  # the scalar references are slow; the big M runs on the SIMD paths
     rng = np.random.default_rng(k * 7 + n * 3 + m)
     x, w, scale, nw = random_case(rng, k, n, (m, k), np.float32)
     model = make_model(k, n, w, scale, nw)
-    y_lut = run(model, x, isa, "lut", monkeypatch)
+    y_family = run(model, x, isa, family, monkeypatch)
     y_mul = run(model, x, isa, "mul", monkeypatch)
-    np.testing.assert_array_equal(y_lut, y_mul)
-    assert_matches_reference(y_lut, x, w, scale, nw)
+    np.testing.assert_array_equal(y_family, y_mul)
+    assert_matches_reference(y_family, x, w, scale, nw)
     np.testing.assert_array_equal(run(model, x, isa, None, monkeypatch), y_mul)  # whichever the op picks
 
 
-@pytest.mark.parametrize("isa", ISAS)
-def test_extreme_activations_and_zero_rows(isa, monkeypatch):
+@pytest.mark.parametrize("isa, family", FORCED)
+def test_extreme_activations_and_zero_rows(isa, family, monkeypatch):
     """All activations quantized to +-127 (constant rows) against all +1 / -1 / alternating weights,
     zero weight rows and zero (hence NaN-free, all-zero) token rows: the largest int16 partial sums."""
     k, n = 3072, 40
@@ -75,18 +81,21 @@ def test_extreme_activations_and_zero_rows(isa, monkeypatch):
     x[1::3] *= -1.0
     x[2::3] = 0.0
     model = make_model(k, n, w, 0.02)
-    y_lut = run(model, x, isa, "lut", monkeypatch)
-    np.testing.assert_array_equal(y_lut, run(model, x, isa, "mul", monkeypatch))
-    assert_matches_reference(y_lut, x, w, np.float32(0.02), None)
+    y_family = run(model, x, isa, family, monkeypatch)
+    np.testing.assert_array_equal(y_family, run(model, x, isa, "mul", monkeypatch))
+    assert_matches_reference(y_family, x, w, np.float32(0.02), None)
 
 
-def test_lookup_with_w_fed_at_run_time_and_two_threads(monkeypatch):
+@pytest.mark.parametrize("family", FAMILIES[1:])
+def test_family_with_w_fed_at_run_time_and_two_threads(family, monkeypatch):
     rng = np.random.default_rng(5)
     k, n, m = 1024, 1024, 100
     x, w, scale, nw = random_case(rng, k, n, (m, k), None)
     for isa in ISAS:
+        if DISPATCH.kernel(isa, family) is None:
+            continue
         model = make_model(k, n, w, scale, nw, w_const=False)
-        monkeypatch.setenv(KERNEL_ENV, "lut")
+        monkeypatch.setenv(KERNEL_ENV, family)
         sess1 = session(model, isa, monkeypatch, threads=1)
         sess2 = session(model, isa, monkeypatch, threads=2)
         y1 = sess1.run(None, {"X": x, "W": w})[0]
@@ -99,5 +108,6 @@ def test_lookup_with_w_fed_at_run_time_and_two_threads(monkeypatch):
 def test_bad_kernel_family_is_a_clear_error(value, monkeypatch):
     w = pack_i2s(np.zeros((1, 128), dtype=np.int8))
     monkeypatch.setenv(KERNEL_ENV, value)
-    with pytest.raises(Exception, match=rf"BITNET_ONNX_KERNEL={value}: unknown kernel family; expected measure, rules, mul or lut"):
+    expected = ", ".join(["measure", "rules", *FAMILIES[:-1]]) + " or " + FAMILIES[-1]
+    with pytest.raises(Exception, match=rf"BITNET_ONNX_KERNEL={value}: unknown kernel family; expected {expected}"):
         session(make_model(128, 1, w), None, monkeypatch)

@@ -1,5 +1,6 @@
-// Pieces shared by the x86 kernels (avx2.cc, avxvnni.cc, avx512vnni.cc, amx.cc): the repacked
-// weight layout and the quantizer, written once for both vector widths (simd/x86.h's Ymm and Zmm).
+// The activations' quantizer of the x86 multiply kernels (avx2.cc, avxvnni.cc, avx512vnni.cc, amx.cc),
+// written once for both vector widths (simd/x86.h's Ymm and Zmm); the weight layout and dot() they share
+// with other families are in kernels/i2s_panel/.
 // Everything sits in an anonymous namespace so that each ISA's translation unit, compiled with its
 // own -m flags, keeps a private copy (no ODR merging of an AVX-512 build of a helper into the AVX2
 // path).
@@ -14,66 +15,12 @@
 #include <cstring>
 #include <vector>
 
-#include "mul_kernels.h"
+#include "family.h"
 #include "pairwise_sum.h"
 #include "simd/x86.h"
 
 namespace bitnet_onnx::i2s::mul::x86 {
 namespace {
-
-constexpr int64_t kI2sBlock = 128;      // values per I2_S block
-constexpr int64_t kI2sBlockBytes = 32;  // bytes per I2_S block
-constexpr int64_t kSpan = 16;           // columns covered by one packed 4G-byte vector
-
-// The "panel" layout every x86 kernel uses. Rows are grouped by G (16 for zmm, 8 for ymm); a
-// group stores, for each span of 16 columns, 4G bytes where byte 4r+j holds in bits 2s..2s+1 the
-// code of row G*g+r at column 16*span+4s+j. One vector load thus yields, after a shift by 2s and a
-// mask, the vpdpbusd operand "G rows x 4 consecutive k" for quad s. Code 0b11 is stored as 0b01
-// (reads as 0); padding rows are 0b01 too, so they contribute nothing.
-inline int64_t panel_groups(int64_t n, int64_t g) { return (n + g - 1) / g; }
-inline int64_t group_stride(int64_t k, int64_t g) { return g * k / 4; }  // bytes per group
-
-inline size_t panel_bytes(int64_t n, int64_t k, int64_t g) {
-  return static_cast<size_t>(panel_groups(n, g)) * static_cast<size_t>(group_stride(k, g));
-}
-
-// Code of column c in one row of I2_S bytes; 0b11 (never written) reads as 0 (code 0b01).
-inline uint8_t i2s_code(const uint8_t* row, int64_t c) {
-  const int64_t within = c % kI2sBlock;
-  const uint8_t byte = row[(c / kI2sBlock) * kI2sBlockBytes + within % kI2sBlockBytes];
-  const uint8_t code = (byte >> (6 - 2 * (within / kI2sBlockBytes))) & 3;
-  return code == 3 ? 1 : code;
-}
-
-template <int64_t G>
-void repack_panels(const uint8_t* i2s, int64_t n, int64_t k, uint8_t* packed) {
-  const int64_t spans = k / kSpan;
-  for (int64_t g = 0; g < panel_groups(n, G); ++g) {
-    uint8_t* dst_group = packed + g * group_stride(k, G);
-    for (int64_t r = 0; r < G; ++r) {
-      const int64_t row = g * G + r;
-      const uint8_t* src = i2s + row * (k / 4);
-      for (int64_t sp = 0; sp < spans; ++sp) {
-        uint8_t* dst = dst_group + sp * 4 * G + 4 * r;
-        for (int j = 0; j < 4; ++j) {
-          uint8_t byte = 0;
-          #pragma GCC unroll 16
-          for (int s = 0; s < 4; ++s) {
-            const uint8_t code = row < n ? i2s_code(src, sp * kSpan + 4 * s + j) : 1;
-            byte |= static_cast<uint8_t>(code << (2 * s));
-          }
-          dst[j] = byte;
-        }
-      }
-    }
-  }
-}
-
-inline int32_t load_quad(const int8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
 
 // The leaves of sum_squares_reference (pairwise_sum.h: numpy's order, so inv_rms is bit-identical
 // to the numpy reference on every path) as the vector code finds them: a piece of n values is
