@@ -71,5 +71,11 @@ inline uint8_t panel_code(const uint8_t* packed, int64_t k, int64_t g, int64_t r
   return (byte >> (2 * (within / 4))) & 3;
 }
 
+// Row `row`'s ternary values t[0, k) read back from a layout of G-row panel groups (for references:
+// plain, not fast).
+inline void panel_row(const uint8_t* packed, int64_t k, int64_t g, int64_t row, int8_t* t) {
+  for (int64_t c = 0; c < k; ++c) t[c] = static_cast<int8_t>(panel_code(packed, k, g, row, c) - 1);
+}
+
 }  // namespace
 }  // namespace bitnet_onnx::i2s_panel

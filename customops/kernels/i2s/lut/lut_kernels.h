@@ -20,11 +20,12 @@
 #pragma once
 
 #include "family.h"
+#include "i2s_lut/token_lanes.h"
 #include "isa.h"
 
 namespace bitnet_onnx::i2s::lut {
 
-constexpr int kMaxInt16Groups = 63;  // 63 x 4 x 128 = 32256: the int16 sums cannot overflow
+using i2s_lut::kMaxInt16Groups;  // 63 x 4 x 128 = 32256: the int16 sums cannot overflow (i2s_lut/token_lanes.h)
 
 // Each table of the lookup family (name "lut-<vector class>"), mapped onto the ISA table by
 // dispatch.cc: avx512-class ISAs (amx, avx512vnni) run lut-avx512, avxvnni and avx2 run lut-avx2,

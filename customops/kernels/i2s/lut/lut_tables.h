@@ -3,28 +3,19 @@
 // Everything is in an anonymous namespace: each ISA file instantiates its own copy with its own
 // flags (no ODR merging of an AVX-512 instantiation into the AVX2 kernel).
 //
-// Token lanes: an int16 vector holds T tokens as T/2 dwords, the low word of dword i being token
-// i and the high word token T/2 + i. Table building gets that order for free from two dword
-// gathers (tokens [0, T/2) and [T/2, T)), and widening is then two shifts, no shuffles:
-// (d << 16) >> 16 is tokens [0, T/2), d >> 16 tokens [T/2, T), each in natural order.
-//
-// What V provides (I: one vector of T = kInt16Lanes int16 lanes = T/2 int32 lanes, a token each):
-//   kInt16Lanes; zero, load, store (aligned to the vector size), storeu, add16, sub16, add32,
-//   slli32<s>, srai32<s>, odd_words(even, odd) (odd words from `odd`, even ones from `even`),
-//   gather32(base, stride, count) (dword lanes i < count from base + i * stride, others 0),
-//   transpose32(I (&v)[T/2]) (v[r] lane c -> v[c] lane r); for the epilogue (simd::scale_sums)
-//   F, cvt_ps, div_ps, mul_ps, set1_ps, storeu_ps.
+// The token lanes, the table's partial sums, the widening and the epilogue are kernels/i2s_lut/
+// token_lanes.h's (shared with the mixed family); what V provides is listed there, plus
+// gather32(base, stride, count) (dword lanes i < count from base + i * stride, others 0).
 #pragma once
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
-#include <new>
 #include <type_traits>
 
 #include "family.h"
+#include "i2s_lut/token_lanes.h"
 #include "lut_kernels.h"
 #include "lut_layout.h"
 #include "simd/vector_math.h"
@@ -33,28 +24,15 @@
 namespace bitnet_onnx::i2s::lut {
 namespace {
 
-// Per-thread scratch, grown on demand and reused across calls (no allocation per job).
-struct Scratch {
-  void* ptr = nullptr;
-  size_t size = 0;
-  ~Scratch() { std::free(ptr); }
-  void* get(size_t bytes) {
-    if (bytes > size) {
-      std::free(ptr);
-      ptr = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
-      size = ptr ? bytes : 0;
-      if (!ptr) throw std::bad_alloc();
-    }
-    return ptr;
-  }
-};
+using i2s_lut::Scratch;
 
 // One token-block width V over the layout of kBlockGroups groups per K block.
 template <class V, int kBlockGroups>
 struct LutDot {
   using I = typename V::I;
-  static constexpr int T = V::kInt16Lanes;  // tokens per block: one per int16 lane
-  static constexpr int H = T / 2;  // int32 lanes
+  using Lanes = i2s_lut::TokenLanes<V>;
+  static constexpr int T = Lanes::T;  // tokens per block: one per int16 lane
+  static constexpr int H = Lanes::H;  // int32 lanes
   static constexpr int64_t kEntryBytes = T * 2;
   static constexpr int64_t kTableBytes = kPatterns * kEntryBytes;
   static constexpr int kBlocksPerWiden = kMaxInt16Groups / kBlockGroups;
@@ -62,36 +40,14 @@ struct LutDot {
   static constexpr int kRows = 4;  // rows per step of the sweep: independent vpaddw chains
   static constexpr int64_t kEpilogueRows = 32;  // rows per chunk of the last block (a multiple of H)
 
-  // Activation j of the group, as int16 token lanes, from the gathered dwords (byte j of each).
-  template <int j>
-  static I activation(I lo_tokens, I hi_tokens) {
-    const I even = V::template srai32<24>(V::template slli32<24 - 8 * j>(lo_tokens));
-    const I odd = V::template srai32<8>(V::template slli32<24 - 8 * j>(hi_tokens));
-    return V::odd_words(even, odd);
-  }
-
-  // The 9 sums a*x + b*y, a, b in {-1, 0, 1}, at index (a + 1) + 3 (b + 1).
-  static void combos(I x, I y, I (&out)[9]) {
-    const I nx = V::sub16(V::zero(), x), ny = V::sub16(V::zero(), y);
-    out[0] = V::add16(nx, ny);
-    out[1] = ny;
-    out[2] = V::add16(x, ny);
-    out[3] = nx;
-    out[4] = V::zero();
-    out[5] = x;
-    out[6] = V::add16(nx, y);
-    out[7] = y;
-    out[8] = V::add16(x, y);
-  }
-
   // The 81 entries of one group: entry p = sum_t (digit t of p in base 3, minus 1) * x_t, built
   // from 9 + 9 partial sums by one add each.
   static void build_table(const int8_t* q, int64_t ldq, int count, int16_t* table) {
     const I lo = V::gather32(q, ldq, std::min(count, H));
     const I hi = V::gather32(count > H ? q + H * ldq : q, ldq, std::max(0, count - H));
     I low[9], high[9];
-    combos(activation<0>(lo, hi), activation<1>(lo, hi), low);
-    combos(activation<2>(lo, hi), activation<3>(lo, hi), high);
+    Lanes::combos(Lanes::template activation<0>(lo, hi), Lanes::template activation<1>(lo, hi), low);
+    Lanes::combos(Lanes::template activation<2>(lo, hi), Lanes::template activation<3>(lo, hi), high);
     #pragma GCC unroll 9
     for (int c = 0; c < 9; ++c)
       #pragma GCC unroll 9
@@ -146,11 +102,7 @@ struct LutDot {
         V::store(acc16 + r * T, acc[r]);
         continue;
       }
-      const I first = V::template srai32<16>(V::template slli32<16>(acc[r]));
-      const I second = V::template srai32<16>(acc[r]);
-      int32_t* s = acc32 + r * T;
-      V::store(s, ph.first_widen ? first : V::add32(V::load(s), first));
-      V::store(s + H, ph.first_widen ? second : V::add32(V::load(s + H), second));
+      Lanes::widen(acc[r], acc32 + r * T, ph.first_widen);
     }
   }
 
@@ -162,37 +114,6 @@ struct LutDot {
     for (; r + kRows <= rows; r += kRows)
       sweep_rows<kRows, GB>(idx + r * GB, tables, acc16 + r * T, acc32 + r * T, ph);
     for (; r < rows; ++r) sweep_rows<1, GB>(idx + r * GB, tables, acc16 + r * T, acc32 + r * T, ph);
-  }
-
-  // int32 sums [row][token] of rows [n0, n1) for tokens [i0, i0 + count) -> out or y, H x H
-  // blocks transposed in registers; a is null for int32 output.
-  static void store_row(int32_t* out, int64_t at, I v, const float* a, int t, float s_w) {
-    if (a)
-      V::storeu_ps(reinterpret_cast<float*>(out) + at, simd::scale_sums<V>(v, a[t], s_w));
-    else
-      V::storeu(out + at, v);
-  }
-
-  static void epilogue(const int32_t* acc32, int64_t rows, int count, int64_t row0, int32_t* out, int64_t ld,
-                       const float* a, float s_w) {
-    int64_t j = 0;
-    for (; j + H <= rows; j += H)
-      for (int h = 0; h * H < count; ++h) {
-        I v[H];
-        #pragma GCC unroll 16
-        for (int r = 0; r < H; ++r) v[r] = V::load(acc32 + (j + r) * T + h * H);
-        V::transpose32(v);
-        const int live = std::min(H, count - h * H);
-        for (int t = 0; t < live; ++t) store_row(out, (row0 + h * H + t) * ld + j, v[t], a, h * H + t, s_w);
-      }
-    for (; j < rows; ++j)
-      for (int t = 0; t < count; ++t) {
-        const int32_t s = acc32[j * T + t];
-        if (a)
-          reinterpret_cast<float*>(out)[(row0 + t) * ld + j] = simd::scale_sum(s, a[t], s_w);
-        else
-          out[(row0 + t) * ld + j] = s;
-      }
   }
 
   // One block of up to T tokens starting at i0 against rows [n0, n1); out row (i0 - m0).
@@ -224,7 +145,7 @@ struct LutDot {
         with_const<kBlockGroups>(gb, [&](auto GB) {
           sweep<GB>(idx + j * gb, rows_here, tables, acc16 + j * T, acc32 + j * T, ph);
         });
-        epilogue(acc32 + j * T, rows_here, count, i0 - m0, out + j, ld, a ? a + i0 : nullptr, s_w);
+        Lanes::epilogue(acc32 + j * T, rows_here, count, i0 - m0, out + j, ld, a ? a + i0 : nullptr, s_w);
       }
     }
   }

@@ -21,9 +21,8 @@ void repack(const uint8_t* i2s, int64_t n, int64_t k, uint8_t* packed) {
 void dot(const uint8_t* packed, int64_t n, int64_t k, const QuantizedRows& rows, int64_t m0, int64_t m1,
          int64_t n0, int64_t n1, int32_t* out, int64_t ld) {
   (void)n;
-  reference_dot(k, rows, m0, m1, n0, n1, out, ld, [&](int64_t j, int8_t* t) {
-    for (int64_t c = 0; c < k; ++c) t[c] = static_cast<int8_t>(i2s_panel::panel_code(packed, k, kRows, j, c) - 1);
-  });
+  reference_dot(k, rows, m0, m1, n0, n1, out, ld,
+                [&](int64_t j, int8_t* t) { i2s_panel::panel_row(packed, k, kRows, j, t); });
 }
 
 const I2SKernel kScalar = {"mul_direct-scalar", packed_bytes, repack, /*quantize=*/nullptr, dot, /*tile_m=*/16,

@@ -1,0 +1,125 @@
+// The token-lane steps of the lookup kernels, shared by the families that run them (i2s/lut/: the lookup
+// kernels; i2s/mixed/: lookups co-issued with vpdpbusd), which link kernel_i2s_lut: a family never
+// includes another's files. Written once over a vector class V (simd/x86.h: Ymm, Zmm; lut_neon.cc:
+// Neon16); everything in an anonymous namespace, so each ISA file keeps its own copy under its flags.
+//
+// Token lanes: an int16 vector holds T tokens as T/2 dwords, the low word of dword i being token
+// i and the high word token T/2 + i. Tables get that order for free from two dword gathers
+// (tokens [0, T/2) and [T/2, T)), and widening is then two shifts, no shuffles:
+// (d << 16) >> 16 is tokens [0, T/2), d >> 16 tokens [T/2, T), each in natural order. The int32 sums
+// of a row are [row][token], T per row, tokens in natural order; the epilogue transposes them.
+//
+// What V provides (I: one vector of T = kInt16Lanes int16 lanes = T/2 int32 lanes, a token each):
+//   kInt16Lanes; zero, load, store (aligned to the vector size), storeu, add16, sub16, add32,
+//   slli32<s>, srai32<s>, odd_words(even, odd) (odd words from `odd`, even ones from `even`),
+//   transpose32(I (&v)[T/2]) (v[r] lane c -> v[c] lane r); for the epilogue (simd::scale_sums)
+//   F, cvt_ps, div_ps, mul_ps, set1_ps, storeu_ps.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <new>
+
+#include "simd/vector_math.h"
+
+namespace bitnet_onnx::i2s_lut {
+
+// Bound that keeps the int16 sums exact: |entry| <= 4 x 128 = 512 (int8 activations in [-128, 127],
+// 4 weights in {-1, 0, 1} per entry); an int16 sum is widened after at most kMaxInt16Groups = 63
+// groups, 63 x 512 = 32256 <= 32767. The int32 sums are exact while |sum| <= 128 K < 2^31 (the op's
+// K < 2^24).
+constexpr int kMaxInt16Groups = 63;
+
+namespace {
+
+// Per-thread scratch, grown on demand and reused across calls (no allocation per job).
+struct Scratch {
+  void* ptr = nullptr;
+  size_t size = 0;
+  ~Scratch() { std::free(ptr); }
+  void* get(size_t bytes) {
+    if (bytes > size) {
+      std::free(ptr);
+      ptr = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+      size = ptr ? bytes : 0;
+      if (!ptr) throw std::bad_alloc();
+    }
+    return ptr;
+  }
+};
+
+template <class V>
+struct TokenLanes {
+  using I = typename V::I;
+  static constexpr int T = V::kInt16Lanes;  // tokens per block: one per int16 lane
+  static constexpr int H = T / 2;           // int32 lanes
+
+  // Activation j (byte j of each dword) as int16 token lanes, from the dwords gathered for tokens
+  // [0, H) (lo_tokens) and [H, T) (hi_tokens).
+  template <int j>
+  static I activation(I lo_tokens, I hi_tokens) {
+    const I even = V::template srai32<24>(V::template slli32<24 - 8 * j>(lo_tokens));
+    const I odd = V::template srai32<8>(V::template slli32<24 - 8 * j>(hi_tokens));
+    return V::odd_words(even, odd);
+  }
+
+  // The 9 sums a*x + b*y, a, b in {-1, 0, 1}, at index (a + 1) + 3 (b + 1).
+  static void combos(I x, I y, I (&out)[9]) {
+    const I nx = V::sub16(V::zero(), x), ny = V::sub16(V::zero(), y);
+    out[0] = V::add16(nx, ny);
+    out[1] = ny;
+    out[2] = V::add16(x, ny);
+    out[3] = nx;
+    out[4] = V::zero();
+    out[5] = x;
+    out[6] = V::add16(nx, y);
+    out[7] = y;
+    out[8] = V::add16(x, y);
+  }
+
+  // A row's int16 sums (token lanes) added into its int32 sums s[0, T) (tokens in natural order);
+  // `first`: the int32 sums start here (store, not add).
+  static void widen(I acc, int32_t* s, bool first) {
+    const I lo = V::template srai32<16>(V::template slli32<16>(acc));
+    const I hi = V::template srai32<16>(acc);
+    V::store(s, first ? lo : V::add32(V::load(s), lo));
+    V::store(s + H, first ? hi : V::add32(V::load(s + H), hi));
+  }
+
+  // int32 sums [row][token] of `rows` rows for tokens [0, count) -> out or y (a non-null: the op's
+  // epilogue, out is then float memory), H x H blocks transposed in registers; out row t is token t,
+  // column j row j.
+  static void store_row(int32_t* out, int64_t at, I v, const float* a, int t, float s_w) {
+    if (a)
+      V::storeu_ps(reinterpret_cast<float*>(out) + at, simd::scale_sums<V>(v, a[t], s_w));
+    else
+      V::storeu(out + at, v);
+  }
+
+  static void epilogue(const int32_t* acc32, int64_t rows, int count, int64_t row0, int32_t* out, int64_t ld,
+                       const float* a, float s_w) {
+    int64_t j = 0;
+    for (; j + H <= rows; j += H)
+      for (int h = 0; h * H < count; ++h) {
+        I v[H];
+        #pragma GCC unroll 16
+        for (int r = 0; r < H; ++r) v[r] = V::load(acc32 + (j + r) * T + h * H);
+        V::transpose32(v);
+        const int live = std::min(H, count - h * H);
+        for (int t = 0; t < live; ++t) store_row(out, (row0 + h * H + t) * ld + j, v[t], a, h * H + t, s_w);
+      }
+    for (; j < rows; ++j)
+      for (int t = 0; t < count; ++t) {
+        const int32_t s = acc32[j * T + t];
+        if (a)
+          reinterpret_cast<float*>(out)[(row0 + t) * ld + j] = simd::scale_sum(s, a[t], s_w);
+        else
+          out[(row0 + t) * ld + j] = s;
+      }
+  }
+};
+
+}  // namespace
+}  // namespace bitnet_onnx::i2s_lut
