@@ -15,7 +15,8 @@
 #define BITNET_ONNX_I2S_FAMILIES(X) \
   X(mul) \
   X(lut) \
-  X(mul_direct)
+  X(mul_direct) \
+  X(mixed)
 // clang-format on
 
 namespace bitnet_onnx::i2s {

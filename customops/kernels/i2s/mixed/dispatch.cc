@@ -1,0 +1,31 @@
+// The mixed family: its kernel for each record of the ISA table (isa.h). The driver measures it
+// against the other families on the host (docs/op.md, "Kernel families"); it has no rules.
+#include "family.h"
+#include "mixed_kernels.h"
+
+namespace bitnet_onnx::i2s::mixed {
+namespace {
+
+// Only the zmm vpdpbusd ISA: the co-issue needs both a multiply unit and the lookups' loads to be
+// busy at once, and a ymm build was not tried (the zmm one does not beat the lookup kernel on Zen 4;
+// BENCHMARKS.md). amx CPUs have AVX512-VNNI, but their multiply kernel is the tile one: not tried.
+const IsaRow<I2SKernel> kMixedKernels[] = {
+    /*kIsaAmx=*/nullptr,
+    /*kIsaAvx512Vnni=*/BITNET_ONNX_X86(avx512vnni_kernel),
+    /*kIsaAvxVnni=*/nullptr,
+    /*kIsaAvx2=*/nullptr,
+    /*kIsaI8mm=*/nullptr,
+    /*kIsaDotprod=*/nullptr,
+    /*kIsaNeon=*/nullptr,
+    /*kIsaScalar=*/scalar_kernel,
+};
+
+// No rules: only the measured choice runs it.
+const KernelFamily kMixed = {"mixed", kMixedKernels, nullptr, 0};
+
+}  // namespace
+
+// Its row in the family table (families.h).
+const KernelFamily* family() { return &kMixed; }
+
+}  // namespace bitnet_onnx::i2s::mixed

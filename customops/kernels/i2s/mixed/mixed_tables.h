@@ -1,0 +1,256 @@
+// The co-issued kernel's loop (mixed_kernels.h has the design), written over a vector class V of
+// simd/x86.h with int16 lanes and vpdpbusd (Zmm under the avx512vnni flags). Everything is in an
+// anonymous namespace: the ISA file instantiates its own copy under its flags.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "family.h"
+#include "i2s_lut/token_lanes.h"
+#include "i2s_panel/layout.h"
+#include "mixed_kernels.h"
+
+namespace bitnet_onnx::i2s::mixed {
+namespace {
+
+using i2s_lut::Scratch;
+
+inline uint32_t load_dword(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// kMulRows rows on vpdpbusd, then kLutRows rows on lookups, in every step of kMulRows + kLutRows rows
+// of a job's row range (the rows a range leaves after its last whole step run on lookups); a K block
+// is kBlockSpans spans of 16 columns.
+template <class V, int kMulRows, int kLutRows, int kBlockSpans>
+struct MixedDot {
+  using I = typename V::I;
+  using Lanes = i2s_lut::TokenLanes<V>;
+  static constexpr int T = Lanes::T;  // tokens per block: an int16 lane (lookups) or 2 x an int32 lane (vpdpbusd) each
+  static constexpr int H = Lanes::H;
+  static constexpr int64_t kPanelRows = V::kInt32Lanes;  // the panel layout's G: 16 for zmm ("panel16")
+  static constexpr int64_t kSpan = i2s_panel::kSpan;     // 16 columns
+  static constexpr int kGroups = 4 * kBlockSpans;        // tables per K block (4 per span)
+  static constexpr int kBlocksPerWiden = i2s_lut::kMaxInt16Groups / kGroups;
+  static_assert(kBlocksPerWiden >= 1, "a K block must not hold more groups than int16 sums allow");
+  static constexpr int kStep = kMulRows + kLutRows;
+  static constexpr int64_t kEpilogueRows = H * kStep;  // rows per chunk of the last block: whole steps, whole H
+  static constexpr int64_t kEntryBytes = T * 2;
+  // A table holds entries 0 .. 170 (a byte of 4 fields in {0, 1, 2}), 81 of them live. Tables are
+  // kTableLines cache lines apart rather than 171: the live entries of one table fall in 27 of L1's 64
+  // sets (3 lines each), so tables at a stride of a multiple of 64 lines would pile 3 x kGroups lines
+  // into those sets; these strides spread them (at most 9 lines a set for 4 tables, 12 for 8: a
+  // search over strides 171-240).
+  static constexpr int64_t kTableLines = kGroups <= 4 ? 179 : 217;
+  static constexpr int64_t kTableBytes = kTableLines * kEntryBytes;
+  static_assert(kEntryBytes == 64, "one table entry per cache line");
+
+  struct Phase {
+    bool first;        // first K block: multiply rows start at -qsum
+    bool from_zero;    // first block since the last widening: int16 sums start at 0
+    bool widen;        // add the int16 sums into the int32 ones (and restart)
+    bool first_widen;  // the int32 sums start here (store, not add)
+  };
+
+  // Table j of a span from the activation dwords x[s] (tokens [0, H) and [H, T)) of its 4 quads:
+  // entry f0 + 4 f1 + 16 f2 + 64 f3 = sum_s (f_s - 1) * byte j of x[s].
+  template <int j>
+  static void build_table(const I (&x)[4][2], char* table) {
+    I low[9], high[9];
+    Lanes::combos(Lanes::template activation<j>(x[0][0], x[0][1]), Lanes::template activation<j>(x[1][0], x[1][1]), low);
+    Lanes::combos(Lanes::template activation<j>(x[2][0], x[2][1]), Lanes::template activation<j>(x[3][0], x[3][1]), high);
+    #pragma GCC unroll 9
+    for (int c = 0; c < 9; ++c)
+      #pragma GCC unroll 9
+      for (int p = 0; p < 9; ++p) {
+        const int entry = (p % 3 + 4 * (p / 3)) + 16 * (c % 3 + 4 * (c / 3));
+        V::store(table + entry * kEntryBytes, V::add16(low[p], high[c]));
+      }
+  }
+
+  // One K block's tables (kGroups, table 4 * span + j) and its activation dwords for the multiply
+  // rows (x[4 * span + s][half]: quad s of the span, tokens [0, H) or [H, T)), from one gather each.
+  static void build_block(const int8_t* q, int64_t ldq, int count, char* tables, I (&x)[4 * kBlockSpans][2]) {
+    #pragma GCC unroll 4
+    for (int sp = 0; sp < kBlockSpans; ++sp) {
+      I xs[4][2];
+      #pragma GCC unroll 4
+      for (int s = 0; s < 4; ++s) {
+        const int8_t* at = q + sp * kSpan + 4 * s;
+        xs[s][0] = V::gather32(at, ldq, std::min(count, H));
+        xs[s][1] = V::gather32(count > H ? at + H * ldq : at, ldq, std::max(0, count - H));
+        x[4 * sp + s][0] = xs[s][0];
+        x[4 * sp + s][1] = xs[s][1];
+      }
+      char* t = tables + 4 * sp * kTableBytes;
+      build_table<0>(xs, t);
+      build_table<1>(xs, t + kTableBytes);
+      build_table<2>(xs, t + 2 * kTableBytes);
+      build_table<3>(xs, t + 3 * kTableBytes);
+    }
+  }
+
+  // Byte j of a row's dword (its table index) times the entry size: a shift and a mask.
+  template <int j>
+  static size_t entry_offset(uint64_t dword) {
+    constexpr int kShift = 6;  // log2(kEntryBytes)
+    constexpr uint64_t kMask = uint64_t{0xFF} << kShift;
+    return static_cast<size_t>(j == 0 ? (dword << kShift) & kMask : (dword >> (8 * j - kShift)) & kMask);
+  }
+
+  // One step: MR multiply rows then LR lookup rows, rows [row, row + MR + LR) of the job (local index r
+  // into acc16 / acc32), over one K block. All of the step's instructions sit in one loop body so the
+  // core can issue the vpdpbusd and the lookups together.
+  template <int MR, int LR>
+  [[gnu::always_inline]] static inline void step(const uint8_t* panel_at_block, int64_t gstride, int64_t row, const char* tables,
+                   const I (&x)[4 * kBlockSpans][2], const I (&negq)[2], int16_t* acc16, int32_t* acc32, Phase ph) {
+    I lo[MR > 0 ? MR : 1], hi[MR > 0 ? MR : 1], acc[LR > 0 ? LR : 1];
+    #pragma GCC unroll 8
+    for (int m = 0; m < MR; ++m) {
+      lo[m] = ph.first ? negq[0] : V::load(acc32 + m * T);
+      hi[m] = ph.first ? negq[1] : V::load(acc32 + m * T + H);
+    }
+    #pragma GCC unroll 8
+    for (int l = 0; l < LR; ++l) acc[l] = ph.from_zero ? V::zero() : V::load(acc16 + (MR + l) * T);
+    const uint8_t* codes[MR + LR];
+    #pragma GCC unroll 8
+    for (int r = 0; r < MR + LR; ++r) {
+      const uint64_t j = static_cast<uint64_t>(row + r);
+      codes[r] = panel_at_block + static_cast<int64_t>(j / kPanelRows) * gstride + 4 * static_cast<int64_t>(j % kPanelRows);
+    }
+    const I mask3 = V::bytes(3);
+    #pragma GCC unroll 4
+    for (int sp = 0; sp < kBlockSpans; ++sp) {
+      I b[MR > 0 ? MR : 1];
+      uint64_t w[LR > 0 ? LR : 1];
+      #pragma GCC unroll 8
+      for (int m = 0; m < MR; ++m) b[m] = V::dwords(static_cast<int32_t>(load_dword(codes[m] + sp * V::kBytes)));
+      #pragma GCC unroll 8
+      for (int l = 0; l < LR; ++l) w[l] = load_dword(codes[MR + l] + sp * V::kBytes);
+      const char* t = tables + 4 * sp * kTableBytes;
+      // quad s of the multiply rows alongside table j = s of the lookup rows
+      auto quad = [&](auto S) {
+        constexpr int s = decltype(S)::value;
+        #pragma GCC unroll 8
+        for (int m = 0; m < MR; ++m) {
+          const I c = V::and_(s == 0 ? b[m] : V::srli16(b[m], 2 * s), mask3);
+          lo[m] = V::dpbusd(lo[m], c, x[4 * sp + s][0]);
+          hi[m] = V::dpbusd(hi[m], c, x[4 * sp + s][1]);
+        }
+        #pragma GCC unroll 8
+        for (int l = 0; l < LR; ++l) acc[l] = V::add16(acc[l], V::load(t + s * kTableBytes + entry_offset<s>(w[l])));
+      };
+      quad(std::integral_constant<int, 0>{});
+      quad(std::integral_constant<int, 1>{});
+      quad(std::integral_constant<int, 2>{});
+      quad(std::integral_constant<int, 3>{});
+    }
+    #pragma GCC unroll 8
+    for (int m = 0; m < MR; ++m) {
+      V::store(acc32 + m * T, lo[m]);
+      V::store(acc32 + m * T + H, hi[m]);
+    }
+    #pragma GCC unroll 8
+    for (int l = 0; l < LR; ++l) {
+      if (ph.widen)
+        Lanes::widen(acc[l], acc32 + (MR + l) * T, ph.first_widen);
+      else
+        V::store(acc16 + (MR + l) * T, acc[l]);
+    }
+  }
+
+  // Rows [r0, r0 + rows) of the job (r0 a multiple of kStep) over one K block.
+  static void sweep(const uint8_t* panel_at_block, int64_t gstride, int64_t n0, int64_t r0, int64_t rows,
+                    const char* tables, const I (&x)[4 * kBlockSpans][2], const I (&negq)[2], int16_t* acc16,
+                    int32_t* acc32, Phase ph) {
+    // the activation dwords in registers for the whole sweep (the lookups are bound by loads: the
+    // multiply rows must not add one per vpdpbusd)
+    I xr[4 * kBlockSpans][2];
+    #pragma GCC unroll 8
+    for (int u = 0; u < 4 * kBlockSpans; ++u) xr[u][0] = x[u][0], xr[u][1] = x[u][1];
+    int64_t r = r0;
+    for (; r + kStep <= r0 + rows; r += kStep)
+      step<kMulRows, kLutRows>(panel_at_block, gstride, n0 + r, tables, xr, negq, acc16 + r * T, acc32 + r * T, ph);
+    for (; r < r0 + rows; ++r)
+      step<0, 1>(panel_at_block, gstride, n0 + r, tables, xr, negq, acc16 + r * T, acc32 + r * T, ph);
+  }
+
+  // One block of up to T tokens starting at i0 against rows [n0, n1); out row (i0 - m0).
+  static void token_block(const uint8_t* packed, int64_t k, const QuantizedRows& rows, int64_t i0, int count,
+                          int64_t m0, int64_t n0, int64_t n1, int32_t* out, int64_t ld, const float* a, float s_w) {
+    thread_local Scratch table_mem, acc16_mem, acc32_mem;
+    const int64_t nr = n1 - n0;
+    char* tables = static_cast<char*>(table_mem.get(kGroups * kTableBytes));
+    int16_t* acc16 = static_cast<int16_t*>(acc16_mem.get(static_cast<size_t>(nr) * T * 2));
+    int32_t* acc32 = static_cast<int32_t*>(acc32_mem.get(static_cast<size_t>(nr) * T * 4));
+    const int8_t* q = rows.q + i0 * k;
+    const int64_t gstride = i2s_panel::group_stride(k, kPanelRows);
+    // multiply rows start at -qsum of their token (lanes past count: never stored)
+    const I negq[2] = {V::sub32(V::zero(), V::maskload32(rows.qsum + i0, V::lane_mask(0, 0, count))),
+                       count > H ? V::sub32(V::zero(), V::maskload32(rows.qsum + i0 + H, V::lane_mask(1, 0, count)))
+                                 : V::zero()};
+    const int64_t block_cols = kBlockSpans * kSpan;
+    const int64_t blocks = k / block_cols;  // k % 128 == 0: whole blocks
+    static_assert(128 % (kBlockSpans * 16) == 0, "K blocks tile an I2_S block");
+    for (int64_t b = 0; b < blocks; ++b) {
+      alignas(64) I x[4 * kBlockSpans][2];
+      build_block(q + b * block_cols, k, count, tables, x);
+      const Phase ph{b == 0, b % kBlocksPerWiden == 0, b % kBlocksPerWiden == kBlocksPerWiden - 1 || b == blocks - 1,
+                     b < kBlocksPerWiden};
+      const uint8_t* at = packed + b * kBlockSpans * V::kBytes;
+      if (b + 1 < blocks) {
+        sweep(at, gstride, n0, 0, nr, tables, x, negq, acc16, acc32, ph);
+        continue;
+      }
+      // Last block: each chunk of rows goes to the output right after its last sweep (as the lookup
+      // kernels do: the output's cache misses overlap the work).
+      for (int64_t j = 0; j < nr; j += kEpilogueRows) {
+        const int64_t rows_here = std::min(kEpilogueRows, nr - j);
+        sweep(at, gstride, n0, j, rows_here, tables, x, negq, acc16, acc32, ph);
+        Lanes::epilogue(acc32 + j * T, rows_here, count, i0 - m0, out + j, ld, a ? a + i0 : nullptr, s_w);
+      }
+    }
+  }
+
+  static void run(const uint8_t* packed, int64_t k, const QuantizedRows& rows, int64_t m0, int64_t m1, int64_t n0,
+                  int64_t n1, int32_t* out, int64_t ld, const float* a, float s_w) {
+    if (m1 <= m0 || n1 <= n0) return;
+    for (int64_t i0 = m0; i0 < m1; i0 += T) {
+      const int count = static_cast<int>(std::min<int64_t>(T, m1 - i0));
+      token_block(packed, k, rows, i0, count, m0, n0, n1, out, ld, a, s_w);
+    }
+  }
+
+  static void dot(const uint8_t* packed, int64_t n, int64_t k, const QuantizedRows& rows, int64_t m0, int64_t m1,
+                  int64_t n0, int64_t n1, int32_t* out, int64_t ld) {
+    (void)n;
+    run(packed, k, rows, m0, m1, n0, n1, out, ld, nullptr, 0.0f);
+  }
+
+  static void dot_scaled(const uint8_t* packed, int64_t n, int64_t k, const QuantizedRows& rows, float s_w,
+                         int64_t m0, int64_t m1, int64_t n0, int64_t n1, float* y, int64_t ldy) {
+    (void)n;
+    run(packed, k, rows, m0, m1, n0, n1, reinterpret_cast<int32_t*>(y), ldy, rows.a, s_w);
+  }
+
+  static size_t packed_bytes(int64_t n, int64_t k) { return i2s_panel::panel_bytes(n, k, kPanelRows); }
+  static void repack(const uint8_t* i2s, int64_t n, int64_t k, uint8_t* packed) {
+    i2s_panel::repack_panels<kPanelRows>(i2s, n, k, packed);
+  }
+
+  // The kernel's table: jobs of one token block; the panel layout, named, so the driver packs it once
+  // for this kernel and the multiply kernels of the ISA.
+  static constexpr I2SKernel table(const char* name) {
+    return {name,        packed_bytes, repack,    /*quantize=*/nullptr, dot, /*tile_m=*/T, /*tile_n=*/4096,
+            dot_scaled,  /*min_tile_n=*/512, i2s_panel::panel_layout(kPanelRows)};
+  }
+};
+
+}  // namespace
+}  // namespace bitnet_onnx::i2s::mixed
