@@ -6,7 +6,7 @@
 #include "mixed_tables.h"
 #include "simd/x86.h"
 
-// The split (rows per step on vpdpbusd, on lookups) and the K block (spans of 16 columns), overridable
+// The split (rows per step on vpdpbusd, on lookups), overridable
 // only to measure them (kernel_bench, one build per value; BENCHMARKS.md has the runs).
 #ifndef BITNET_MIXED_MUL_ROWS
 #define BITNET_MIXED_MUL_ROWS 1
@@ -14,18 +14,14 @@
 #ifndef BITNET_MIXED_LUT_ROWS
 #define BITNET_MIXED_LUT_ROWS 2
 #endif
-#ifndef BITNET_MIXED_BLOCK_SPANS
-#define BITNET_MIXED_BLOCK_SPANS 2
-#endif
 
 namespace bitnet_onnx::i2s::mixed {
 namespace {
 
 constexpr int kMulRows = BITNET_MIXED_MUL_ROWS;
 constexpr int kLutRows = BITNET_MIXED_LUT_ROWS;
-constexpr int kBlockSpans = BITNET_MIXED_BLOCK_SPANS;
 
-constexpr I2SKernel kAvx512Vnni = MixedDot<simd::Zmm, kMulRows, kLutRows, kBlockSpans>::table("mixed-avx512vnni");
+constexpr I2SKernel kAvx512Vnni = MixedDot<simd::Zmm, kMulRows, kLutRows>::table("mixed-avx512vnni");
 
 }  // namespace
 

@@ -4,13 +4,13 @@
 // (benchmarks/register_peaks.c PATH 15, `mix-avx512`, is that ceiling). Exact int32 sums, bit-identical
 // to every other family.
 //
-// ONE weight layout for both halves: the 16-row panels of the avx512vnni multiply kernel
-// (kernels/i2s_panel/layout.h, "panel16"; the driver packs a constant W once for both). In a span of 16
-// columns, byte 4r + j of a group holds row r's codes (ternary + 1, never 3) of columns j, 4 + j,
-// 8 + j, 12 + j in bits 0-1, 2-3, 4-5, 6-7. So a row's dword of a span serves both halves:
-//  - multiply rows: broadcast, shift by 2s and mask 3: the 4 codes of quad s (columns 4s .. 4s + 3),
-//    vpdpbusd against the 4 activations of 16 tokens per int32 lane (tokens are the lanes: the sums
-//    are [row][token], as the lookups' are);
+// ONE weight layout for both halves (mixed_layout.h): the bytes of the avx512vnni multiply kernel's
+// 16-row panels, reordered K block by K block. Byte 4 sp + j of a row's 8 bytes of a block holds its
+// codes (ternary + 1, never 3) of columns 16 sp + j, + 4, + 8, + 12 in bits 0-1, 2-3, 4-5, 6-7. So a row's
+// bytes of a block serve both halves:
+//  - multiply rows: a span's dword broadcast, shifted by 2s and masked with 3: the 4 codes of quad s
+//    (columns 4s .. 4s + 3), vpdpbusd against the 4 activations of 16 tokens per int32 lane (tokens are
+//    the lanes: the sums are [row][token], as the lookups' are);
 //  - lookup rows: byte j IS a table index: entry v = sum_s (field s of v - 1) x[4s + j], a table of
 //    171 entries (the largest byte is 0b10101010) of which the 81 with no field 3 are built and read.
 // A K block is kBlockSpans spans (4 groups, i.e. tables, per span); per (token block of 32 tokens, K

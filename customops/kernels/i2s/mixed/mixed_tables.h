@@ -11,8 +11,8 @@
 
 #include "family.h"
 #include "i2s_lut/token_lanes.h"
-#include "i2s_panel/layout.h"
 #include "mixed_kernels.h"
+#include "mixed_layout.h"
 
 namespace bitnet_onnx::i2s::mixed {
 namespace {
@@ -25,18 +25,26 @@ inline uint32_t load_dword(const uint8_t* p) {
   return v;
 }
 
+inline uint64_t load_word(const uint8_t* p) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  return v;
+}
+
 // kMulRows rows on vpdpbusd, then kLutRows rows on lookups, in every step of kMulRows + kLutRows rows
 // of a job's row range (the rows a range leaves after its last whole step run on lookups); a K block
-// is kBlockSpans spans of 16 columns.
-template <class V, int kMulRows, int kLutRows, int kBlockSpans>
+// is mixed_layout.h's kBlockSpans spans of 16 columns.
+template <class V, int kMulRows, int kLutRows>
 struct MixedDot {
   using I = typename V::I;
   using Lanes = i2s_lut::TokenLanes<V>;
   static constexpr int T = Lanes::T;  // tokens per block: an int16 lane (lookups) or 2 x an int32 lane (vpdpbusd) each
   static constexpr int H = Lanes::H;
-  static constexpr int64_t kPanelRows = V::kInt32Lanes;  // the panel layout's G: 16 for zmm ("panel16")
-  static constexpr int64_t kSpan = i2s_panel::kSpan;     // 16 columns
+  static constexpr int64_t kSpan = 16;  // columns per span
   static constexpr int kGroups = 4 * kBlockSpans;        // tables per K block (4 per span)
+  // The int16 bound: an entry is at most 4 x 128 = 512 in magnitude and a lookup row adds kGroups = 8
+  // per K block, widened every kBlocksPerWiden = 63 / 8 = 7 blocks: 56 x 512 = 28672 <= 32767
+  // (kernel_test's --extreme-k cases run all-extreme activations through every widening).
   static constexpr int kBlocksPerWiden = i2s_lut::kMaxInt16Groups / kGroups;
   static_assert(kBlocksPerWiden >= 1, "a K block must not hold more groups than int16 sums allow");
   static constexpr int kStep = kMulRows + kLutRows;
@@ -96,19 +104,20 @@ struct MixedDot {
     }
   }
 
-  // Byte j of a row's dword (its table index) times the entry size: a shift and a mask.
+  // Byte j of a row's word of a block (its table index) times the entry size: a shift and a mask
+  // (as lut_tables.h does: a byte load each would add to the lookups' loads).
   template <int j>
-  static size_t entry_offset(uint64_t dword) {
+  static size_t entry_offset(uint64_t word) {
     constexpr int kShift = 6;  // log2(kEntryBytes)
     constexpr uint64_t kMask = uint64_t{0xFF} << kShift;
-    return static_cast<size_t>(j == 0 ? (dword << kShift) & kMask : (dword >> (8 * j - kShift)) & kMask);
+    return static_cast<size_t>(j == 0 ? (word << kShift) & kMask : (word >> (8 * j - kShift)) & kMask);
   }
 
   // One step: MR multiply rows then LR lookup rows, rows [row, row + MR + LR) of the job (local index r
   // into acc16 / acc32), over one K block. All of the step's instructions sit in one loop body so the
   // core can issue the vpdpbusd and the lookups together.
   template <int MR, int LR>
-  [[gnu::always_inline]] static inline void step(const uint8_t* panel_at_block, int64_t gstride, int64_t row, const char* tables,
+  [[gnu::always_inline]] static inline void step(const uint8_t* rows_at, const char* tables,
                    const I (&x)[4 * kBlockSpans][2], const I (&negq)[2], int16_t* acc16, int32_t* acc32, Phase ph) {
     I lo[MR > 0 ? MR : 1], hi[MR > 0 ? MR : 1], acc[LR > 0 ? LR : 1];
     #pragma GCC unroll 8
@@ -118,23 +127,17 @@ struct MixedDot {
     }
     #pragma GCC unroll 8
     for (int l = 0; l < LR; ++l) acc[l] = ph.from_zero ? V::zero() : V::load(acc16 + (MR + l) * T);
-    const uint8_t* codes[MR + LR];
+    uint64_t w[LR > 0 ? LR : 1];
     #pragma GCC unroll 8
-    for (int r = 0; r < MR + LR; ++r) {
-      const uint64_t j = static_cast<uint64_t>(row + r);
-      codes[r] = panel_at_block + static_cast<int64_t>(j / kPanelRows) * gstride + 4 * static_cast<int64_t>(j % kPanelRows);
-    }
+    for (int l = 0; l < LR; ++l) w[l] = load_word(rows_at + (MR + l) * kRowBlockBytes);
     const I mask3 = V::bytes(3);
-    #pragma GCC unroll 4
-    for (int sp = 0; sp < kBlockSpans; ++sp) {
+    // span sp's 4 quads of the multiply rows alongside its tables j = 0..3 of the lookup rows
+    auto span = [&](auto SP) {
+      constexpr int sp = decltype(SP)::value;
       I b[MR > 0 ? MR : 1];
-      uint64_t w[LR > 0 ? LR : 1];
       #pragma GCC unroll 8
-      for (int m = 0; m < MR; ++m) b[m] = V::dwords(static_cast<int32_t>(load_dword(codes[m] + sp * V::kBytes)));
-      #pragma GCC unroll 8
-      for (int l = 0; l < LR; ++l) w[l] = load_dword(codes[MR + l] + sp * V::kBytes);
+      for (int m = 0; m < MR; ++m) b[m] = V::dwords(static_cast<int32_t>(load_dword(rows_at + m * kRowBlockBytes + 4 * sp)));
       const char* t = tables + 4 * sp * kTableBytes;
-      // quad s of the multiply rows alongside table j = s of the lookup rows
       auto quad = [&](auto S) {
         constexpr int s = decltype(S)::value;
         #pragma GCC unroll 8
@@ -144,13 +147,16 @@ struct MixedDot {
           hi[m] = V::dpbusd(hi[m], c, x[4 * sp + s][1]);
         }
         #pragma GCC unroll 8
-        for (int l = 0; l < LR; ++l) acc[l] = V::add16(acc[l], V::load(t + s * kTableBytes + entry_offset<s>(w[l])));
+        for (int l = 0; l < LR; ++l) acc[l] = V::add16(acc[l], V::load(t + s * kTableBytes + entry_offset<4 * sp + s>(w[l])));
       };
       quad(std::integral_constant<int, 0>{});
       quad(std::integral_constant<int, 1>{});
       quad(std::integral_constant<int, 2>{});
       quad(std::integral_constant<int, 3>{});
-    }
+    };
+    static_assert(kBlockSpans == 2, "two spans per K block (mixed_layout.h)");
+    span(std::integral_constant<int, 0>{});
+    span(std::integral_constant<int, 1>{});
     #pragma GCC unroll 8
     for (int m = 0; m < MR; ++m) {
       V::store(acc32 + m * T, lo[m]);
@@ -166,7 +172,7 @@ struct MixedDot {
   }
 
   // Rows [r0, r0 + rows) of the job (r0 a multiple of kStep) over one K block.
-  static void sweep(const uint8_t* panel_at_block, int64_t gstride, int64_t n0, int64_t r0, int64_t rows,
+  static void sweep(const uint8_t* block_at, int64_t n0, int64_t r0, int64_t rows,
                     const char* tables, const I (&x)[4 * kBlockSpans][2], const I (&negq)[2], int16_t* acc16,
                     int32_t* acc32, Phase ph) {
     // the activation dwords in registers for the whole sweep (the lookups are bound by loads: the
@@ -176,13 +182,13 @@ struct MixedDot {
     for (int u = 0; u < 4 * kBlockSpans; ++u) xr[u][0] = x[u][0], xr[u][1] = x[u][1];
     int64_t r = r0;
     for (; r + kStep <= r0 + rows; r += kStep)
-      step<kMulRows, kLutRows>(panel_at_block, gstride, n0 + r, tables, xr, negq, acc16 + r * T, acc32 + r * T, ph);
+      step<kMulRows, kLutRows>(block_at + (n0 + r) * kRowBlockBytes, tables, xr, negq, acc16 + r * T, acc32 + r * T, ph);
     for (; r < r0 + rows; ++r)
-      step<0, 1>(panel_at_block, gstride, n0 + r, tables, xr, negq, acc16 + r * T, acc32 + r * T, ph);
+      step<0, 1>(block_at + (n0 + r) * kRowBlockBytes, tables, xr, negq, acc16 + r * T, acc32 + r * T, ph);
   }
 
   // One block of up to T tokens starting at i0 against rows [n0, n1); out row (i0 - m0).
-  static void token_block(const uint8_t* packed, int64_t k, const QuantizedRows& rows, int64_t i0, int count,
+  static void token_block(const uint8_t* packed, int64_t n, int64_t k, const QuantizedRows& rows, int64_t i0, int count,
                           int64_t m0, int64_t n0, int64_t n1, int32_t* out, int64_t ld, const float* a, float s_w) {
     thread_local Scratch table_mem, acc16_mem, acc32_mem;
     const int64_t nr = n1 - n0;
@@ -190,65 +196,55 @@ struct MixedDot {
     int16_t* acc16 = static_cast<int16_t*>(acc16_mem.get(static_cast<size_t>(nr) * T * 2));
     int32_t* acc32 = static_cast<int32_t*>(acc32_mem.get(static_cast<size_t>(nr) * T * 4));
     const int8_t* q = rows.q + i0 * k;
-    const int64_t gstride = i2s_panel::group_stride(k, kPanelRows);
     // multiply rows start at -qsum of their token (lanes past count: never stored)
     const I negq[2] = {V::sub32(V::zero(), V::maskload32(rows.qsum + i0, V::lane_mask(0, 0, count))),
                        count > H ? V::sub32(V::zero(), V::maskload32(rows.qsum + i0 + H, V::lane_mask(1, 0, count)))
                                  : V::zero()};
-    const int64_t block_cols = kBlockSpans * kSpan;
-    const int64_t blocks = k / block_cols;  // k % 128 == 0: whole blocks
-    static_assert(128 % (kBlockSpans * 16) == 0, "K blocks tile an I2_S block");
+    const int64_t blocks = k / kBlockCols;  // k % 128 == 0: whole blocks
+    static_assert(128 % kBlockCols == 0, "K blocks tile an I2_S block");
     for (int64_t b = 0; b < blocks; ++b) {
       alignas(64) I x[4 * kBlockSpans][2];
-      build_block(q + b * block_cols, k, count, tables, x);
+      build_block(q + b * kBlockCols, k, count, tables, x);
       const Phase ph{b == 0, b % kBlocksPerWiden == 0, b % kBlocksPerWiden == kBlocksPerWiden - 1 || b == blocks - 1,
                      b < kBlocksPerWiden};
-      const uint8_t* at = packed + b * kBlockSpans * V::kBytes;
+      const uint8_t* at = packed + b * n * kRowBlockBytes;
       if (b + 1 < blocks) {
-        sweep(at, gstride, n0, 0, nr, tables, x, negq, acc16, acc32, ph);
+        sweep(at, n0, 0, nr, tables, x, negq, acc16, acc32, ph);
         continue;
       }
       // Last block: each chunk of rows goes to the output right after its last sweep (as the lookup
       // kernels do: the output's cache misses overlap the work).
       for (int64_t j = 0; j < nr; j += kEpilogueRows) {
         const int64_t rows_here = std::min(kEpilogueRows, nr - j);
-        sweep(at, gstride, n0, j, rows_here, tables, x, negq, acc16, acc32, ph);
+        sweep(at, n0, j, rows_here, tables, x, negq, acc16, acc32, ph);
         Lanes::epilogue(acc32 + j * T, rows_here, count, i0 - m0, out + j, ld, a ? a + i0 : nullptr, s_w);
       }
     }
   }
 
-  static void run(const uint8_t* packed, int64_t k, const QuantizedRows& rows, int64_t m0, int64_t m1, int64_t n0,
+  static void run(const uint8_t* packed, int64_t n, int64_t k, const QuantizedRows& rows, int64_t m0, int64_t m1, int64_t n0,
                   int64_t n1, int32_t* out, int64_t ld, const float* a, float s_w) {
     if (m1 <= m0 || n1 <= n0) return;
     for (int64_t i0 = m0; i0 < m1; i0 += T) {
       const int count = static_cast<int>(std::min<int64_t>(T, m1 - i0));
-      token_block(packed, k, rows, i0, count, m0, n0, n1, out, ld, a, s_w);
+      token_block(packed, n, k, rows, i0, count, m0, n0, n1, out, ld, a, s_w);
     }
   }
 
   static void dot(const uint8_t* packed, int64_t n, int64_t k, const QuantizedRows& rows, int64_t m0, int64_t m1,
                   int64_t n0, int64_t n1, int32_t* out, int64_t ld) {
-    (void)n;
-    run(packed, k, rows, m0, m1, n0, n1, out, ld, nullptr, 0.0f);
+    run(packed, n, k, rows, m0, m1, n0, n1, out, ld, nullptr, 0.0f);
   }
 
   static void dot_scaled(const uint8_t* packed, int64_t n, int64_t k, const QuantizedRows& rows, float s_w,
                          int64_t m0, int64_t m1, int64_t n0, int64_t n1, float* y, int64_t ldy) {
-    (void)n;
-    run(packed, k, rows, m0, m1, n0, n1, reinterpret_cast<int32_t*>(y), ldy, rows.a, s_w);
+    run(packed, n, k, rows, m0, m1, n0, n1, reinterpret_cast<int32_t*>(y), ldy, rows.a, s_w);
   }
 
-  static size_t packed_bytes(int64_t n, int64_t k) { return i2s_panel::panel_bytes(n, k, kPanelRows); }
-  static void repack(const uint8_t* i2s, int64_t n, int64_t k, uint8_t* packed) {
-    i2s_panel::repack_panels<kPanelRows>(i2s, n, k, packed);
-  }
-
-  // The kernel's table: jobs of one token block; the panel layout, named, so the driver packs it once
-  // for this kernel and the multiply kernels of the ISA.
+  // The kernel's table: jobs of one token block over the family's own layout (mixed_layout.h).
   static constexpr I2SKernel table(const char* name) {
-    return {name,        packed_bytes, repack,    /*quantize=*/nullptr, dot, /*tile_m=*/T, /*tile_n=*/4096,
-            dot_scaled,  /*min_tile_n=*/512, i2s_panel::panel_layout(kPanelRows)};
+    return {name, mixed::packed_bytes, mixed::repack, /*quantize=*/nullptr, dot, /*tile_m=*/T, /*tile_n=*/4096,
+            dot_scaled, /*min_tile_n=*/512};
   }
 };
 
