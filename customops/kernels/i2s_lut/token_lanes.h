@@ -22,6 +22,7 @@
 #include <cstdlib>
 #include <new>
 
+#include "family.h"
 #include "simd/vector_math.h"
 
 namespace bitnet_onnx::i2s_lut {
@@ -55,6 +56,19 @@ struct TokenLanes {
   using I = typename V::I;
   static constexpr int T = V::kInt16Lanes;  // tokens per block: one per int16 lane
   static constexpr int H = T / 2;           // int32 lanes
+
+  // A job's per-thread buffers (grown on demand, reused across calls): table_bytes of tables and the
+  // int16 and int32 sums of `rows` rows, T tokens each.
+  struct Buffers {
+    void* tables;
+    int16_t* acc16;
+    int32_t* acc32;
+  };
+  static Buffers buffers(size_t table_bytes, int64_t rows) {
+    thread_local Scratch table_mem, acc16_mem, acc32_mem;
+    return {table_mem.get(table_bytes), static_cast<int16_t*>(acc16_mem.get(static_cast<size_t>(rows) * T * 2)),
+            static_cast<int32_t*>(acc32_mem.get(static_cast<size_t>(rows) * T * 4))};
+  }
 
   // Activation j (byte j of each dword) as int16 token lanes, from the dwords gathered for tokens
   // [0, H) (lo_tokens) and [H, T) (hi_tokens).
@@ -118,6 +132,21 @@ struct TokenLanes {
         else
           out[(row0 + t) * ld + j] = s;
       }
+  }
+};
+
+// dot() and dot_scaled() (family.h) of a kernel whose run(packed, n, k, rows, m0, m1, n0, n1, out, ld, a,
+// s_w) writes int32 sums (a null) or, a = rows.a, the op's epilogue (out is then float memory).
+template <class Kernel>
+struct RunEntries {
+  static void dot(const uint8_t* packed, int64_t n, int64_t k, const i2s::QuantizedRows& rows, int64_t m0,
+                  int64_t m1, int64_t n0, int64_t n1, int32_t* out, int64_t ld) {
+    Kernel::run(packed, n, k, rows, m0, m1, n0, n1, out, ld, nullptr, 0.0f);
+  }
+
+  static void dot_scaled(const uint8_t* packed, int64_t n, int64_t k, const i2s::QuantizedRows& rows, float s_w,
+                         int64_t m0, int64_t m1, int64_t n0, int64_t n1, float* y, int64_t ldy) {
+    Kernel::run(packed, n, k, rows, m0, m1, n0, n1, reinterpret_cast<int32_t*>(y), ldy, rows.a, s_w);
   }
 };
 

@@ -24,8 +24,6 @@
 namespace bitnet_onnx::i2s::lut {
 namespace {
 
-using i2s_lut::Scratch;
-
 // One token-block width V over the layout of kBlockGroups groups per K block.
 template <class V, int kBlockGroups>
 struct LutDot {
@@ -120,11 +118,11 @@ struct LutDot {
   static void token_block(const uint8_t* packed, int64_t n, int64_t k, const QuantizedRows& rows, int64_t i0,
                           int count, int64_t m0, int64_t n0, int64_t n1, int32_t* out, int64_t ld, const float* a,
                           float s_w) {
-    thread_local Scratch table_mem, acc16_mem, acc32_mem;
     const int64_t nr = n1 - n0;
-    int16_t* tables = static_cast<int16_t*>(table_mem.get(kBlockGroups * kTableBytes));
-    int16_t* acc16 = static_cast<int16_t*>(acc16_mem.get(static_cast<size_t>(nr) * T * 2));
-    int32_t* acc32 = static_cast<int32_t*>(acc32_mem.get(static_cast<size_t>(nr) * T * 4));
+    const typename Lanes::Buffers buf = Lanes::buffers(kBlockGroups * kTableBytes, nr);
+    int16_t* tables = static_cast<int16_t*>(buf.tables);
+    int16_t* acc16 = buf.acc16;
+    int32_t* acc32 = buf.acc32;
     const int8_t* q = rows.q + i0 * k;
     const int64_t blocks = blocks_of(k, kBlockGroups);
     for (int64_t b = 0; b < blocks; ++b) {
@@ -174,16 +172,6 @@ struct LutKernel {
     }
   }
 
-  static void dot(const uint8_t* packed, int64_t n, int64_t k, const QuantizedRows& rows, int64_t m0, int64_t m1,
-                  int64_t n0, int64_t n1, int32_t* out, int64_t ld) {
-    run(packed, n, k, rows, m0, m1, n0, n1, out, ld, nullptr, 0.0f);
-  }
-
-  static void dot_scaled(const uint8_t* packed, int64_t n, int64_t k, const QuantizedRows& rows, float s_w,
-                         int64_t m0, int64_t m1, int64_t n0, int64_t n1, float* y, int64_t ldy) {
-    run(packed, n, k, rows, m0, m1, n0, n1, reinterpret_cast<int32_t*>(y), ldy, rows.a, s_w);
-  }
-
   static size_t packed_size(int64_t n, int64_t k) { return packed_bytes(n, k); }
   static void repack_groups(const uint8_t* i2s, int64_t n, int64_t k, uint8_t* packed) {
     repack(i2s, n, k, kBlockGroups, packed);
@@ -192,8 +180,9 @@ struct LutKernel {
   // The kernel's table: jobs of one wide token block (no quantizer: the family's kernels leave it
   // to the driver's, family.h).
   static constexpr I2SKernel table(const char* name) {
-    return {name, packed_size, repack_groups, /*quantize=*/nullptr, dot,
-            /*tile_m=*/WideDot::T, /*tile_n=*/4096, dot_scaled, /*min_tile_n=*/512};
+    using Entries = i2s_lut::RunEntries<LutKernel>;
+    return {name, packed_size, repack_groups, /*quantize=*/nullptr, Entries::dot,
+            /*tile_m=*/WideDot::T, /*tile_n=*/4096, Entries::dot_scaled, /*min_tile_n=*/512};
   }
 };
 

@@ -17,8 +17,6 @@
 namespace bitnet_onnx::i2s::mixed {
 namespace {
 
-using i2s_lut::Scratch;
-
 inline uint32_t load_dword(const uint8_t* p) {
   uint32_t v;
   std::memcpy(&v, p, 4);
@@ -190,11 +188,11 @@ struct MixedDot {
   // One block of up to T tokens starting at i0 against rows [n0, n1); out row (i0 - m0).
   static void token_block(const uint8_t* packed, int64_t n, int64_t k, const QuantizedRows& rows, int64_t i0, int count,
                           int64_t m0, int64_t n0, int64_t n1, int32_t* out, int64_t ld, const float* a, float s_w) {
-    thread_local Scratch table_mem, acc16_mem, acc32_mem;
     const int64_t nr = n1 - n0;
-    char* tables = static_cast<char*>(table_mem.get(kGroups * kTableBytes));
-    int16_t* acc16 = static_cast<int16_t*>(acc16_mem.get(static_cast<size_t>(nr) * T * 2));
-    int32_t* acc32 = static_cast<int32_t*>(acc32_mem.get(static_cast<size_t>(nr) * T * 4));
+    const typename Lanes::Buffers buf = Lanes::buffers(kGroups * kTableBytes, nr);
+    char* tables = static_cast<char*>(buf.tables);
+    int16_t* acc16 = buf.acc16;
+    int32_t* acc32 = buf.acc32;
     const int8_t* q = rows.q + i0 * k;
     // multiply rows start at -qsum of their token (lanes past count: never stored)
     const I negq[2] = {V::sub32(V::zero(), V::maskload32(rows.qsum + i0, V::lane_mask(0, 0, count))),
@@ -231,20 +229,11 @@ struct MixedDot {
     }
   }
 
-  static void dot(const uint8_t* packed, int64_t n, int64_t k, const QuantizedRows& rows, int64_t m0, int64_t m1,
-                  int64_t n0, int64_t n1, int32_t* out, int64_t ld) {
-    run(packed, n, k, rows, m0, m1, n0, n1, out, ld, nullptr, 0.0f);
-  }
-
-  static void dot_scaled(const uint8_t* packed, int64_t n, int64_t k, const QuantizedRows& rows, float s_w,
-                         int64_t m0, int64_t m1, int64_t n0, int64_t n1, float* y, int64_t ldy) {
-    run(packed, n, k, rows, m0, m1, n0, n1, reinterpret_cast<int32_t*>(y), ldy, rows.a, s_w);
-  }
-
   // The kernel's table: jobs of one token block over the family's own layout (mixed_layout.h).
   static constexpr I2SKernel table(const char* name) {
-    return {name, mixed::packed_bytes, mixed::repack, /*quantize=*/nullptr, dot, /*tile_m=*/T, /*tile_n=*/4096,
-            dot_scaled, /*min_tile_n=*/512};
+    using Entries = i2s_lut::RunEntries<MixedDot>;
+    return {name, mixed::packed_bytes, mixed::repack, /*quantize=*/nullptr, Entries::dot, /*tile_m=*/T,
+            /*tile_n=*/4096, Entries::dot_scaled, /*min_tile_n=*/512};
   }
 };
 
