@@ -1,5 +1,6 @@
 """I2STernaryMatMul's kernel families beside the multiply one (the rows of customops/kernels/i2s/families.h
-after mul: lut, the lookup kernels; mul_direct, the multiply kernels' direct path at every M) through onnxruntime.
+after mul: lut, the lookup kernels; mul_direct, the multiply kernels' direct path at every M; mixed, multiply
+rows and lookup rows co-issued) through onnxruntime.
 
 BITNET_ONNX_KERNEL=<family> forces a family (read when a session creates the op's kernel, beside
 BITNET_ONNX_ISA); unset, the op picks one per call (measured on the host: kernels/i2s/measured_choice.h). The

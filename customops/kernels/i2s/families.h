@@ -43,7 +43,7 @@ constexpr int kFamilyCount = static_cast<int>(sizeof(kFamilies) / sizeof(kFamili
 // The family of row `family` of the table.
 const KernelFamily& family_of(Family family);
 
-// The BITNET_ONNX_KERNEL values, one per family, in table order ("mul", "lut", "mul_direct").
+// The BITNET_ONNX_KERNEL values, one per family, in table order ("mul", "lut", "mul_direct", "mixed").
 const char* family_name(Family family);
 
 // `family`'s kernel for `isa` (its IsaRow), null where it has none.

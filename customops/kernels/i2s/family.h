@@ -1,9 +1,9 @@
 // THE seam between the I2STernaryMatMul driver (driver.h) and its kernel families: what a family
 // provides, and the one thing the driver lends back. A family is one folder under kernels/i2s/
 // (mul/: the multiply kernels; lut/: the lookup kernels; mul_direct/: the x86 multiply kernels'
-// direct path at every M) that includes this header, isa.h, kernels/'s shared folders (simd/,
-// i2s_panel/) and its own files only, never another family's; families.h lists the folders (one
-// row each).
+// direct path at every M; mixed/: vpdpbusd rows and lookup rows co-issued) that includes this header,
+// isa.h, kernels/'s shared folders (simd/, i2s_panel/, i2s_lut/) and its own files only, never another
+// family's; families.h lists the folders (one row each).
 //
 // The shape is ggml's CPU "extra buffer types" (ggml-cpu/traits.h): each family is a record
 // (name, per-ISA kernels, when it runs), the driver keeps one list of them and asks each in turn;
