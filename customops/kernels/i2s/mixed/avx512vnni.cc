@@ -1,5 +1,6 @@
-// mixed-avx512vnni: the co-issued kernel (mixed_kernels.h) over zmm: 32-token blocks, vpdpbusd zmm on
-// kMulRows of every kMulRows + kLutRows output rows and zmm table lookups on the others. Compiled with the
+// mixed-avx512vnni: the co-issued kernel (mixed_kernels.h) over zmm: 32-token blocks (a last block of <= 16
+// tokens in ymm), vpdpbusd on kMulRows of every kMulRows + kLutRows output rows and table lookups on the
+// others. Compiled with the
 // avx512vnni multiply kernels' flags only; selected at run time by dispatch.cc.
 #pragma GCC diagnostic ignored "-Wuninitialized"  // GCC 12 intrinsic headers (bug 105593)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -30,7 +31,8 @@ namespace {
 constexpr int kMulRows = BITNET_MIXED_MUL_ROWS;
 constexpr int kLutRows = BITNET_MIXED_LUT_ROWS;
 
-constexpr I2SKernel kAvx512Vnni = MixedDot<simd::Zmm, kMulRows, kLutRows>::table("mixed-avx512vnni");
+constexpr I2SKernel kAvx512Vnni =
+    MixedKernel<MixedDot<simd::Zmm, kMulRows, kLutRows>, MixedDot<simd::Ymm, kMulRows, kLutRows>>::table("mixed-avx512vnni");
 
 }  // namespace
 

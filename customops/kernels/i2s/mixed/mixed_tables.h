@@ -47,15 +47,16 @@ struct MixedDot {
   static_assert(kBlocksPerWiden >= 1, "a K block must not hold more groups than int16 sums allow");
   static constexpr int kStep = kMulRows + kLutRows;
   static constexpr int64_t kEpilogueRows = H * kStep;  // rows per chunk of the last block: whole steps, whole H
-  static constexpr int64_t kEntryBytes = T * 2;
-  // A table holds entries 0 .. 170 (a byte of 4 fields in {0, 1, 2}), 81 of them live. Tables are
-  // kTableLines cache lines apart rather than 171: the live entries of one table fall in 27 of L1's 64
-  // sets (3 lines each), so tables at a stride of a multiple of 64 lines would pile 3 x kGroups lines
-  // into those sets; these strides spread them (at most 9 lines a set for 4 tables, 12 for 8: a
-  // search over strides 171-240).
-  static constexpr int64_t kTableLines = kGroups <= 4 ? 179 : 217;
-  static constexpr int64_t kTableBytes = kTableLines * kEntryBytes;
-  static_assert(kEntryBytes == 64, "one table entry per cache line");
+  static constexpr int64_t kEntryBytes = T * 2;  // 64 (zmm: a cache line) or 32 (ymm)
+  static constexpr int kEntryShift = __builtin_ctzll(kEntryBytes);
+  static_assert(kEntryBytes == int64_t{1} << kEntryShift, "table entries of a power of two bytes");
+  // A table holds entries 0 .. 170 (a byte of 4 fields in {0, 1, 2}), 81 of them live. The zmm tables
+  // are kTableLines cache lines apart rather than 171: the live entries of one table fall in 27 of L1's
+  // 64 sets (3 lines each), so tables at a stride of a multiple of 64 lines would pile 3 x kGroups lines
+  // into those sets; a stride of 217 lines spreads the 8 tables' at most 12 lines a set (a search over
+  // strides 171-240). The ymm tables (half a line an entry) keep the same stride.
+  static constexpr int64_t kTableLines = 217;
+  static constexpr int64_t kTableBytes = kTableLines * 64;
 
   struct Phase {
     bool first;        // first K block: multiply rows start at -qsum
@@ -106,7 +107,7 @@ struct MixedDot {
   // (as lut_tables.h does: a byte load each would add to the lookups' loads).
   template <int j>
   static size_t entry_offset(uint64_t word) {
-    constexpr int kShift = 6;  // log2(kEntryBytes)
+    constexpr int kShift = kEntryShift;
     constexpr uint64_t kMask = uint64_t{0xFF} << kShift;
     return static_cast<size_t>(j == 0 ? (word << kShift) & kMask : (word >> (8 * j - kShift)) & kMask);
   }
@@ -219,20 +220,33 @@ struct MixedDot {
       }
     }
   }
+};
 
-  static void run(const uint8_t* packed, int64_t n, int64_t k, const QuantizedRows& rows, int64_t m0, int64_t m1, int64_t n0,
-                  int64_t n1, int32_t* out, int64_t ld, const float* a, float s_w) {
+// The kernel over its token-block widths: Wide for full blocks, Narrow for a last block that fits it
+// (zmm kernels run 16 leftover tokens in ymm: half the tables' build and half the lanes, as the lookup
+// kernels do).
+template <class Wide, class Narrow>
+struct MixedKernel {
+  static void run(const uint8_t* packed, int64_t n, int64_t k, const QuantizedRows& rows, int64_t m0, int64_t m1,
+                  int64_t n0, int64_t n1, int32_t* out, int64_t ld, const float* a, float s_w) {
     if (m1 <= m0 || n1 <= n0) return;
-    for (int64_t i0 = m0; i0 < m1; i0 += T) {
-      const int count = static_cast<int>(std::min<int64_t>(T, m1 - i0));
-      token_block(packed, n, k, rows, i0, count, m0, n0, n1, out, ld, a, s_w);
+    for (int64_t i0 = m0; i0 < m1;) {
+      const int64_t left = m1 - i0;
+      if (left <= Narrow::T && Narrow::T < Wide::T) {
+        Narrow::token_block(packed, n, k, rows, i0, static_cast<int>(left), m0, n0, n1, out, ld, a, s_w);
+        i0 += left;
+      } else {
+        const int count = static_cast<int>(std::min<int64_t>(Wide::T, left));
+        Wide::token_block(packed, n, k, rows, i0, count, m0, n0, n1, out, ld, a, s_w);
+        i0 += count;
+      }
     }
   }
 
-  // The kernel's table: jobs of one token block over the family's own layout (mixed_layout.h).
+  // The kernel's table: jobs of one wide token block over the family's own layout (mixed_layout.h).
   static constexpr I2SKernel table(const char* name) {
-    using Entries = i2s_lut::RunEntries<MixedDot>;
-    return {name, mixed::packed_bytes, mixed::repack, /*quantize=*/nullptr, Entries::dot, /*tile_m=*/T,
+    using Entries = i2s_lut::RunEntries<MixedKernel>;
+    return {name, mixed::packed_bytes, mixed::repack, /*quantize=*/nullptr, Entries::dot, /*tile_m=*/Wide::T,
             /*tile_n=*/4096, Entries::dot_scaled, /*min_tile_n=*/512};
   }
 };
