@@ -135,18 +135,37 @@ struct TokenLanes {
   }
 };
 
-// dot() and dot_scaled() (family.h) of a kernel whose run(packed, n, k, rows, m0, m1, n0, n1, out, ld, a,
-// s_w) writes int32 sums (a null) or, a = rows.a, the op's epilogue (out is then float memory).
-template <class Kernel>
-struct RunEntries {
+// dot() and dot_scaled() (family.h) of a kernel over token blocks of two widths: Wide for full blocks,
+// Narrow (if narrower) for a last block that fits it (zmm kernels run 16 leftover tokens in ymm: half the
+// tables' build). Each block is one call of X::token_block(packed, n, k, rows, i0, count, m0, n0, n1,
+// out, ld, a, s_w), which writes int32 sums (a null) or, a = rows.a, the op's epilogue (out is then
+// float memory).
+template <class Wide, class Narrow>
+struct TokenBlocks {
+  static void run(const uint8_t* packed, int64_t n, int64_t k, const i2s::QuantizedRows& rows, int64_t m0,
+                  int64_t m1, int64_t n0, int64_t n1, int32_t* out, int64_t ld, const float* a, float s_w) {
+    if (m1 <= m0 || n1 <= n0) return;
+    for (int64_t i0 = m0; i0 < m1;) {
+      const int64_t left = m1 - i0;
+      if (left <= Narrow::T && Narrow::T < Wide::T) {
+        Narrow::token_block(packed, n, k, rows, i0, static_cast<int>(left), m0, n0, n1, out, ld, a, s_w);
+        i0 += left;
+      } else {
+        const int count = static_cast<int>(std::min<int64_t>(Wide::T, left));
+        Wide::token_block(packed, n, k, rows, i0, count, m0, n0, n1, out, ld, a, s_w);
+        i0 += count;
+      }
+    }
+  }
+
   static void dot(const uint8_t* packed, int64_t n, int64_t k, const i2s::QuantizedRows& rows, int64_t m0,
                   int64_t m1, int64_t n0, int64_t n1, int32_t* out, int64_t ld) {
-    Kernel::run(packed, n, k, rows, m0, m1, n0, n1, out, ld, nullptr, 0.0f);
+    run(packed, n, k, rows, m0, m1, n0, n1, out, ld, nullptr, 0.0f);
   }
 
   static void dot_scaled(const uint8_t* packed, int64_t n, int64_t k, const i2s::QuantizedRows& rows, float s_w,
                          int64_t m0, int64_t m1, int64_t n0, int64_t n1, float* y, int64_t ldy) {
-    Kernel::run(packed, n, k, rows, m0, m1, n0, n1, reinterpret_cast<int32_t*>(y), ldy, rows.a, s_w);
+    run(packed, n, k, rows, m0, m1, n0, n1, reinterpret_cast<int32_t*>(y), ldy, rows.a, s_w);
   }
 };
 

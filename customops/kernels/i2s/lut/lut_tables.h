@@ -149,28 +149,12 @@ struct LutDot {
   }
 };
 
-// A kernel's dot over its token-block widths: Wide for full blocks, Narrow (if distinct) for a
-// last block that fits it (e.g. zmm kernels run 16 leftover tokens in ymm tables, half the build).
+// A kernel over its token-block widths (i2s_lut::TokenBlocks: Wide for full blocks, Narrow (if
+// distinct) for a last block that fits it).
 template <int kBlockGroups, class Wide, class Narrow>
 struct LutKernel {
   using WideDot = LutDot<Wide, kBlockGroups>;
   using NarrowDot = LutDot<Narrow, kBlockGroups>;
-
-  static void run(const uint8_t* packed, int64_t n, int64_t k, const QuantizedRows& rows, int64_t m0, int64_t m1,
-                  int64_t n0, int64_t n1, int32_t* out, int64_t ld, const float* a, float s_w) {
-    if (m1 <= m0 || n1 <= n0) return;
-    for (int64_t i0 = m0; i0 < m1;) {
-      const int64_t left = m1 - i0;
-      if (left <= NarrowDot::T && NarrowDot::T < WideDot::T) {
-        NarrowDot::token_block(packed, n, k, rows, i0, static_cast<int>(left), m0, n0, n1, out, ld, a, s_w);
-        i0 += left;
-      } else {
-        const int count = static_cast<int>(std::min<int64_t>(WideDot::T, left));
-        WideDot::token_block(packed, n, k, rows, i0, count, m0, n0, n1, out, ld, a, s_w);
-        i0 += count;
-      }
-    }
-  }
 
   static size_t packed_size(int64_t n, int64_t k) { return packed_bytes(n, k); }
   static void repack_groups(const uint8_t* i2s, int64_t n, int64_t k, uint8_t* packed) {
@@ -180,7 +164,7 @@ struct LutKernel {
   // The kernel's table: jobs of one wide token block (no quantizer: the family's kernels leave it
   // to the driver's, family.h).
   static constexpr I2SKernel table(const char* name) {
-    using Entries = i2s_lut::RunEntries<LutKernel>;
+    using Entries = i2s_lut::TokenBlocks<WideDot, NarrowDot>;
     return {name, packed_size, repack_groups, /*quantize=*/nullptr, Entries::dot,
             /*tile_m=*/WideDot::T, /*tile_n=*/4096, Entries::dot_scaled, /*min_tile_n=*/512};
   }

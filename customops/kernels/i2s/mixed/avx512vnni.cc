@@ -32,7 +32,7 @@ constexpr int kMulRows = BITNET_MIXED_MUL_ROWS;
 constexpr int kLutRows = BITNET_MIXED_LUT_ROWS;
 
 constexpr I2SKernel kAvx512Vnni =
-    MixedKernel<MixedDot<simd::Zmm, kMulRows, kLutRows>, MixedDot<simd::Ymm, kMulRows, kLutRows>>::table("mixed-avx512vnni");
+    mixed_kernel<MixedDot<simd::Zmm, kMulRows, kLutRows>, MixedDot<simd::Ymm, kMulRows, kLutRows>>("mixed-avx512vnni");
 
 }  // namespace
 

@@ -222,34 +222,14 @@ struct MixedDot {
   }
 };
 
-// The kernel over its token-block widths: Wide for full blocks, Narrow for a last block that fits it
-// (zmm kernels run 16 leftover tokens in ymm: half the tables' build and half the lanes, as the lookup
-// kernels do).
+// The kernel's table over its token-block widths (i2s_lut::TokenBlocks: Wide for full blocks, Narrow for
+// a last block that fits it) and the family's own layout (mixed_layout.h).
 template <class Wide, class Narrow>
-struct MixedKernel {
-  static void run(const uint8_t* packed, int64_t n, int64_t k, const QuantizedRows& rows, int64_t m0, int64_t m1,
-                  int64_t n0, int64_t n1, int32_t* out, int64_t ld, const float* a, float s_w) {
-    if (m1 <= m0 || n1 <= n0) return;
-    for (int64_t i0 = m0; i0 < m1;) {
-      const int64_t left = m1 - i0;
-      if (left <= Narrow::T && Narrow::T < Wide::T) {
-        Narrow::token_block(packed, n, k, rows, i0, static_cast<int>(left), m0, n0, n1, out, ld, a, s_w);
-        i0 += left;
-      } else {
-        const int count = static_cast<int>(std::min<int64_t>(Wide::T, left));
-        Wide::token_block(packed, n, k, rows, i0, count, m0, n0, n1, out, ld, a, s_w);
-        i0 += count;
-      }
-    }
-  }
-
-  // The kernel's table: jobs of one wide token block over the family's own layout (mixed_layout.h).
-  static constexpr I2SKernel table(const char* name) {
-    using Entries = i2s_lut::RunEntries<MixedKernel>;
-    return {name, mixed::packed_bytes, mixed::repack, /*quantize=*/nullptr, Entries::dot, /*tile_m=*/Wide::T,
-            /*tile_n=*/4096, Entries::dot_scaled, /*min_tile_n=*/512};
-  }
-};
+constexpr I2SKernel mixed_kernel(const char* name) {
+  using Entries = i2s_lut::TokenBlocks<Wide, Narrow>;
+  return {name, mixed::packed_bytes, mixed::repack, /*quantize=*/nullptr, Entries::dot, /*tile_m=*/Wide::T,
+          /*tile_n=*/4096, Entries::dot_scaled, /*min_tile_n=*/512};
+}
 
 }  // namespace
 }  // namespace bitnet_onnx::i2s::mixed
