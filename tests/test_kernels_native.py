@@ -22,10 +22,11 @@ customops/tests/text_kernel_test.cc checks the text kernels (NFC, byte-fallback 
 sanitized (own folder text-sanitize: libstdc++'s vector annotations too) on vectors from
 tests/kernel_vectors/make_text_vectors.py (unicodedata; tokenizers with the factory's and the real Gemma3
 tokenizer), then on seeded hostile texts and malformed tables.
-The lookup kernel family (customops/kernels/i2s/lut/: lut-scalar, lut-avx2, lut-avx512, lut-neon) runs
-through the same kernel_test checks plus its --generated cases (token-block / row / K-block tails,
-every M of 1..2048 around the block edges, both models' shapes, all-extreme activations, zero rows):
-natively, sanitized, and lut-neon under qemu-aarch64.
+The other kernel families (the rows of customops/kernels/i2s/families.h after mul: lut-scalar, lut-avx2,
+lut-avx512, lut-neon; mul_direct-*; mixed-scalar, mixed-avx512vnni) run through the same kernel_test checks
+plus its --generated cases (token-block / row / K-block tails, every M of 1..2048 around the block edges,
+both models' shapes, all-extreme activations over 40 tokens and up to 8192 columns, zero rows): natively,
+sanitized, and lut-neon under qemu-aarch64.
 Builds are cached outside the checkout, in build_cache("kernel-tests")/<variant> (tests/build_cache.py:
 through ccache, so a fresh clone compiles nothing again). A missing tool fails with what to install.
 """
@@ -195,16 +196,16 @@ def family_kernels(dispatch: customops.Dispatch, isas: list[str]) -> list[str]:
                    if (kernel := dispatch.kernel(isa, family.name)) is not None})
 
 
-def _lookup_kernels() -> list[str]:
-    """Every other family's kernel of the ISAs this CPU runs (the lookup family's today)."""
+def _family_kernels() -> list[str]:
+    """Every kernel of the families beside mul (lut, mul_direct, mixed: families.h) of the ISAs this CPU runs."""
     return family_kernels(customops.dispatch({}), _native_kernels())
 
 
-def test_lookup_kernels_native(vectors):
-    """Every lookup (other family's) kernel of this CPU on every vector file, the --generated cases and the op's
+def test_family_kernels_native(vectors):
+    """Every kernel of the other families on this CPU on every vector file, the --generated cases and the op's
     largest K."""
     exe = _build("native") / "kernel_test"
-    kernels = _lookup_kernels()
+    kernels = _family_kernels()
     assert "lut-scalar" in kernels and (not ON_X86 or "lut-avx2" in kernels or "avx2" not in _native_kernels())
     res = _run([str(exe), "--kernels", ",".join(kernels), "--generated", "full", *_extreme([1 << 19, MAX_K]),
                 *vectors])
@@ -212,9 +213,9 @@ def test_lookup_kernels_native(vectors):
     _check_extreme(res, kernels, [1 << 19, MAX_K])
 
 
-def test_lookup_kernels_sanitizers(vectors):
+def test_family_kernels_sanitizers(vectors):
     exe = _build("sanitize", f"-DCMAKE_CXX_FLAGS={SANITIZE}", f"-DCMAKE_EXE_LINKER_FLAGS={SANITIZE}") / "kernel_test"
-    kernels = _lookup_kernels()
+    kernels = _family_kernels()
     env = dict(os.environ, ASAN_OPTIONS="abort_on_error=0:detect_leaks=1",
                UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1")
     res = _run([str(exe), "--kernels", ",".join(kernels), "--generated", "small", *_small(vectors)], env=env)
