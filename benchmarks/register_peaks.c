@@ -37,10 +37,7 @@ static const struct { const char *op, *name; int path; const char *flags, *what;
     {I2S, "mul_direct-avx512vnni", 2, "-mavx512f -mavx512vnni", "vpdpbusd zmm"},
     {I2S, "lut-avx2", 5, "-mavx2", "pattern byte from a word + vpaddw ymm from 41 KB of L1 tables"},
     {I2S, "lut-avx512", 6, "-mavx512f -mavx512bw", "pattern byte from a word + vpaddw zmm from 41 KB of L1 tables"},
-    /* the ceiling of a co-issued family: vpdpbusd zmm and lookups in one loop; the mixed family's kernel
-       (i2s/mixed/) is judged against it */
-    {I2S, "mix-avx512", 15, "-mavx512f -mavx512bw -mavx512vnni",
-     "12 vpdpbusd zmm + 3 lookups (pattern byte from a word + vpaddw zmm) per iteration"},
+    /* the co-issue ceiling (i2s/mixed/'s kernel, judged against it): vpdpbusd zmm and lookups in one loop */
     {I2S, "mixed-avx512vnni", 15, "-mavx512f -mavx512bw -mavx512vnni",
      "12 vpdpbusd zmm + 3 lookups (pattern byte from a word + vpaddw zmm) per iteration"},
     {ATTENTION, "amxbf16", 11, "-mamx-tile -mamx-bf16", "tdpbf16ps, 4 tiles"},

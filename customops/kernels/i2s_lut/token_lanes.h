@@ -51,6 +51,17 @@ struct Scratch {
   }
 };
 
+// Byte b of `word` (b in [0, 8), little-endian) times 2^kShift: a table entry's offset from a row's 8 index
+// bytes read as one word, by a shift and a mask (ALU work) instead of a byte load per lookup, since every lookup
+// also loads its table entry and the byte loads took the load ports' other half (BENCHMARKS.md, Zen 4).
+template <int kShift>
+inline size_t scaled_byte(uint64_t word, int b) {
+  static_assert(kShift < 8, "the byte's bits must stay in the word once shifted");
+  static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "byte b is bits 8b..8b+7 of the word");
+  constexpr uint64_t kMask = uint64_t{0xFF} << kShift;
+  return static_cast<size_t>(b == 0 ? (word << kShift) & kMask : (word >> (8 * b - kShift)) & kMask);
+}
+
 template <class V>
 struct TokenLanes {
   using I = typename V::I;

@@ -53,21 +53,16 @@ struct LutDot {
   }
 
   // A row's pattern bytes are read 8 at a time when a K block holds a multiple of 8 groups, each entry's
-  // offset cut out of its word by a shift and a mask (ALU work) instead of a byte load each: every lookup
-  // also loads its table entry, and the byte loads were the load ports' other half (lut-avx512 and
-  // lut-avx2 on Zen 4: 10-20% less time; BENCHMARKS.md). lut-neon's 12 groups load bytes.
+  // offset cut out of its word (i2s_lut::scaled_byte; lut-avx512 and lut-avx2 on Zen 4: 10-20% less time
+  // than a byte load each, BENCHMARKS.md). lut-neon's 12 groups load bytes.
   static constexpr int kEntryShift = __builtin_ctzll(kEntryBytes);
   static_assert(kEntryBytes == int64_t{1} << kEntryShift, "table entries of a power of two bytes");
-  static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "pattern byte b of a row is bits 8b..8b+7 of its word");
 
   // Group c's table entry offset (pattern x kEntryBytes) for row r of the block.
   template <int GB, int R>
   static size_t entry_offset(const uint8_t* idx, const uint64_t (&words)[R][GB / 8 + 1], int r, int c) {
     if constexpr (GB % 8 != 0) return static_cast<size_t>(idx[r * GB + c]) * kEntryBytes;
-    constexpr uint64_t kMask = uint64_t{0xFF} << kEntryShift;
-    const uint64_t word = words[r][c / 8];
-    const int b = c % 8;
-    return static_cast<size_t>(b == 0 ? (word << kEntryShift) & kMask : (word >> (8 * b - kEntryShift)) & kMask);
+    return i2s_lut::scaled_byte<kEntryShift>(words[r][c / 8], c % 8);
   }
 
   // How a sweep starts and ends its rows' int16 sums (see lut_kernels.h).

@@ -103,13 +103,10 @@ struct MixedDot {
     }
   }
 
-  // Byte j of a row's word of a block (its table index) times the entry size: a shift and a mask
-  // (as lut_tables.h does: a byte load each would add to the lookups' loads).
+  // Byte j of a row's word of a block (its table index) times the entry size.
   template <int j>
   static size_t entry_offset(uint64_t word) {
-    constexpr int kShift = kEntryShift;
-    constexpr uint64_t kMask = uint64_t{0xFF} << kShift;
-    return static_cast<size_t>(j == 0 ? (word << kShift) & kMask : (word >> (8 * j - kShift)) & kMask);
+    return i2s_lut::scaled_byte<kEntryShift>(word, j);
   }
 
   // One step: MR multiply rows then LR lookup rows, rows [row, row + MR + LR) of the job (local index r
