@@ -21,6 +21,7 @@ import numpy as np
 
 from bitnet_onnx.arch import ARCHITECTURES, HEAD_NORM, LINEAR, NORM, ArchSpec, ModelConfig, TensorSpec
 from bitnet_onnx.errors import BitnetOnnxError
+from bitnet_onnx.formats import to_float16
 from bitnet_onnx.gguf_file import (
     DEFAULT_PROMPT_KEY, I2S_TYPE, INCLUDE_PROMPT_KEY, MAX_SEQ_LENGTH_KEY, NORMALIZE_KEY, POOLING_NAMES,
     PROMPT_NAMES_KEY, PROMPTS_KEY, check_gguf_header, dequantize, metadata, open_gguf, read_i2s_packed, tensor_shape,
@@ -156,6 +157,10 @@ class GgufModel:
         if not np.all(np.isfinite(w)):
             raise BitnetOnnxError(f"{self.path}: tensor {tensor.name} has non-finite values (NaN or Inf)")
         return np.ascontiguousarray(w, dtype=np.float32)
+
+    def tensor_f16(self, role: str, layer: int | None = None) -> np.ndarray:
+        """The tensor as float16, checked as ``tensor`` checks it and for float16's range."""
+        return to_float16(self.tensor(role, layer), self.hf_name(role, layer))
 
     def ternary_codes(self, role: str, layer: int | None = None) -> tuple[np.ndarray, float] | None:
         """(I2_S packed codes uint8 [N, K/4], scale) of an I2_S projection as stored; None for other types."""

@@ -33,6 +33,10 @@ class ModelSource(Protocol):
     def tensor(self, role: str, layer: int | None = None) -> np.ndarray:
         """The tensor as float32 in HF form, shape- and finiteness-checked; errors name the source."""
 
+    def tensor_f16(self, role: str, layer: int | None = None) -> np.ndarray:
+        """The tensor as float16 (an error naming it beyond float16's range), as ``tensor`` checks it; a
+        source that can converts it without a float32 copy of the whole (the embedding table)."""
+
     def ternary_codes(self, role: str, layer: int | None = None) -> tuple[np.ndarray, float] | None:
         """(I2_S packed codes uint8 [N, K/4], scale) when the source stores them ready, else None."""
 

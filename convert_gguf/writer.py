@@ -84,9 +84,12 @@ def plan_tensors(folder: ModelFolder, outtype: str, bitnet_norms: bool = True) -
 
 def tensor_data(folder: ModelFolder, t: PlannedTensor) -> np.ndarray:
     """The bytes to store for one tensor (float32, float16 or the int8 I2_S record)."""
+    offset = folder.arch.norm_offset if t.spec.kind in (NORM, HEAD_NORM) else 0.0
+    if t.storage == "f16" and not offset:
+        return folder.tensor_f16(t.spec.role, t.layer)
     w = folder.tensor(t.spec.role, t.layer)
-    if t.spec.kind in (NORM, HEAD_NORM) and folder.arch.norm_offset:
-        w = w + np.float32(folder.arch.norm_offset)  # llama.cpp's RMSNorm is x/rms * w
+    if offset:
+        w = w + np.float32(offset)  # llama.cpp's RMSNorm is x/rms * w
     if t.storage == "i2_s":
         return encode_i2s(w)
     if t.storage == "f16":

@@ -14,7 +14,7 @@ import onnx
 
 from bitnet_onnx.version import __version__
 from bitnet_onnx.arch import HEAD_NORM, NORM, Projection
-from bitnet_onnx.formats import ProjectionWeight, to_float16
+from bitnet_onnx.formats import ProjectionWeight
 from bitnet_onnx.model_source import ModelSource
 from bitnet_onnx.st_modules import StModules
 from bitnet_onnx.precision import FLOAT32
@@ -68,7 +68,7 @@ def build_model(folder: ModelSource, st: StModules, variant: str, bits: int = 4,
     src = layer_source(folder, variant, bits, attention_name, ternarize, attention_precision)
 
     with b.scope("embed_tokens"):
-        table = b.initializer("weight_f16", to_float16(folder.tensor("token_embd"), folder.hf_name("token_embd")))
+        table = b.initializer("weight_f16", folder.tensor_f16("token_embd"))
         h = b.op("Cast", [b.op("Gather", [table, ids], axis=0)], to=TensorProto.FLOAT)
         if cfg.embed_scale != 1.0:
             h = b.op("Mul", [h, b.const(cfg.embed_scale)], name="scale")

@@ -11,6 +11,7 @@ import pytest
 import safetensors.numpy
 
 from bitnet_onnx.arch import ARCHITECTURES, FULL, LINEAR, NORM, NORM_IN, REAL_SHAPES, SLIDING
+from bitnet_onnx import safetensors_file
 from bitnet_onnx.errors import BitnetOnnxError
 from bitnet_onnx.st_modules import read_module_stack, read_st_modules
 from bitnet_onnx.testing import factory, make_model
@@ -157,6 +158,22 @@ def test_bf16_is_widened_exactly(tiny_model):
         assert np.array_equal(folder.tensor(spec.role, layer), ref[hf].float().numpy())
 
 
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float32"])
+def test_tensor_f16_equals_the_float32_tensor_cast(tiny_model, private_copy, monkeypatch, dtype):
+    """tensor_f16, converted chunk by chunk (chunks of 1000 values here: none divides a tensor of the tiny
+    model evenly), gives the float32 tensor's float16 cast, element for element, for every stored dtype."""
+    monkeypatch.setattr(safetensors_file.entry_chunks, "__defaults__", (1000,))
+    path = tiny_model("gemma3", dtype="bfloat16" if dtype == "bfloat16" else "float32")
+    if dtype == "float16":  # the factory writes bf16 or f32: a copy stored as f16
+        path = private_copy(path, "f16")
+        _rewrite(path, lambda t: t.update({name: v.astype(np.float16) for name, v in t.items()}))
+    folder = open_model(path)
+    for spec, layer, _, _ in folder.tensors():
+        got, want = folder.tensor_f16(spec.role, layer), folder.tensor(spec.role, layer).astype(np.float16)
+        assert got.dtype == np.float16 and got.shape == want.shape
+        assert np.array_equal(got.view(np.uint16), want.view(np.uint16)), (spec.role, layer)
+
+
 # ---- bad inputs: one BitnetOnnxError naming the file and the tensor
 
 
@@ -196,6 +213,21 @@ def test_non_finite_tensor(f32_model):
     _rewrite(f32_model, edit)
     with pytest.raises(BitnetOnnxError, match=r"model.safetensors: tensor layers.0.self_attn.k_proj.weight has non-finite"):
         open_model(f32_model).tensor("attn_k", 0)
+
+
+@pytest.mark.parametrize("value, message", [
+    (np.inf, r"model.safetensors: tensor embed_tokens.weight has non-finite values"),
+    (-7e4, r"tensor embed_tokens.weight: value 70000 is beyond float16's range"),
+])
+def test_tensor_f16_refuses_what_float16_cannot_hold_in_any_chunk(f32_model, monkeypatch, value, message):
+    monkeypatch.setattr(safetensors_file.entry_chunks, "__defaults__", (1000,))
+
+    def edit(t):
+        t["embed_tokens.weight"][-1, -1] = value  # in the last chunk
+
+    _rewrite(f32_model, edit)
+    with pytest.raises(BitnetOnnxError, match=message):
+        open_model(f32_model).tensor_f16("token_embd")
 
 
 def test_incomplete_bitnet_norms(f32_model):
