@@ -58,6 +58,38 @@ def long_exports(real_width_model, tmp_path_factory):
     return out
 
 
+@pytest.fixture(scope="module")
+def stock_exports(long_exports, tmp_path_factory):
+    """arch -> (the export of long_exports' model with an explicit ``--attention onnx``, the warnings it logged),
+    made on first use: the stock attention's max_length test and its comparison with ``--attention ort`` share it."""
+    made = {}
+
+    class Warnings(logging.Handler):
+        def __init__(self):
+            super().__init__(logging.WARNING)
+            self.messages = []
+
+        def emit(self, record):
+            self.messages.append(record.getMessage())
+
+    def get(arch: str) -> tuple[Path, list[str]]:
+        if arch not in made:
+            handler, logger = Warnings(), logging.getLogger("bitnet_onnx")
+            level = logger.level
+            logger.addHandler(handler)
+            logger.setLevel(logging.INFO)  # whatever an earlier test's CLI run left it at
+            try:
+                out = export(long_exports[arch]["model"], tmp_path_factory.mktemp(f"stock-{arch}") / "onnx",
+                             attention_name="onnx")
+            finally:
+                logger.removeHandler(handler)
+                logger.setLevel(level)
+            made[arch] = out, handler.messages
+        return made[arch]
+
+    return get
+
+
 def _embed_longest(e: Embedder) -> np.ndarray:
     """The embedding of a text of the export's max_length tokens (a longer one, truncated)."""
     assert len(e.tokenize([LONG_TEXT])[0]) == e.manifest.max_length
@@ -108,19 +140,16 @@ def test_the_default_bitnet_export_embeds_a_32768_token_text(tmp_path, real_widt
 
 @pytest.mark.parametrize("arch", ARCHITECTURES)
 @pytest.mark.real_size
-def test_stock_attention_is_kept_to_a_length_it_serves(tmp_path, caplog, long_exports, arch):
+def test_stock_attention_is_kept_to_a_length_it_serves(long_exports, stock_exports, arch):
     """An explicit --attention onnx at max_length 32768 would need >50 GiB: the export lowers max_length to
     the longest it serves in the budget and says so naming --attention fused; a text of that length embeds."""
-    model = long_exports[arch]["model"]
-    cfg = open_source(model).cfg
+    cfg = open_source(long_exports[arch]["model"]).cfg
     assert one_text_bytes(cfg, "onnx", LONG) > 50 * (1 << 30) > ACTIVATION_BUDGET_BYTES
-    with caplog.at_level(logging.INFO, logger="bitnet_onnx"):
-        out = export(model, tmp_path / "stock", attention_name="onnx")
+    out, warning = stock_exports(arch)
     m = Manifest.read(out)
     served = longest_served(cfg, "onnx")
     assert m.attention == "onnx" and m.max_length == served < LONG
     assert one_text_bytes(cfg, "onnx", served) <= ACTIVATION_BUDGET_BYTES < one_text_bytes(cfg, "onnx", served + 1)
-    warning = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert any(f"max_length lowered from {LONG} to {served}" in w and "--attention fused" in w for w in warning)
     e = Embedder(out, threads=2)
     assert e.memory.texts_that_fit(served, 32) == 1  # one text of max_length fits the default budget
@@ -146,13 +175,13 @@ def test_the_default_int8_export_runs_on_plain_onnx_runtime_at_32768(tmp_path, l
 @pytest.mark.parametrize("arch", ARCHITECTURES)
 @pytest.mark.real_size
 @pytest.mark.slow
-def test_ort_attention_equals_the_stock_one_at_real_widths(tmp_path, long_exports, arch):
+def test_ort_attention_equals_the_stock_one_at_real_widths(long_exports, stock_exports, arch):
     """f32 exports of the real widths, a batch of mixed lengths (padded on the tokenizer's side, past
     Gemma3's window): the same vectors as the stock decomposition. The ORT side is the default export,
     which is f32 with ``--attention ort`` (test_default_exports_embed_a_32768_token_text)."""
     ort_export = long_exports[arch]["hf"]
     assert (Manifest.read(ort_export).weights, Manifest.read(ort_export).attention) == ("f32", "ort")
-    stock_export = export(long_exports[arch]["model"], tmp_path / "onnx", attention_name="onnx")
+    stock_export, _ = stock_exports(arch)
     texts = [" ".join(f"word{i % 97} or {i}" for i in range(n)) for n in (300, 41, 1)]
     got, stock = (Embedder(folder, threads=2).encode(texts) for folder in (ort_export, stock_export))
     cos = (got * stock).sum(-1) / (np.linalg.norm(got, axis=-1) * np.linalg.norm(stock, axis=-1))
