@@ -1,4 +1,4 @@
-"""Fuzz target: the safetensors reader (bitnet_onnx.safetensors_file: index_safetensors + load_entry). See common.py."""
+"""Fuzz target: the safetensors reader (bitnet_onnx.safetensors_file: index_safetensors + load_entry, entry_chunks). See common.py."""
 
 from __future__ import annotations
 
@@ -28,6 +28,8 @@ def seeds() -> list[bytes]:
 def check(path: Path) -> None:
     for name, entry in safetensors_file.index_safetensors(path).items():
         safetensors_file.load_entry(entry, name)
+        for _ in safetensors_file.entry_chunks(entry, name, elements=3):  # the chunked read: 3 values a chunk
+            pass
 
 
 if __name__ == "__main__":
