@@ -23,7 +23,6 @@ from bitnet_onnx.gguf_file import (
     DEFAULT_PROMPT_KEY, I2S_FILE_TYPE, INCLUDE_PROMPT_KEY, MAX_SEQ_LENGTH_KEY, NORMALIZE_KEY, POOLING_NAMES,
     PROMPT_NAMES_KEY, PROMPTS_KEY, encode_i2s, i2s_nbytes, register_i2s,
 )
-from bitnet_onnx.formats import to_float16
 from bitnet_onnx.st_modules import StModules
 from bitnet_onnx.weights import ModelFolder, open_model
 
@@ -84,16 +83,13 @@ def plan_tensors(folder: ModelFolder, outtype: str, bitnet_norms: bool = True) -
 
 def tensor_data(folder: ModelFolder, t: PlannedTensor) -> np.ndarray:
     """The bytes to store for one tensor (float32, float16 or the int8 I2_S record)."""
-    offset = folder.arch.norm_offset if t.spec.kind in (NORM, HEAD_NORM) else 0.0
-    if t.storage == "f16" and not offset:
+    if t.storage == "f16":  # never a norm (1-D tensors stay f32: _storage), so never offset
         return folder.tensor_f16(t.spec.role, t.layer)
     w = folder.tensor(t.spec.role, t.layer)
-    if offset:
-        w = w + np.float32(offset)  # llama.cpp's RMSNorm is x/rms * w
+    if t.spec.kind in (NORM, HEAD_NORM) and folder.arch.norm_offset:
+        w = w + np.float32(folder.arch.norm_offset)  # llama.cpp's RMSNorm is x/rms * w
     if t.storage == "i2_s":
         return encode_i2s(w)
-    if t.storage == "f16":
-        return to_float16(w, folder.hf_name(t.spec.role, t.layer))
     return w.astype(np.float32, copy=False)
 
 

@@ -380,10 +380,9 @@ def test_aarch64_qemu(vectors, aarch64_build, qemu_aarch64, variant, cpu):
     runs = [(kernels, files)]
     if not all_cases:  # the scalar record's kernels on the cheapest of the cheap files (EMULATED_SCALAR_MACS)
         scalar = set(described.isa("scalar").kernels.values())
-        runs = [(group, group_files) for group, group_files in (
-            ([k for k in kernels if k not in scalar], files),
-            ([k for k in kernels if k in scalar], [f for f in files if vectors[f].macs <= EMULATED_SCALAR_MACS]))
-            if group]
+        simd_kernels, scalar_kernels = [k for k in kernels if k not in scalar], [k for k in kernels if k in scalar]
+        cheapest = [f for f in files if vectors[f].macs <= EMULATED_SCALAR_MACS]
+        runs = [run for run in ((simd_kernels, files), (scalar_kernels, cheapest)) if run[0]]
     for group, group_files in runs:
         _check_qemu_run(_run([qemu, "-cpu", cpu, str(exe), "--kernels", ",".join(group), "--threads", "1,2",
                               "--driver-once-above", str(SMALL_MACS), "--generated", "full" if all_cases else "small",

@@ -18,6 +18,7 @@ from __future__ import annotations
 import filecmp
 import json
 import logging
+import logging.handlers
 from pathlib import Path
 
 import numpy as np
@@ -64,17 +65,9 @@ def stock_exports(long_exports, tmp_path_factory):
     made on first use: the stock attention's max_length test and its comparison with ``--attention ort`` share it."""
     made = {}
 
-    class Warnings(logging.Handler):
-        def __init__(self):
-            super().__init__(logging.WARNING)
-            self.messages = []
-
-        def emit(self, record):
-            self.messages.append(record.getMessage())
-
     def get(arch: str) -> tuple[Path, list[str]]:
         if arch not in made:
-            handler, logger = Warnings(), logging.getLogger("bitnet_onnx")
+            handler, logger = logging.handlers.BufferingHandler(capacity=1 << 20), logging.getLogger("bitnet_onnx")
             level = logger.level
             logger.addHandler(handler)
             logger.setLevel(logging.INFO)  # whatever an earlier test's CLI run left it at
@@ -84,7 +77,7 @@ def stock_exports(long_exports, tmp_path_factory):
             finally:
                 logger.removeHandler(handler)
                 logger.setLevel(level)
-            made[arch] = out, handler.messages
+            made[arch] = out, [r.getMessage() for r in handler.buffer if r.levelno == logging.WARNING]
         return made[arch]
 
     return get

@@ -14,11 +14,11 @@
 //  - lookup rows: byte j IS a table index: entry v = sum_s (field s of v - 1) x[4s + j], a table of
 //    171 entries (the largest byte is 0b10101010) of which the 81 with no field 3 are built and read.
 // A K block is kBlockSpans spans (4 groups, i.e. tables, per span); per (token block of 32 tokens (zmm;
-// a last block of <= 16 tokens: ymm), K block) the tables and the multiply rows' activation dwords come from the same gathers, once, and are
-// shared by every row of the job. Sums: lookup rows in int16 (widened to int32 every kBlocksPerWiden
-// blocks: the bound is i2s_lut/token_lanes.h's kMaxInt16Groups), multiply rows in int32 (sums of code
-// x activation, started at -qsum so that they end as sums of ternary x activation; int32 wraps, and
-// the true sum fits int32, so they are exact). Private to this folder.
+// a last block of <= 16 tokens: ymm), K block) the tables and the multiply rows' activation dwords come
+// from the same gathers, once, and are shared by every row of the job. Sums: lookup rows in int16
+// (widened to int32 every kBlocksPerWiden blocks: the bound is i2s_lut/token_lanes.h's kMaxInt16Groups),
+// multiply rows in int32 (sums of code x activation, started at -qsum so that they end as sums of
+// ternary x activation; int32 wraps, and the true sum fits int32, so they are exact). Private to this folder.
 #pragma once
 
 #include "family.h"
