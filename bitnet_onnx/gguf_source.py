@@ -56,7 +56,7 @@ class GgufModel:
     """A GGUF file: config, architecture, tensor-by-tensor float32 access and I2_S codes.
 
     ``check_pooling``: check ``pooling`` against the file (``st_modules``' rule) from the header's
-    scalar keys, before gguf-py reads the file (seconds over a 262k vocabulary)."""
+    scalar keys, before gguf-py's reader parses the file's arrays (a 262k vocabulary)."""
 
     def __init__(self, path: str | Path, arch: str | None = None, check_pooling: bool = False,
                  pooling: str | None = None):

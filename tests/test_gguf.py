@@ -139,23 +139,55 @@ def test_i2s_records_are_laid_out_back_to_back(tmp_path, models):
             assert next_start == start + -(-(n * k // 4 + 32) // 32) * 32
 
 
-@pytest.mark.parametrize("outtype", ["f32", "i2_s"])
-def test_our_reader_reads_what_gguf_pys_reads(tmp_path, models, outtype):
-    """open_gguf's reader parses a plain view of the file map (gguf_file._plain_array_reader): every
-    field, tensor record and byte of data equals stock gguf.GGUFReader's."""
-    import gguf
+def _reads_as_gguf_py(path: Path, stock_class=None) -> None:
+    """open_gguf's reader (a plain view of the file map, arrays parsed whole: gguf_file._plain_array_reader)
+    gives every field, part, tensor record and byte of data that gguf-py's reader gives (``stock_class``, by
+    default gguf.GGUFReader itself)."""
+    import gguf.gguf_reader  # the module's own class: the real Gemma3's shared-reader patch replaces gguf.GGUFReader
 
-    path = convert(models["gemma3"], tmp_path / "m.gguf", outtype, progress=False)
-    ours, stock = open_gguf(path), gguf.GGUFReader(path)
+    ours, stock = open_gguf(path), (stock_class or gguf.gguf_reader.GGUFReader)(path)
     assert type(ours.data) is np.ndarray and np.array_equal(ours.data, stock.data)
     assert list(ours.fields) == list(stock.fields)
     for name, field in stock.fields.items():
         mine = ours.fields[name]
         assert (mine.offset, mine.types, mine.data) == (field.offset, field.types, field.data), name
-        assert all(np.array_equal(a, b) for a, b in zip(mine.parts, field.parts, strict=True)), name
+        assert _parts(mine) == _parts(field), name
     assert [(t.name, t.tensor_type, t.shape.tolist(), t.data_offset) for t in ours.tensors] == \
            [(t.name, t.tensor_type, t.shape.tolist(), t.data_offset) for t in stock.tensors]
     assert all(np.array_equal(a.data, b.data) for a, b in zip(ours.tensors, stock.tensors))
+
+
+def _parts(field) -> list[tuple]:
+    return [(part.dtype.str, part.shape, part.tobytes()) for part in field.parts]
+
+
+@pytest.mark.parametrize("outtype", ["f32", "i2_s"])
+@pytest.mark.parametrize("arch", sorted(ARCHITECTURES))
+def test_our_reader_reads_what_gguf_pys_reads(tmp_path, models, arch, outtype):
+    """Both tokenizer kinds' arrays: Qwen3's tokens and merges (strings), Gemma3's scores and token types."""
+    _reads_as_gguf_py(convert(models[arch], tmp_path / "m.gguf", outtype, pre_tokenizer="qwen2" if arch == "qwen3" else None,
+                              progress=False))
+
+
+@pytest.mark.real_size
+def test_our_reader_reads_the_real_gemma3_270m_as_gguf_py_does():
+    """262,144 tokens, scores and types as llama.cpp wrote them, held to gguf-py's element-at-a-time parse (the
+    real-Gemma3 tests share our reader with transformers' reference). gguf-py's parse runs over a plain view
+    of the map, as ours does: over its np.memmap it takes 12 s here, and the tests above hold the view to it."""
+    import gguf.gguf_reader
+
+    from bitnet_onnx.testing.real_tokenizers import gemma3_gguf
+
+    class ElementwiseOverPlainView(gguf.gguf_reader.GGUFReader):
+        @property
+        def data(self):
+            return self._data
+
+        @data.setter
+        def data(self, value):
+            self._data = np.asarray(value)
+
+    _reads_as_gguf_py(gemma3_gguf(), ElementwiseOverPlainView)
 
 
 def test_hand_written_vector_packs_to_exact_bytes():
