@@ -224,26 +224,16 @@ def check_gguf_header(path: str | Path) -> dict:
 
 
 @functools.cache
-def _plain_array_reader():
-    """gguf.GGUFReader over a plain ndarray view of its file map, its metadata arrays parsed whole.
+def _plain_view_reader():
+    """gguf.GGUFReader over a plain ndarray view of its file map instead of the np.memmap it opens.
 
-    Two costs of gguf-py's reader over a 262k-token vocabulary, neither in what it parses:
-    - it slices its map twice or more per metadata value, and each slice of an np.memmap runs memmap's
-      Python bookkeeping (__getitem__, __array_finalize__); a plain view of the same pages (np.asarray
-      keeps the map alive through its base) slices in C (a real Gemma3 GGUF: 7.8 s -> 2.6 s on a
-      Sapphire Rapids core);
-    - it parses an array one element at a time through its general field parser (an enum, lists and
-      three dtype views per element); ``_array_parts`` reads a little-endian file's array of strings or
-      numbers in one pass and gives the same parts, element for element (tests/test_gguf.py compares
-      every part with stock gguf-py's): the real Gemma3 GGUF 3.4 s -> 0.5 s on a Zen 4 core. Arrays of
-      arrays and byte-swapped files take gguf-py's own path."""
+    The reader slices its map twice or more per metadata value; each slice of an np.memmap runs memmap's
+    Python bookkeeping (__getitem__, __array_finalize__), which over a 262k-token vocabulary was most of its
+    time (a real Gemma3 GGUF: 7.8 s -> 2.6 s on a Sapphire Rapids core). A plain view of the same pages
+    (np.asarray keeps the map alive through its base) slices in C; the parsing is gguf-py's."""
     import gguf
 
-    string, array = int(gguf.GGUFValueType.STRING), int(gguf.GGUFValueType.ARRAY)
-    numbers = {int(kind): np.dtype(dtype) for kind, dtype in gguf.GGUFReader.gguf_scalar_to_np.items()}
-    string_length = struct.Struct("<Q").unpack_from
-
-    class PlainArrayGGUFReader(gguf.GGUFReader):
+    class PlainViewGGUFReader(gguf.GGUFReader):
         @property
         def data(self):
             return self._data
@@ -252,6 +242,23 @@ def _plain_array_reader():
         def data(self, value):
             self._data = np.asarray(value)
 
+    return PlainViewGGUFReader
+
+
+@functools.cache
+def _plain_array_reader():
+    """``_plain_view_reader`` with its metadata arrays parsed whole: gguf-py parses an array one element at
+    a time through its general field parser (an enum, lists and three dtype views per element);
+    ``_array_parts`` reads a little-endian file's array of strings or numbers in one pass and gives the same
+    parts, element for element (tests/test_gguf.py compares every part with gguf-py's): the real Gemma3
+    GGUF 3.0-3.3 s -> 0.45 s on a Zen 4 core. Arrays of arrays and byte-swapped files take gguf-py's path."""
+    import gguf
+
+    string, array = int(gguf.GGUFValueType.STRING), int(gguf.GGUFValueType.ARRAY)
+    numbers = {int(kind): np.dtype(dtype) for kind, dtype in gguf.GGUFReader.gguf_scalar_to_np.items()}
+    string_length = struct.Struct("<Q").unpack_from
+
+    class PlainArrayGGUFReader(_plain_view_reader()):
         def _get_field_parts(self, orig_offs: int, raw_type: int):
             item = int(self.data[orig_offs:orig_offs + 4].view(np.uint32)[0]) if int(raw_type) == array else None
             if self.byte_order != "I" or (item != string and item not in numbers):

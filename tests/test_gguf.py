@@ -174,20 +174,10 @@ def test_our_reader_reads_the_real_gemma3_270m_as_gguf_py_does():
     """262,144 tokens, scores and types as llama.cpp wrote them, held to gguf-py's element-at-a-time parse (the
     real-Gemma3 tests share our reader with transformers' reference). gguf-py's parse runs over a plain view
     of the map, as ours does: over its np.memmap it takes 12 s here, and the tests above hold the view to it."""
-    import gguf.gguf_reader
-
+    from bitnet_onnx.gguf_file import _plain_view_reader
     from bitnet_onnx.testing.real_tokenizers import gemma3_gguf
 
-    class ElementwiseOverPlainView(gguf.gguf_reader.GGUFReader):
-        @property
-        def data(self):
-            return self._data
-
-        @data.setter
-        def data(self, value):
-            self._data = np.asarray(value)
-
-    _reads_as_gguf_py(gemma3_gguf(), ElementwiseOverPlainView)
+    _reads_as_gguf_py(gemma3_gguf(), _plain_view_reader())
 
 
 def test_hand_written_vector_packs_to_exact_bytes():
