@@ -211,7 +211,7 @@ class _Header:
 def check_gguf_header(path: str | Path) -> dict:
     """A one-line error for a GGUF header whose counts or lengths do not fit in the file (before
     gguf.GGUFReader, which would allocate what a crafted count asks); returns the metadata keys that
-    are not arrays (0.25 s over a 262k vocabulary, where GGUFReader's parse of every array takes 0.5 s)."""
+    are not arrays (0.25 s over a 262k vocabulary, where open_gguf's reader takes 0.45 s to parse it all)."""
     path = Path(path)
     check_input_file(path)
     with open_input_file(path) as f:

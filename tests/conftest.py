@@ -266,16 +266,15 @@ def _gguf_reads_once(patch: pytest.MonkeyPatch, path: Path) -> None:
     """Until ``patch`` is undone, every GgufModel of ``path`` shares one GGUFReader and its tensors are
     dequantized once: the reader parses the 262,144-entry vocabulary (0.5 s) and gguf-py dequantizes Q4_K/Q6_K
     blocks in numpy, and each export and verify of the real Gemma3-270M opens the file and reads every tensor
-    again (eight times in test_gguf_import alone). The reader is
-    read-only (a read-only memmap and the fields parsed from it) and so is each dequantized array (a caller
-    that wrote into one would fail, not share its change), so what each export and verify computes is
-    unchanged; a changed file (size, time) is read again. The arrays (about 1 GB of float32) live as long
+    again (eight times in test_gguf_import alone). The reader is read-only (a read-only memmap and the fields
+    parsed from it) and so is each dequantized array (a caller that wrote into one would fail, not share its
+    change), so what each export and verify computes is unchanged; a changed file (size, time) is read again. The arrays (about 1 GB of float32) live as long
     as the patch.
 
     transformers' GGUF loading (verify's reference, AutoConfig / AutoTokenizer with ``gguf_file``) reads the
-    file with gguf-py's own GGUFReader, twice per model load, over an np.memmap (12 s a parse, where our reader,
-    bitnet_onnx.gguf_file._plain_array_reader, takes 0.5 s on Zen 4): it gets the shared reader too (the same fields and
-    tensor bytes; it only reads them). The tokenizer each GgufModel rebuilds from the metadata (the SentencePiece
+    file with gguf-py's own GGUFReader, twice per model load, over an np.memmap (8-12 s a parse on Zen 4, where
+    our reader, bitnet_onnx.gguf_file._plain_array_reader, takes 0.5 s): it gets the shared reader too (the same
+    fields and tensor bytes; it only reads them). The tokenizer each GgufModel rebuilds from the metadata (the SentencePiece
     merges of 262,144 pieces, then a parse of the result to check it loads) is made once: gguf_tokenizer's
     tokenizer_files is a function of the metadata, so every export gets the same files."""
     import gguf

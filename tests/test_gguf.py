@@ -165,15 +165,15 @@ def _parts(field) -> list[tuple]:
 @pytest.mark.parametrize("arch", sorted(ARCHITECTURES))
 def test_our_reader_reads_what_gguf_pys_reads(tmp_path, models, arch, outtype):
     """Both tokenizer kinds' arrays: Qwen3's tokens and merges (strings), Gemma3's scores and token types."""
-    _reads_as_gguf_py(convert(models[arch], tmp_path / "m.gguf", outtype, pre_tokenizer="qwen2" if arch == "qwen3" else None,
-                              progress=False))
+    pre_tokenizer = "qwen2" if arch == "qwen3" else None
+    _reads_as_gguf_py(convert(models[arch], tmp_path / "m.gguf", outtype, pre_tokenizer=pre_tokenizer, progress=False))
 
 
 @pytest.mark.real_size
 def test_our_reader_reads_the_real_gemma3_270m_as_gguf_py_does():
     """262,144 tokens, scores and types as llama.cpp wrote them, held to gguf-py's element-at-a-time parse (the
     real-Gemma3 tests share our reader with transformers' reference). gguf-py's parse runs over a plain view
-    of the map, as ours does: over its np.memmap it takes 12 s here, and the tests above hold the view to it."""
+    of the map, as ours does: over its np.memmap it takes 8-12 s here, and the tests above hold the view to it."""
     from bitnet_onnx.gguf_file import _plain_view_reader
     from bitnet_onnx.testing.real_tokenizers import gemma3_gguf
 
