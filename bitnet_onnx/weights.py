@@ -3,8 +3,8 @@
 ``open_model(path)`` reads config.json (architecture, ModelConfig) and indexes the safetensors
 file(s), single or sharded (safetensors_file.py). Tensors are read one at a time from a memory map
 and returned as float32 (or as float16, converted chunk by chunk: ``tensor_f16``), checked against the
-shape config.json implies and for finiteness, so a 0.6B model is never held whole in RAM. A GGUF file is the other source (``gguf_source.GgufModel``);
-``open_source`` opens either, by what the path is.
+shape config.json implies and for finiteness, so a 0.6B model is never held whole in RAM. A GGUF file is
+the other source (``gguf_source.GgufModel``); ``open_source`` opens either, by what the path is.
 """
 
 from __future__ import annotations
@@ -126,7 +126,8 @@ class ModelFolder:
 
     def tensor_f16(self, role: str, layer: int | None = None) -> np.ndarray:
         """The tensor as float16, checked as ``tensor`` checks it and for float16's range; converted chunk by
-        chunk, so no float32 copy of it is ever held (a 262k-token table: 670 MB, whose fresh pages were most of its time)."""
+        chunk, so no float32 copy of it is ever held (a 262k-token table: 670 MB, whose fresh pages were most of
+        its time)."""
         entry, name, where = self._entry(role, layer)
         out = np.empty(entry.shape, np.float16)
         flat = out.reshape(-1)

@@ -138,12 +138,13 @@ def test_stock_attention_is_kept_to_a_length_it_serves(long_exports, stock_expor
     the longest it serves in the budget and says so naming --attention fused; a text of that length embeds."""
     cfg = open_source(long_exports[arch]["model"]).cfg
     assert one_text_bytes(cfg, "onnx", LONG) > 50 * (1 << 30) > ACTIVATION_BUDGET_BYTES
-    out, warning = stock_exports(arch)
+    out, warnings_logged = stock_exports(arch)
     m = Manifest.read(out)
     served = longest_served(cfg, "onnx")
     assert m.attention == "onnx" and m.max_length == served < LONG
     assert one_text_bytes(cfg, "onnx", served) <= ACTIVATION_BUDGET_BYTES < one_text_bytes(cfg, "onnx", served + 1)
-    assert any(f"max_length lowered from {LONG} to {served}" in w and "--attention fused" in w for w in warning)
+    assert any(f"max_length lowered from {LONG} to {served}" in w and "--attention fused" in w
+               for w in warnings_logged)
     e = Embedder(out, threads=2)
     assert e.memory.texts_that_fit(served, 32) == 1  # one text of max_length fits the default budget
     _embed_longest(e)
