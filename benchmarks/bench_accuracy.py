@@ -20,11 +20,10 @@ import numpy as np
 
 from bitnet_onnx.arch import REAL_SHAPES
 from bitnet_onnx.bench.host import cpu_name
-from bitnet_onnx.commands.verify import DEFAULT_TEXTS
 from bitnet_onnx.compare import compare
 from bitnet_onnx.export.exporter import export
 from bitnet_onnx.manifest import Manifest
-from bitnet_onnx.reference import Reference
+from bitnet_onnx.reference import VERIFY_TEXTS, Reference
 from bitnet_onnx.runtime.tokenization import TextTokenizer
 from bitnet_onnx.testing import make_model
 
@@ -52,7 +51,7 @@ def main() -> None:
     p.add_argument("--arch", default=",".join(REAL_SHAPES))
     p.add_argument("--layers", type=int, help="fewer layers than the released model (default: all)")
     args = p.parse_args()
-    texts = list(DEFAULT_TEXTS)
+    texts = list(VERIFY_TEXTS)
     print(f"# {cpu_name()}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; random weights, verify's {len(texts)} texts")
     print("| model | layers | export | attention | reference | min cosine | max cosine | reference vs itself, 1e-7 perturbed |")
     print("|---|---|---|---|---|---|---|---|")

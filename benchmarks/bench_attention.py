@@ -49,17 +49,28 @@ import onnxruntime as ort
 from onnx import TensorProto, helper
 
 from bitnet_onnx import customops
+from bitnet_onnx.arch import FULL, REAL_SHAPES, SLIDING
 from bitnet_onnx.bench.host import cpu_name
 from bitnet_onnx.export.attention import MASKED, AttentionMask, strategy
 from bitnet_onnx.export.builder import MS_DOMAIN, GraphBuilder
+from bitnet_onnx.testing import factory
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_op import peak_loops, run_peak_loop  # noqa: E402  (the register-peak loops' one reader and runner)
 
-SHAPES = {  # name -> (query heads, kv heads, head dim, (keys before, keys after) or None = unbounded)
-    "qwen3": (16, 8, 128, (None, 0)),
-    "gemma3-sliding": (4, 1, 256, (256, 256)),
-    "gemma3-full": (4, 1, 256, (None, None)),
+
+
+def _attention_shape(arch: str, layer_type: str, bidirectional: bool) -> tuple:
+    """(query heads, kv heads, head dim, (keys before, keys after)) of ``arch``'s released model (arch.REAL_SHAPES)
+    on ``layer_type`` layers; None in the span = unbounded."""
+    cfg = factory.model_config(arch, REAL_SHAPES[arch].config, bidirectional=bidirectional)
+    return cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.key_span(layer_type)
+
+
+SHAPES = {  # name -> _attention_shape: Qwen3-Embedding is causal, the Gemma3 embedding models bidirectional
+    "qwen3": _attention_shape("qwen3", FULL, bidirectional=False),
+    "gemma3-sliding": _attention_shape("gemma3", SLIDING, bidirectional=True),
+    "gemma3-full": _attention_shape("gemma3", FULL, bidirectional=True),
 }
 FLOAT = TensorProto.FLOAT
 

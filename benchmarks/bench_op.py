@@ -68,15 +68,17 @@ from typing import NamedTuple
 
 import numpy as np
 
+from bitnet_onnx.arch import ARCHITECTURES, PROJECTIONS, REAL_SHAPES, ModelConfig
 from bitnet_onnx.bench.host import cpu_name
 from bitnet_onnx.customops.i2s_matmul import NAME as OP_NAME
 
-MODELS = {  # model -> the 7 projections (name, K, N) of one layer
-    "qwen3": [("q", 1024, 2048), ("k", 1024, 1024), ("v", 1024, 1024), ("o", 2048, 1024),
-              ("gate", 1024, 3072), ("up", 1024, 3072), ("down", 3072, 1024)],
-    "gemma3": [("q", 640, 1024), ("k", 640, 256), ("v", 640, 256), ("o", 1024, 640),
-               ("gate", 640, 2048), ("up", 640, 2048), ("down", 2048, 640)],
-}
+def _layer_projections(arch: str) -> list[tuple[str, int, int]]:
+    """The 7 projections (name, K, N) of one layer of ``arch``'s released model (arch.REAL_SHAPES)."""
+    cfg = ModelConfig.from_dict(REAL_SHAPES[arch].config, ARCHITECTURES[arch])
+    return [(p.name, cfg.dims[p.in_dim], cfg.dims[p.out_dim]) for p in PROJECTIONS]
+
+
+MODELS = {arch: _layer_projections(arch) for arch in REAL_SHAPES}  # model -> the 7 projections (name, K, N)
 # --projections: each projection a graph of its own, "<model>.<projection>" (the op's choice is per shape)
 PROJECTIONS = {f"{model}.{name}": [(name, k, n)] for model, layer in MODELS.items() for name, k, n in layer}
 S_W = 0.02  # weight scale of every projection

@@ -11,9 +11,9 @@ import importlib
 import signal
 import sys
 
-from bitnet_onnx import __version__
 from bitnet_onnx.errors import BitnetOnnxError
 from bitnet_onnx.io import Terminated, exit_cleanly_on_termination, received_signal
+from bitnet_onnx.version import __version__
 
 # verb -> (module, one-line help)
 VERBS: dict[str, tuple[str, str]] = {

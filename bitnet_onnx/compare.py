@@ -7,7 +7,7 @@ BitLinear (int8 activations) for i2s, int8 and nbits; fake-quant (float activati
 exports of BitNet models; plain HF for standard models.
 
 A library of the command layer: it joins a target (the runtime's session and tokenizer) with the
-reference, which no target may do.
+reference, which no target may do (pyproject.toml's import contract "targets-without-reference").
 """
 
 from __future__ import annotations

@@ -251,7 +251,8 @@ def _free_bytes(folder: Path) -> int | None:
     return st.f_bavail * st.f_frsize
 
 
-def _size_text(n: int) -> str:
+def size_text(n: float) -> str:
+    """Bytes for a message: "812 bytes", "20.0 MiB", "13.5 GiB" (the largest unit under 1024 of it)."""
     if n < 1024:
         return f"{n} bytes"
     for unit in ("KiB", "MiB", "GiB", "TiB"):
@@ -283,7 +284,7 @@ def _disk_full_reason(e: OSError, folder: Path, free_at_failure: int | None) -> 
     if _out_of_space(e, free_at_failure):
         name = os.strerror(e.errno if e.errno == errno.EDQUOT else errno.ENOSPC)
         free = _free_bytes(folder)  # after the partial output was removed: what the user has
-        return f"{name}; {_size_text(free)} free in {folder}" if free is not None else name
+        return f"{name}; {size_text(free)} free in {folder}" if free is not None else name
     limit = _file_size_limit()
     if e.errno == errno.EFBIG or (e.errno is None and limit is not None):
         name = os.strerror(errno.EFBIG)

@@ -33,6 +33,15 @@ from bitnet_onnx.ternary import ACT_EPS, ternarize, unpack_i2s
 from bitnet_onnx.weights import open_source
 
 ACTIVATION_MODES = ("int8", "float")
+# The texts `verify` compares when given none (and benchmarks/bench_accuracy.py quotes): prose, a question,
+# the model's own subject, code and one word.
+VERIFY_TEXTS = (
+    "The quick brown fox jumps over the lazy dog.",
+    "What is the capital of France?",
+    "Ternary weights take two bits each; activations are quantized to eight bits per token.",
+    "def embed(texts): return model.encode(texts, normalize_embeddings=True)",
+    "short",
+)
 
 
 def _torch():

@@ -23,6 +23,7 @@ import logging
 import math
 
 from bitnet_onnx.arch import ModelConfig
+from bitnet_onnx.io import size_text
 from bitnet_onnx.manifest import ACTIVATION_BUDGET_BYTES
 from bitnet_onnx.export import attention
 
@@ -60,27 +61,23 @@ def longest_served(cfg: ModelConfig, strategy: str, budget: int = ACTIVATION_BUD
     return int((-b + math.sqrt(b * b + 4 * a * budget)) / (2 * a))
 
 
-def _gib(n: int) -> str:
-    return f"{n / (1 << 30):.1f} GiB"
-
-
 def choose_attention(requested: str | None, variant: str, cfg: ModelConfig, max_length: int) -> tuple[str, int]:
     """(strategy, max_length) of an export: see the module docstring."""
     name = attention.choose(requested, variant, cfg)
     if one_text_bytes(cfg, name, max_length) <= ACTIVATION_BUDGET_BYTES:
         return name, max_length
-    need = _gib(one_text_bytes(cfg, name, max_length))
+    need = size_text(one_text_bytes(cfg, name, max_length))
     why_not_long = attention.STRATEGIES[LIBRARY_FREE_LONG].cannot_serve(cfg)
     if requested is None and attention.STRATEGIES[name].library_free and why_not_long is None:
         log.info("attention: %s (ONNX Runtime's own attention kernels): the %s default, %s, would need %s for one "
                  "text of max_length %d (budget %s)", LIBRARY_FREE_LONG, variant, name, need, max_length,
-                 _gib(ACTIVATION_BUDGET_BYTES))
+                 size_text(ACTIVATION_BUDGET_BYTES))
         return LIBRARY_FREE_LONG, max_length
     served = longest_served(cfg, name)
     because = f"; ONNX Runtime's own attention kernels cannot compute this model: {why_not_long}" if requested is None else ""
     log.warning("attention %s: max_length lowered from %d to %d, the longest text its [1, %d, S, S] tensors hold "
                 "in %s (%d tokens would need %s)%s; --attention fused serves %d with the bitnet_onnx op library",
-                name, max_length, served, cfg.n_heads, _gib(ACTIVATION_BUDGET_BYTES), max_length, need, because,
+                name, max_length, served, cfg.n_heads, size_text(ACTIVATION_BUDGET_BYTES), max_length, need, because,
                 max_length)
     return name, served
 

@@ -10,11 +10,8 @@ the default budget, so that happens only with a smaller budget or an old export.
 from __future__ import annotations
 
 from bitnet_onnx.errors import BitnetOnnxError
+from bitnet_onnx.io import size_text
 from bitnet_onnx.manifest import ACTIVATION_BUDGET_BYTES, Manifest
-
-
-def _gib(n: float) -> str:
-    return f"{n / (1 << 30):.2f} GiB"
 
 
 class BatchMemory:
@@ -36,7 +33,7 @@ class BatchMemory:
             hint = ", or re-export with --attention ort (no op library) or fused" \
                 if self.manifest.attention_bytes_per_token_pair else ""
             raise BitnetOnnxError(
-                f"a text of {width} tokens needs about {_gib(one)} of activations with this export's attention "
-                f"({attention}), over max_batch_bytes (--max-batch-memory) {_gib(self.budget)}; shorten it or "
+                f"a text of {width} tokens needs about {size_text(one)} of activations with this export's attention "
+                f"({attention}), over max_batch_bytes (--max-batch-memory) {size_text(self.budget)}; shorten it or "
                 f"raise the budget{hint}")
         return max(1, min(wanted, self.budget // one))

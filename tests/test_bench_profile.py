@@ -10,6 +10,7 @@ import pytest
 from bitnet_onnx.bench import measure, profile, report, runners
 from bitnet_onnx.cli import main
 from bitnet_onnx.errors import BitnetOnnxError
+from bitnet_onnx.io import size_text
 from bitnet_onnx.manifest import Manifest
 from bitnet_onnx.runtime.session import create_session
 
@@ -160,7 +161,7 @@ def test_runs_beyond_the_memory_budget_are_reported_not_run_in_both_tables(tiny_
     stdout = capsys.readouterr().out
     result = json.loads(out.read_text())
     assert abs(result["memory_budget_bytes"] - budget) <= 1
-    why = (f"cannot hold it: needs up to {report.size_text(need['f32'])} of activations (the stock attention's "
+    why = (f"cannot hold it: needs up to {size_text(need['f32'])} of activations (the stock attention's "
            f"[batch, heads, S, S] scores) by the export's cost model")
     for rows in (result["rows"], result["profile"]["rows"]):
         by_cell = {(r["variant"], r["seq"]): r for r in rows}

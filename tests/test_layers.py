@@ -143,12 +143,18 @@ def _module_path(pkg: Path, module: str, modules: set[str]) -> Path:
     return pkg.joinpath(*parts[:-1], parts[-1] + ".py")
 
 
+def _contract_entries(contract: dict) -> list[str]:
+    """The modules a contract names: its layers' (a layers contract) or its sources and forbidden ones."""
+    if contract["type"] == "layers":
+        return [m for layer in contract["layers"] for m in _layer_modules(layer)]
+    return [*contract["source_modules"], *contract["forbidden_modules"]]
+
+
 def _synthetic_tree(tmp_path: Path, *imports: tuple[str, str]) -> tuple[Path, Path]:
     """A package 'layered' with one empty module per layer entry, the same contracts, and each
     ``(importer, imported)`` of ``imports`` as an import statement."""
     cfg = _config()
-    modules = {m.replace("bitnet_onnx", "layered", 1) for c in cfg["contracts"] for layer in c["layers"]
-               for m in _layer_modules(layer)}
+    modules = {m.replace("bitnet_onnx", "layered", 1) for c in cfg["contracts"] for m in _contract_entries(c)}
     pkg = tmp_path / "src" / "layered"
     pkg.mkdir(parents=True)
     (pkg / "__init__.py").write_text("")
@@ -159,9 +165,10 @@ def _synthetic_tree(tmp_path: Path, *imports: tuple[str, str]) -> tuple[Path, Pa
             module.write(f"import layered.{imported}\n")
     contracts = []
     for c in cfg["contracts"]:
-        layers = ", ".join('"' + layer.replace("bitnet_onnx", "layered") + '"' for layer in c["layers"])
+        lists = "".join(f"{key} = [{', '.join(chr(34) + m.replace('bitnet_onnx', 'layered') + chr(34) for m in c[key])}]\n"
+                        for key in ("layers", "source_modules", "forbidden_modules") if key in c)
         contracts.append(f'[[tool.importlinter.contracts]]\nid = "{c["id"]}"\nname = "{c["name"]}"\n'
-                         f'type = "{c["type"]}"\nlayers = [{layers}]\n')
+                         f'type = "{c["type"]}"\n{lists}')
     config = tmp_path / "lint.toml"
     config.write_text('[tool.importlinter]\nroot_package = "layered"\n\n' + "\n".join(contracts))
     return config, tmp_path / "src"
@@ -174,6 +181,15 @@ def test_the_contracts_catch_a_wrong_import(tmp_path, importer, imported):
     run = _lint(config, tmp_path, pythonpath=src)
     assert run.returncode != 0 and "BROKEN" in run.stdout, run.stdout[-2000:] + run.stderr[-2000:]
     assert f"layered.{importer} is not allowed to import layered.{imported}" in run.stdout
+
+
+@pytest.mark.parametrize("importer, imported", [("runtime", "reference"), ("export", "testing")])
+def test_the_targets_may_not_import_the_reference_or_the_test_models(tmp_path, importer, imported):
+    """Allowed by the layers (one line down), forbidden by the contract of its own."""
+    config, src = _synthetic_tree(tmp_path, (importer, imported))
+    run = _lint(config, tmp_path, pythonpath=src)
+    assert run.returncode != 0 and "BROKEN" in run.stdout, run.stdout[-2000:] + run.stderr[-2000:]
+    assert f"layered.{importer} -> layered.{imported}" in run.stdout, run.stdout[-2000:]
 
 
 # weights <-> gguf_source: the circle the model sources once had (two lines); st_modules <-> formats:
@@ -227,3 +243,16 @@ def test_the_synthetic_tree_passes_without_the_wrong_import(tmp_path):
     config, src = _synthetic_tree(tmp_path, ("commands", "export"), ("weights", "gguf_source"))  # downward
     run = _lint(config, tmp_path, pythonpath=src)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+
+
+def test_no_module_imports_the_facade(tmp_path):
+    """The package root is the users' facade (docs/architecture.md): modules import what it re-exports
+    from where it lives (``bitnet_onnx.version``, ``bitnet_onnx.runtime.embedder``), never from the root."""
+    package = stage_package(tmp_path / "site") / "bitnet_onnx"
+    facade = set(bitnet_onnx.__all__)
+    found = []
+    for source in sorted(package.rglob("*.py")):
+        for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module == "bitnet_onnx" and node.level == 0:
+                found += [f"{source.relative_to(package)}:{node.lineno} {a.name}" for a in node.names if a.name in facade]
+    assert found == [], "import these names from their own modules"

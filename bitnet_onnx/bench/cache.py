@@ -15,11 +15,11 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from bitnet_onnx import __version__
 from bitnet_onnx.bench.report import progress
 from bitnet_onnx.bench.variants import build_variant
 from bitnet_onnx.io import atomic_folder
 from bitnet_onnx.testing.factory import SHAPES
+from bitnet_onnx.version import __version__
 
 EXPORT_CODE = ("bitnet_onnx", "bitnet_onnx.export", "bitnet_onnx.bench.variants")  # core, exporter, builders
 FACTORY_CODE = ("bitnet_onnx.arch", "bitnet_onnx.testing")

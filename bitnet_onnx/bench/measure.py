@@ -23,13 +23,14 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from bitnet_onnx import __version__
 from bitnet_onnx.bench.host import available_memory_bytes, cpu_name
-from bitnet_onnx.bench.report import Cell, NotRun, profile_rows, result_rows, size_text
+from bitnet_onnx.bench.report import Cell, NotRun, profile_rows, result_rows
 from bitnet_onnx.bench.runners import RUNNERS
 from bitnet_onnx.bench.timing import interleave
 from bitnet_onnx.bench.variants import variant
 from bitnet_onnx.bench.worker import Worker
+from bitnet_onnx.io import size_text
+from bitnet_onnx.version import __version__
 
 WARMUP_MAX_TOKENS = 4096  # bigger cells skip the warm-up run: seconds of compute dwarf first-run costs
 # The default memory budget's share of what the system has available once the workers are loaded: the

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from bitnet_onnx.bench.profile import GROUPS, cell_shares
 from bitnet_onnx.bench.variants import ratio_bases
-from bitnet_onnx.io import atomic_file
+from bitnet_onnx.io import atomic_file, size_text
 
 
 Cell = tuple[int, int]  # (batch, seq)
@@ -186,11 +186,6 @@ def _grouped(variants: dict[str, dict], fact: str) -> str:
         if facts.get(fact) is not None:
             groups.setdefault(str(facts[fact]), []).append(name)
     return ", ".join(f"{value} ({', '.join(names)})" for value, names in groups.items())
-
-
-def size_text(size: int) -> str:
-    """Bytes as "13.5 GiB" from 1 GiB up, else as "20.0 MiB"."""
-    return f"{size / 2**30:.1f} GiB" if size >= 2**30 else f"{size / 2**20:.1f} MiB"
 
 
 def _ms(ms: float) -> str:

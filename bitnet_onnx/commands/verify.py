@@ -10,14 +10,7 @@ import argparse
 
 from bitnet_onnx.compare import compare
 from bitnet_onnx.errors import BitnetOnnxError
-
-DEFAULT_TEXTS = (
-    "The quick brown fox jumps over the lazy dog.",
-    "What is the capital of France?",
-    "Ternary weights take two bits each; activations are quantized to eight bits per token.",
-    "def embed(texts): return model.encode(texts, normalize_embeddings=True)",
-    "short",
-)
+from bitnet_onnx.reference import VERIFY_TEXTS
 
 EPILOG = """examples:
   bitnet-onnx verify ./qwen3-onnx ./bitnet-qwen3-embedding
@@ -34,7 +27,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    texts = list(args.texts or DEFAULT_TEXTS)
+    texts = list(args.texts or VERIFY_TEXTS)
     if not texts:
         raise BitnetOnnxError("--texts: give at least one text")
     if not 0.0 < args.threshold <= 1.0:

@@ -6,8 +6,8 @@
 
 ``register_onnx_schema()`` teaches the ``onnx`` package every op of the domain so
 ``onnx.checker.check_model(..., full_check=True)`` and ``onnx.shape_inference`` accept graphs
-that use them. The ops' contracts are in docs/op.md (I2STernaryMatMul) and docs/attention.md
-(EncoderAttention); the domain's op table is ``SCHEMAS`` here and
+that use them. The ops' contracts are in docs/op.md (I2STernaryMatMul, NormalizeNFC, ByteFallbackBpe) and
+docs/attention.md (EncoderAttention); the domain's op table is ``SCHEMAS`` here and
 ``customops/ort/op_table.h`` in the library (a test checks that they list the same ops).
 """
 
