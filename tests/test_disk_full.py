@@ -2,7 +2,7 @@
 
 gguf-py writes tensors with numpy's tofile, whose short write carries no errno ("16384 requested and
 8208 written"); onnx writes model.onnx from C++. The io layer finds the cause again from the
-filesystem (bitnet_onnx.io._write_errors). End to end on a real full disk: a 256 KiB tmpfs, when
+filesystem (bitnet_onnx.io.outputs._write_errors). End to end on a real full disk: a 256 KiB tmpfs, when
 this test may mount one (root with CAP_SYS_ADMIN, as in CI); the io-layer cases run everywhere.
 """
 
@@ -20,6 +20,7 @@ import pytest
 
 from bitnet_onnx import io
 from bitnet_onnx.errors import BitnetOnnxError
+from bitnet_onnx.io import outputs  # its helpers, patched
 
 TMPFS_BYTES = 256 << 10
 NO_SPACE = r"could not write \(No space left on device; \d+(\.\d)? (bytes|KiB) free in {folder}\); nothing written$"
@@ -105,7 +106,7 @@ def test_short_write_on_a_full_disk_says_no_space(tmp_path, monkeypatch):
 def test_short_write_with_space_left_keeps_the_library_words(tmp_path, monkeypatch):
     """Space enough and no file size limit: the cause is unknown, so the library's own words stay."""
     monkeypatch.setattr(os, "statvfs", _statvfs_with_free(1 << 30))
-    monkeypatch.setattr(io, "_file_size_limit", lambda: None)
+    monkeypatch.setattr(outputs, "_file_size_limit", lambda: None)
     with pytest.raises(BitnetOnnxError, match=r"could not write \(16384 requested and 8208 written\); nothing written$"):
         with io.atomic_folder(tmp_path / "out") as tmp:
             _fail_writing(OSError("16384 requested and 8208 written"))(tmp)
@@ -114,13 +115,13 @@ def test_short_write_with_space_left_keeps_the_library_words(tmp_path, monkeypat
 def test_enospc_names_the_free_space_after_cleanup(tmp_path, monkeypatch):
     """The space reported is measured once the partial output is gone: what the user has to work with."""
     seen = []
-    real = io._free_bytes
+    real = outputs._free_bytes
 
     def free(folder):
         seen.append(sorted(os.listdir(folder)))
         return real(folder)
 
-    monkeypatch.setattr(io, "_free_bytes", free)
+    monkeypatch.setattr(outputs, "_free_bytes", free)
     with pytest.raises(BitnetOnnxError, match=r"\(No space left on device; .* free in "):
         with io.atomic_file(tmp_path / "v.npy", what="--output") as tmp:
             tmp.write_bytes(b"partial")
