@@ -82,7 +82,7 @@ class Embedder:
         self.memory = BatchMemory(self.manifest, max_batch_bytes)
         self._tokenizer = TextTokenizer(self.folder / TOKENIZER_FILE, self.manifest)
         self.threads = threads
-        self._ranges_table = None  # the folder's calibration file, read on first use
+        self._calibrations: dict[Path, dict] = {}  # calibration files read, by path (``calibration``)
         # A strings-in export (--text-input): encode feeds texts to the graph's own tokenizer; the
         # token-ids session (prepare / embed, a server) is then created on first use.
         self._text_session = (create_session(self.folder, self.manifest, threads=threads, text=True)
@@ -165,7 +165,7 @@ class Embedder:
                 raise BitnetOnnxError(f"precision {precision!r} applies to sentence embeddings, not {TOKEN_OUTPUT}")
             tokens = self._run(inputs, batches, TOKEN_OUTPUT, show_progress_bar, prefix)
             return tokens[0] if single else tokens
-        width = self._check_dimensions(dimensions)
+        width = self.check_dimensions(dimensions)
         precision, ranges = self.check_precision(precision, ranges, width)  # before the run: errors at once
         self._check_finish(width, normalize)
         rows = self._run(inputs, batches, SENTENCE_OUTPUT, show_progress_bar, prefix)
@@ -192,7 +192,7 @@ class Embedder:
                 raise BitnetOnnxError("token ids take no prompt: put the prompt's ids in front of them")
             prepared = Prepared(self._tokenizer.prepare_ids(ids, truncate=truncate), 0, self.dimension, None,
                                 FLOAT32, None, self._tokenizer.pad)
-        width = self._check_dimensions(dimensions)
+        width = self.check_dimensions(dimensions)
         name, resolved = self.check_precision(precision, ranges, width)  # errors before anything runs
         self._check_finish(width, normalize)
         return replace(prepared, dimensions=width, normalize=normalize, precision=name, ranges=resolved)
@@ -326,15 +326,21 @@ class Embedder:
         return record.name, resolved
 
     def ranges(self, width: int, given=None):
-        """The calibration ranges for ``width``: ``given`` (an array or a file's path), else the folder's
-        calibration_ranges.json row for it (None without that file)."""
-        path = self.folder / CALIBRATION_FILE
-        table = None
-        if given is None and path.is_file():
-            if self._ranges_table is None:
-                self._ranges_table = read_ranges(path)
-            table = self._ranges_table
-        return ranges_for(width, given, table, str(path))
+        """The calibration ranges for ``width``: ``given`` (an array [2, width], or a calibration file's path),
+        else the folder's calibration_ranges.json row for it (None without that file)."""
+        if given is not None and not isinstance(given, (str, Path)):
+            return ranges_for(width, given)
+        path = Path(given) if given is not None else self.folder / CALIBRATION_FILE
+        table = self.calibration(path) if given is not None or path.is_file() else None
+        return ranges_for(width, None, table, str(path))
+
+    def calibration(self, path: str | Path | None = None) -> dict[int, np.ndarray]:
+        """The calibration file ``path`` (default: the folder's calibration_ranges.json) as width -> float32
+        [2, width], read once per embedder (``calibrate`` forgets what it rewrites)."""
+        path = Path(path) if path is not None else self.folder / CALIBRATION_FILE
+        if path not in self._calibrations:
+            self._calibrations[path] = read_ranges(path)
+        return self._calibrations[path]
 
     def calibrate(self, texts: Sequence[str], dimensions: Sequence[int | None] = (None,), path=None,
                   **encode_kwargs) -> dict[int, np.ndarray]:
@@ -344,7 +350,7 @@ class Embedder:
         already there), which int8 / uint8 then use. ``encode_kwargs`` go to ``encode`` (prompt, ...)."""
         if isinstance(texts, str) or len(texts) < 2:
             raise BitnetOnnxError("calibrate needs at least 2 texts (the more, the better the ranges)")
-        widths = [self._check_dimensions(d) for d in dimensions]
+        widths = [self.check_dimensions(d) for d in dimensions]
         if self.graph_precision != FLOAT32:
             raise BitnetOnnxError(f"{self.folder} outputs {self.graph_precision} embeddings from its graph; "
                                   "calibrate a float32 export")
@@ -352,7 +358,7 @@ class Embedder:
         full = self.encode(list(texts), normalize=False, **encode_kwargs)  # one run: every width from it
         table = {w: calibration_ranges(self._truncate(full, w, normalize)) for w in widths}
         write_ranges(path or self.folder / CALIBRATION_FILE, table, {"texts": len(texts)})
-        self._ranges_table = None
+        self._calibrations.clear()
         return table
 
     def _graph_values(self) -> int:
@@ -425,7 +431,8 @@ class Embedder:
                                   f"(prompts: {known})")
         return prompts[name]
 
-    def _check_dimensions(self, dimensions: int | None) -> int:
+    def check_dimensions(self, dimensions: int | None) -> int:
+        """The width a call's ``dimensions`` keeps (None: the full dimension), or an error naming the range."""
         if dimensions is None:
             return self.dimension
         if isinstance(dimensions, bool) or not isinstance(dimensions, (int, np.integer)) \

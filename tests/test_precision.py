@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -26,6 +27,7 @@ from bitnet_onnx.errors import BitnetOnnxError
 from bitnet_onnx.manifest import Manifest
 from bitnet_onnx.precision import (CALIBRATION_FILE, NAMES, PRECISIONS, calibration_ranges, check_ranges, quantize,
                                    read_ranges)
+from bitnet_onnx.runtime import embedder as embedder_module
 
 TEXTS = [
     "a cat sat on the mat",
@@ -120,6 +122,26 @@ def test_the_export_folders_calibration_file_is_the_default(calibrated, private_
     with pytest.raises(BitnetOnnxError, match="has ranges for width 16, .* not 32"):
         embedder.encode(TEXTS, precision="uint8", dimensions=32)
     assert "ranges of width 16" in capsys.readouterr().err
+
+
+def test_a_calibration_file_is_read_once_until_calibrate_rewrites_it(calibrated, tmp_path, monkeypatch):
+    """Each calibration file an Embedder scales by (given by path, or the folder's) is read on its first use
+    and kept, as the server reads its --ranges once; ``calibrate`` into that path makes the next call read
+    the new ranges."""
+    folder, path, _ = calibrated("qwen3")
+    ranges = tmp_path / "ranges.json"
+    shutil.copyfile(path, ranges)
+    embedder = Embedder(folder, threads=1)
+    reads = []
+    monkeypatch.setattr(embedder_module, "read_ranges", lambda p: reads.append(Path(p)) or read_ranges(p))
+    first = embedder.encode(TEXTS, precision="int8", ranges=ranges)
+    _same_bytes(embedder.encode(TEXTS, precision="int8", ranges=str(ranges)), first)
+    assert reads == [ranges]
+    table = embedder.calibrate(TEXTS, path=ranges)  # other texts: other ranges
+    assert not np.array_equal(table[embedder.dimension], read_ranges(path)[embedder.dimension])
+    want = _st(embedder.encode(TEXTS), "int8", table[embedder.dimension])
+    _same_bytes(embedder.encode(TEXTS, precision="int8", ranges=ranges), want)
+    assert reads == [ranges, ranges]
 
 
 @pytest.mark.parametrize("arch", ARCHITECTURES)

@@ -18,7 +18,7 @@ from fastapi import Depends, Request
 from starlette.concurrency import run_in_threadpool
 
 from bitnet_onnx.errors import BitnetOnnxError
-from bitnet_onnx.precision import CALIBRATION_FILE, FLOAT32, PRECISIONS, ranges_for, read_ranges
+from bitnet_onnx.precision import CALIBRATION_FILE, FLOAT32
 from bitnet_onnx.runtime.embedder import Embedder, Prepared
 from bitnet_onnx.runtime.server.batcher import Batcher, BatchFailed, Draining, QueueFull
 from bitnet_onnx.runtime.server.config import ServerConfig
@@ -48,10 +48,9 @@ class Service:
                                   "(export --output-precision); serve a float32 export, which answers every "
                                   "output_dtype per request")
         self.embedder, self.config = embedder, config
-        # int8 / uint8 ranges, read once at start: serve --ranges, else the export's calibration file if any
-        self.ranges_file = config.ranges or embedder.folder / CALIBRATION_FILE
-        self.ranges_table = read_ranges(self.ranges_file, "--ranges") \
-            if config.ranges or self.ranges_file.is_file() else None
+        # int8 / uint8 ranges: serve --ranges, else the export's calibration file if any, read at start
+        if config.ranges is not None or (embedder.folder / CALIBRATION_FILE).is_file():
+            embedder.calibration(config.ranges)
         self.error_shapes, self.open_paths = error_shapes, open_paths
         self.metrics = Metrics()
         # The batcher stops a run whose clients all went away: an option of each run, the embedder untouched.
@@ -74,9 +73,10 @@ class Service:
                            code="invalid_api_key")
 
     def check_dimensions(self, dimensions: int | None) -> None:
-        dim = self.embedder.dimension
-        if dimensions is not None and not 1 <= dimensions <= dim:
-            raise ApiError(400, f"dimensions must be from 1 to {dim}, got {dimensions}", "dimensions")
+        try:
+            self.embedder.check_dimensions(dimensions)
+        except BitnetOnnxError as e:
+            raise ApiError(400, str(e), "dimensions") from None
 
     def output_precision(self, output_dtype, dimensions: int | None) -> tuple[str, object]:
         """(precision, its ranges) for a request's ``output_dtype`` at its width; a 422 naming the field
@@ -88,11 +88,7 @@ class Service:
                                 f"{json.dumps(output_dtype)[:64]}", "output_dtype")
         width = dimensions or self.embedder.dimension
         try:
-            precision = OUTPUT_DTYPES[output_dtype]
-            ranges = None
-            if self.ranges_table is not None and PRECISIONS[precision].needs_ranges:
-                ranges = ranges_for(width, None, self.ranges_table, str(self.ranges_file))
-            return self.embedder.check_precision(precision, ranges, width)
+            return self.embedder.check_precision(OUTPUT_DTYPES[output_dtype], self.config.ranges, width)
         except BitnetOnnxError as e:
             raise ApiError(422, f"output_dtype {output_dtype}: {e}", "output_dtype") from None
 
