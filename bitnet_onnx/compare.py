@@ -1,12 +1,12 @@
 """An exported folder against the PyTorch reference, text by text (``bitnet-onnx verify``, the demo).
 
-The texts go through the exported folder's own tokenizer rules (the runtime's TextTokenizer: EOS
-rule, truncation, padding side) as one padded batch; the same ids and mask feed the reference.
-The reference matches the export's weight format (its record's ``reference_activations``): full
+The texts go through the exported folder's ``Embedder`` (its tokenizer rules: EOS rule, truncation, padding
+side; no prompt) as one padded batch of the graph's sentence embeddings; the same ids and mask feed the
+reference. The reference matches the export's weight format (its record's ``reference_activations``): full
 BitLinear (int8 activations) for i2s, int8 and nbits; fake-quant (float activations) for f32/f16
 exports of BitNet models; plain HF for standard models.
 
-A library of the command layer: it joins a target (the runtime's session and tokenizer) with the
+A library of the command layer: it joins a target (the runtime's Embedder) with the
 reference, which no target may do (pyproject.toml's import contract "targets-without-reference").
 """
 
@@ -18,24 +18,24 @@ import numpy as np
 
 from bitnet_onnx.errors import BitnetOnnxError
 from bitnet_onnx.formats import weight_format
-from bitnet_onnx.manifest import Manifest
 from bitnet_onnx.reference import Reference
-from bitnet_onnx.runtime.session import SENTENCE_OUTPUT, create_session
-from bitnet_onnx.runtime.tokenization import TextTokenizer
+from bitnet_onnx.runtime.embedder import Embedder
 from bitnet_onnx.weights import open_source
 
 
 def compare(out_dir: str | Path, model_dir: str | Path, texts: list[str], threads: int | None = None) -> list[dict]:
     """Per text: cosine and max abs difference of sentence_embedding, export vs reference."""
-    manifest = Manifest.read(out_dir)
+    embedder = Embedder(out_dir, threads=threads)
+    manifest = embedder.manifest
     source = open_source(model_dir)  # the arch check before the reference's, which would speak first
     if source.arch.name != manifest.arch:
         raise BitnetOnnxError(f"{model_dir}: is {source.arch.name}, but {out_dir} holds a {manifest.arch} export")
     reference = Reference(source, activations=weight_format(manifest.weights).reference_activations,
                           ternarize=manifest.ternarized, pooling=manifest.pooling)
-    ids, mask = TextTokenizer.from_folder(out_dir).encode(texts)
-    session = create_session(out_dir, manifest, threads=threads)
-    got = session.run([SENTENCE_OUTPUT], {"input_ids": ids, "attention_mask": mask})[0]
+    prepared = embedder.prepare(texts, prompt="")  # the texts as given: no prompt in front
+    ids, mask = prepared.padded()
+    # the graph's sentence embeddings as they are (full width, the manifest's normalization), one padded batch
+    got = embedder.embed(prepared, batch_size=len(texts), max_batch_tokens=ids.size or 1)
     want, _ = reference.encode(ids, mask)
     return [embedding_row(text, g, w, int(m.sum())) for text, g, w, m in zip(texts, got, want, mask)]
 
@@ -83,8 +83,6 @@ def attention_precision_cosines(folders: dict[str, Path], tokens: int) -> dict[s
     """min cosine between the f32 and bf16 exports' sentence embeddings: "alone" (one text of ``tokens``
     tokens, batch 1) and "padded" (that text, one of 3/5 and one of 1/8 of its length, in one batch padded
     to the longest; every row compared)."""
-    from bitnet_onnx.runtime.embedder import Embedder
-
     runs = {p: Embedder(f, threads=1) for p, f in folders.items()}
     ids = _document_ids(runs["f32"], tokens)
     batch = [ids, ids[: tokens * 3 // 5], ids[: max(8, tokens // 8)]]
