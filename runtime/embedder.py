@@ -66,6 +66,18 @@ class Prepared:
         return sum(len(x) for x in self.ids)
 
 
+@dataclass(frozen=True)
+class _Texts:
+    """What a run of many texts feeds, either kind of session: token id lists (``prompt`` None; the first
+    ``skip`` tokens of each left out of the pooling), or texts for a strings-in graph, ``prompt`` its own
+    input. ``lengths``: what batches are cut by (token counts, or a bound on them: UTF-8 bytes)."""
+
+    items: list
+    lengths: list[int]
+    prompt: str | None = None
+    skip: int = 0
+
+
 class Embedder:
     """Embeds texts with the exported folder ``out_dir`` on ONNX Runtime's CPU provider.
 
@@ -142,36 +154,35 @@ class Embedder:
         max_batch_tokens = _positive_int(max_batch_tokens, "max_batch_tokens")
         if output_value not in OUTPUT_VALUES:
             raise BitnetOnnxError(f"output_value must be one of {', '.join(OUTPUT_VALUES)}, got {output_value!r}")
-        if self._text_session is None:  # the token ids path: prepared once, run to finished rows
-            if output_value == TOKEN_OUTPUT:
-                prepared = self._prepare_texts(items, prompt_name, prompt, True)
-                if precision not in (None, FLOAT32):
-                    raise BitnetOnnxError(f"precision {precision!r} applies to sentence embeddings, not {TOKEN_OUTPUT}")
-                batches = plan_batches(prepared.token_counts, batch_size, max_batch_tokens, self.memory)
-                tokens = self._run(prepared.ids, batches, TOKEN_OUTPUT, show_progress_bar, skip=prepared.prompt_length)
-                return tokens[0] if single else tokens
-            prepared = self.prepare(items, prompt_name=prompt_name, prompt=prompt, dimensions=dimensions,
-                                    normalize=normalize, precision=precision, ranges=ranges)
-            out = self.embed(prepared, batch_size, max_batch_tokens, show_progress_bar)
-            return out[0] if single else out
-        # the strings-in session: the graph tokenizes; the prompt is its own input
+        if output_value == TOKEN_OUTPUT and precision not in (None, FLOAT32):
+            raise BitnetOnnxError(f"precision {precision!r} applies to sentence embeddings, not {TOKEN_OUTPUT}")
+        finishing = None if output_value == TOKEN_OUTPUT else self._finishing(dimensions, normalize, precision, ranges)
+        run = self._texts(items, prompt_name, prompt)
+        batches = plan_batches(run.lengths, batch_size, max_batch_tokens, self.memory)
+        rows = self._run(run, batches, output_value, show_progress_bar)
+        out = rows if finishing is None else self._finish_rows(self._stack(rows), *finishing)
+        return out[0] if single else out
+
+    def _texts(self, texts: Sequence[str], prompt_name: str | None, prompt: str | None) -> _Texts:
+        """``texts`` with the prompt in front, as this export's session takes them: token ids (tokenized here,
+        batched by token count), or, on a strings-in export, the texts themselves for the graph's tokenizer
+        (batched by a bound on their tokens: UTF-8 bytes + prompt + specials, at most max_length)."""
+        if self._text_session is None:
+            prepared = self._prepare_texts(texts, prompt_name, prompt, True)
+            return _Texts(prepared.ids, prepared.token_counts, None, prepared.prompt_length)
         prefix = self._prompt(prompt_name, prompt)
-        inputs = check_texts(items)
+        inputs = check_texts(texts)
         prefix_bytes = len(prefix.encode("utf-8"))
         bound = [min(len(t.encode("utf-8")) + prefix_bytes + 2, int(self.manifest.max_length)) for t in inputs]
-        batches = plan_batches(bound, batch_size, max_batch_tokens, self.memory)  # bound >= tokens
-        if output_value == TOKEN_OUTPUT:
-            if precision not in (None, FLOAT32):
-                raise BitnetOnnxError(f"precision {precision!r} applies to sentence embeddings, not {TOKEN_OUTPUT}")
-            tokens = self._run(inputs, batches, TOKEN_OUTPUT, show_progress_bar, prefix)
-            return tokens[0] if single else tokens
+        return _Texts(inputs, bound, prefix)
+
+    def _finishing(self, dimensions: int | None, normalize: bool | None, precision: str | None,
+                   ranges) -> tuple[int, bool | None, str, np.ndarray | None]:
+        """(width, normalize, precision, its ranges) of a call's finishing options, checked before anything runs."""
         width = self.check_dimensions(dimensions)
-        precision, ranges = self.check_precision(precision, ranges, width)  # before the run: errors at once
+        name, resolved = self.check_precision(precision, ranges, width)
         self._check_finish(width, normalize)
-        rows = self._run(inputs, batches, SENTENCE_OUTPUT, show_progress_bar, prefix)
-        out = self._stack(rows)
-        out = self._finish_rows(out, width, normalize, precision, ranges)
-        return out[0] if single else out
+        return width, normalize, name, resolved
 
     def prepare(self, texts: Sequence[str] | None = None, *, ids: Sequence[Sequence[int]] | None = None,
                 prompt_name: str | None = None, prompt: str | None = None, truncate: bool = True,
@@ -192,9 +203,7 @@ class Embedder:
                 raise BitnetOnnxError("token ids take no prompt: put the prompt's ids in front of them")
             prepared = Prepared(self._tokenizer.prepare_ids(ids, truncate=truncate), 0, self.dimension, None,
                                 FLOAT32, None, self._tokenizer.pad)
-        width = self.check_dimensions(dimensions)
-        name, resolved = self.check_precision(precision, ranges, width)  # errors before anything runs
-        self._check_finish(width, normalize)
+        width, normalize, name, resolved = self._finishing(dimensions, normalize, precision, ranges)
         return replace(prepared, dimensions=width, normalize=normalize, precision=name, ranges=resolved)
 
     def embed(self, prepared: Prepared, batch_size: int = 32, max_batch_tokens: int = MAX_BATCH_TOKENS,
@@ -205,8 +214,8 @@ class Embedder:
         ``onnxruntime.RunOptions`` for every session run (setting its ``terminate`` stops the call)."""
         batches = plan_batches(prepared.token_counts, _positive_int(batch_size, "batch_size"),
                                _positive_int(max_batch_tokens, "max_batch_tokens"), self.memory)
-        rows = self._run(prepared.ids, batches, SENTENCE_OUTPUT, show_progress_bar, skip=prepared.prompt_length,
-                         run_options=run_options)
+        run = _Texts(prepared.ids, prepared.token_counts, None, prepared.prompt_length)
+        rows = self._run(run, batches, SENTENCE_OUTPUT, show_progress_bar, run_options)
         return self.finish(prepared, self._stack(rows))
 
     def tokenize(self, texts: Sequence[str], prompt_name: str | None = None, prompt: str | None = None,
@@ -389,27 +398,27 @@ class Embedder:
         a, b = (np.atleast_2d(np.asarray(x, dtype=np.float32)) for x in (a, b))
         return _l2_normalize(a) @ _l2_normalize(b).T
 
-    def _run(self, ids: list, batches: list[list[int]], output: str, show_progress_bar: bool | None,
-             prompt: str | None = None, skip: int = 0, run_options=None) -> list:
-        """Runs the batches (lists of text indices) of token id lists (their first ``skip`` tokens left
-        out of the pooling), or, given a ``prompt``, of texts on the strings-in session with ``prompt``
-        in front of each; returns one array per text, in input order."""
+    def _run(self, run: _Texts, batches: list[list[int]], output: str, show_progress_bar: bool | None,
+             run_options=None) -> list:
+        """``output`` of ``run``'s items in ``batches`` (lists of item indices), on the session of its kind;
+        one array per item, in input order (token embeddings without their padding)."""
         from tqdm.auto import tqdm
 
-        results: list = [None] * len(ids)
-        bar = tqdm(total=len(ids), unit="text", desc="embed", file=sys.stderr,
+        items = run.items
+        results: list = [None] * len(items)
+        bar = tqdm(total=len(items), unit="text", desc="embed", file=sys.stderr,
                    disable=not show_progress_bar, leave=False, delay=1.0)
         with bar:
             for chunk in batches:
-                if prompt is not None:
-                    feed = {TEXT_INPUT: np.array([ids[i] for i in chunk], dtype=object),
-                            PROMPT_INPUT: np.array([prompt], dtype=object)}
+                if run.prompt is not None:
+                    feed = {TEXT_INPUT: np.array([items[i] for i in chunk], dtype=object),
+                            PROMPT_INPUT: np.array([run.prompt], dtype=object)}
                     values, mask = self._text_session.run([output, MASK_OUTPUT], feed, run_options)
                 elif output == SENTENCE_OUTPUT:
-                    values, mask = self.run_batch([ids[i] for i in chunk], [skip] * len(chunk), run_options), None
+                    values, mask = self.run_batch([items[i] for i in chunk], [run.skip] * len(chunk), run_options), None
                 else:
-                    input_ids, mask = self._tokenizer.pad([ids[i] for i in chunk])
-                    (values,) = self._ids_session().run([output], self._feed(input_ids, mask, [skip] * len(chunk)),
+                    input_ids, mask = self._tokenizer.pad([items[i] for i in chunk])
+                    (values,) = self._ids_session().run([output], self._feed(input_ids, mask, [run.skip] * len(chunk)),
                                                         run_options)
                 for row, i in enumerate(chunk):
                     results[i] = values[row] if output == SENTENCE_OUTPUT else values[row][mask[row] == 1]

@@ -150,6 +150,10 @@ def _contract_entries(contract: dict) -> list[str]:
     return [*contract["source_modules"], *contract["forbidden_modules"]]
 
 
+def _quoted_in_layered(entry: str) -> str:
+    return '"' + entry.replace("bitnet_onnx", "layered") + '"'
+
+
 def _synthetic_tree(tmp_path: Path, *imports: tuple[str, str]) -> tuple[Path, Path]:
     """A package 'layered' with one empty module per layer entry, the same contracts, and each
     ``(importer, imported)`` of ``imports`` as an import statement."""
@@ -165,7 +169,7 @@ def _synthetic_tree(tmp_path: Path, *imports: tuple[str, str]) -> tuple[Path, Pa
             module.write(f"import layered.{imported}\n")
     contracts = []
     for c in cfg["contracts"]:
-        lists = "".join(f"{key} = [{', '.join(chr(34) + m.replace('bitnet_onnx', 'layered') + chr(34) for m in c[key])}]\n"
+        lists = "".join(f"{key} = [{', '.join(_quoted_in_layered(m) for m in c[key])}]\n"
                         for key in ("layers", "source_modules", "forbidden_modules") if key in c)
         contracts.append(f'[[tool.importlinter.contracts]]\nid = "{c["id"]}"\nname = "{c["name"]}"\n'
                          f'type = "{c["type"]}"\n{lists}')
@@ -254,5 +258,6 @@ def test_no_module_imports_the_facade(tmp_path):
     for source in sorted(package.rglob("*.py")):
         for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom) and node.module == "bitnet_onnx" and node.level == 0:
-                found += [f"{source.relative_to(package)}:{node.lineno} {a.name}" for a in node.names if a.name in facade]
+                where = f"{source.relative_to(package)}:{node.lineno}"
+                found += [f"{where} {a.name}" for a in node.names if a.name in facade]
     assert found == [], "import these names from their own modules"
