@@ -66,25 +66,20 @@ class EmbedOptions:
 
     def with_ranges(self, export_dir: str | Path, given=None) -> "EmbedOptions":
         """These options with the precision checked and its ranges resolved on the driver (``given``: an
-        array or a calibration file; None: the export's calibration_ranges.json), before any actor starts."""
+        array or a calibration file; None: the export's calibration_ranges.json), before any actor starts:
+        the Embedder's own finishing rules (runtime/finishing.py), without a session."""
         from bitnet_onnx.manifest import Manifest
-        from bitnet_onnx.precision import CALIBRATION_FILE, FLOAT32, get_precision, ranges_for, read_ranges
+        from bitnet_onnx.precision import FLOAT32, get_precision
+        from bitnet_onnx.runtime.finishing import Finishing
 
-        record = get_precision(self.precision, "--precision")
-        manifest = Manifest.read(Path(export_dir))
-        if manifest.output_precision != FLOAT32:
-            raise BitnetOnnxError(f"{export_dir}: its graph outputs {manifest.output_precision} embeddings "
+        get_precision(self.precision, "--precision")  # an unknown name, named as the flag
+        finishing = Finishing(Path(export_dir), Manifest.read(Path(export_dir)))
+        if finishing.graph_precision != FLOAT32:
+            raise BitnetOnnxError(f"{export_dir}: its graph outputs {finishing.graph_precision} embeddings "
                                   "(export --output-precision); embed a float32 export with --precision")
-        if not record.needs_ranges:
-            return self
-        width = self.dimensions or manifest.dimension
-        own = Path(export_dir) / CALIBRATION_FILE
-        table = read_ranges(own) if given is None and own.is_file() else None
-        ranges = ranges_for(width, given, table, str(own))
-        if ranges is None:
-            raise BitnetOnnxError(f"--precision {record.name} needs calibration ranges of width {width}: --ranges FILE, "
-                                  f"or 'bitnet-onnx calibrate {export_dir}' (writes {own})")
-        return replace(self, ranges=tuple(map(tuple, ranges.tolist())))
+        width = finishing.check_dimensions(self.dimensions)
+        _, ranges = finishing.check_precision(self.precision, given, width)
+        return self if ranges is None else replace(self, ranges=tuple(map(tuple, ranges.tolist())))
 
 
 # ---- planning (driver side: metadata and line offsets only) ---------------------------------

@@ -2,8 +2,9 @@
 
 Texts are tokenized once, sorted by length and run in batches padded only to their own longest
 text (dynamic padding), then put back in input order. Pooling, the Dense head and normalization
-are in the graph; this class adds prompts, Matryoshka truncation (``dimensions``), the output
-precision (``precision``: int8 / uint8 / binary / ubinary, bitnet_onnx.precision) and batching.
+are in the graph; this class adds prompts, batching (runtime/memory.py's ``plan_batches``) and the
+finishing of the rows (runtime/finishing.py: Matryoshka truncation, ``dimensions``; the output precision,
+``precision``: int8 / uint8 / binary / ubinary, bitnet_onnx.precision).
 
 One call embeds: ``encode(texts)``, or, for a caller that needs the token ids too (token counts,
 a module that tokenizes before it runs), ``prepare(...)`` once (prompt resolved, texts tokenized
@@ -23,11 +24,10 @@ import numpy as np
 
 from bitnet_onnx.errors import BitnetOnnxError
 from bitnet_onnx.manifest import ACTIVATION_BUDGET_BYTES, PROMPT_INPUT, PROMPT_LENGTH_INPUT, TEXT_INPUT, Manifest
-from bitnet_onnx.precision import (CALIBRATION_FILE, FLOAT32, PRECISIONS, calibration_ranges, get_precision, quantize,
-                                   ranges_for, read_ranges, write_ranges)
-from bitnet_onnx.st_modules import L2_NORM_EPS
+from bitnet_onnx.precision import CALIBRATION_FILE, FLOAT32, calibration_ranges, write_ranges
 
-from bitnet_onnx.runtime.memory import BatchMemory
+from bitnet_onnx.runtime.finishing import Finishing, l2_normalize
+from bitnet_onnx.runtime.memory import BatchMemory, plan_batches
 from bitnet_onnx.runtime.session import MASK_OUTPUT, SENTENCE_OUTPUT, TOKEN_OUTPUT, create_session
 from bitnet_onnx.runtime.tokenization import TOKENIZER_FILE, TextTokenizer, check_texts
 
@@ -94,7 +94,7 @@ class Embedder:
         self.memory = BatchMemory(self.manifest, max_batch_bytes)
         self._tokenizer = TextTokenizer(self.folder / TOKENIZER_FILE, self.manifest)
         self.threads = threads
-        self._calibrations: dict[Path, dict] = {}  # calibration files read, by path (``calibration``)
+        self._finishing = Finishing(self.folder, self.manifest)  # width, normalization, precision of the rows
         # A strings-in export (--text-input): encode feeds texts to the graph's own tokenizer; the
         # token-ids session (prepare / embed, a server) is then created on first use.
         self._text_session = (create_session(self.folder, self.manifest, threads=threads, text=True)
@@ -156,11 +156,11 @@ class Embedder:
             raise BitnetOnnxError(f"output_value must be one of {', '.join(OUTPUT_VALUES)}, got {output_value!r}")
         if output_value == TOKEN_OUTPUT and precision not in (None, FLOAT32):
             raise BitnetOnnxError(f"precision {precision!r} applies to sentence embeddings, not {TOKEN_OUTPUT}")
-        finishing = None if output_value == TOKEN_OUTPUT else self._finishing(dimensions, normalize, precision, ranges)
+        options = None if output_value == TOKEN_OUTPUT else self._finishing.options(dimensions, normalize, precision, ranges)
         run = self._texts(items, prompt_name, prompt)
         batches = plan_batches(run.lengths, batch_size, max_batch_tokens, self.memory)
         rows = self._run(run, batches, output_value, show_progress_bar)
-        out = rows if finishing is None else self._finish_rows(self._stack(rows), *finishing)
+        out = rows if options is None else self._finishing.rows(self._finishing.stack(rows), *options)
         return out[0] if single else out
 
     def _texts(self, texts: Sequence[str], prompt_name: str | None, prompt: str | None) -> _Texts:
@@ -175,14 +175,6 @@ class Embedder:
         prefix_bytes = len(prefix.encode("utf-8"))
         bound = [min(len(t.encode("utf-8")) + prefix_bytes + 2, int(self.manifest.max_length)) for t in inputs]
         return _Texts(inputs, bound, prefix)
-
-    def _finishing(self, dimensions: int | None, normalize: bool | None, precision: str | None,
-                   ranges) -> tuple[int, bool | None, str, np.ndarray | None]:
-        """(width, normalize, precision, its ranges) of a call's finishing options, checked before anything runs."""
-        width = self.check_dimensions(dimensions)
-        name, resolved = self.check_precision(precision, ranges, width)
-        self._check_finish(width, normalize)
-        return width, normalize, name, resolved
 
     def prepare(self, texts: Sequence[str] | None = None, *, ids: Sequence[Sequence[int]] | None = None,
                 prompt_name: str | None = None, prompt: str | None = None, truncate: bool = True,
@@ -203,7 +195,7 @@ class Embedder:
                 raise BitnetOnnxError("token ids take no prompt: put the prompt's ids in front of them")
             prepared = Prepared(self._tokenizer.prepare_ids(ids, truncate=truncate), 0, self.dimension, None,
                                 FLOAT32, None, self._tokenizer.pad)
-        width, normalize, name, resolved = self._finishing(dimensions, normalize, precision, ranges)
+        width, normalize, name, resolved = self._finishing.options(dimensions, normalize, precision, ranges)
         return replace(prepared, dimensions=width, normalize=normalize, precision=name, ranges=resolved)
 
     def embed(self, prepared: Prepared, batch_size: int = 32, max_batch_tokens: int = MAX_BATCH_TOKENS,
@@ -216,7 +208,7 @@ class Embedder:
                                _positive_int(max_batch_tokens, "max_batch_tokens"), self.memory)
         run = _Texts(prepared.ids, prepared.token_counts, None, prepared.prompt_length)
         rows = self._run(run, batches, SENTENCE_OUTPUT, show_progress_bar, run_options)
-        return self.finish(prepared, self._stack(rows))
+        return self.finish(prepared, self._finishing.stack(rows))
 
     def tokenize(self, texts: Sequence[str], prompt_name: str | None = None, prompt: str | None = None,
                  truncate: bool = True) -> list[list[int]]:
@@ -255,8 +247,8 @@ class Embedder:
     def finish(self, prepared: Prepared, rows: np.ndarray) -> np.ndarray:
         """``run_batch``'s rows of ``prepared``'s texts [len(prepared), dimension], in its order -> its
         finished rows: the first ``dimensions`` values, normalization, then the precision."""
-        return self._finish_rows(rows, prepared.dimensions, prepared.normalize, prepared.precision,
-                                 prepared.ranges)
+        return self._finishing.rows(rows, prepared.dimensions, prepared.normalize, prepared.precision,
+                                    prepared.ranges)
 
     @property
     def pools_without_prompt(self) -> bool:
@@ -278,78 +270,36 @@ class Embedder:
             feed[PROMPT_LENGTH_INPUT] = np.asarray(lengths, dtype=np.int64).reshape(len(input_ids))
         return feed
 
-    def _finish_rows(self, rows: np.ndarray, width: int, normalize: bool | None, precision: str,
-                     ranges) -> np.ndarray:
-        return self.quantize(self._truncate(rows, width, normalize), precision, ranges)
-
-    def _truncate(self, rows: np.ndarray, width: int, normalize: bool | None = None) -> np.ndarray:
-        """The graph's sentence embeddings -> the first ``width`` values, L2-normalized when ``normalize``
-        (None: the manifest's choice) asks for it."""
-        if self.graph_precision != FLOAT32:  # the graph's own quantized output, as it is
-            self._check_finish(width, normalize)
-            return np.asarray(rows)
-        out = np.ascontiguousarray(np.asarray(rows)[:, :width], dtype=np.float32)
-        # None on a graph that normalizes: its full-width vectors are kept as they are (bit for bit what
-        # other hosts and an in-graph --output-precision quantize), truncated ones renormalized
-        if normalize or normalize is None and self.manifest.normalize and width < self.dimension:
-            out = _l2_normalize(out)
-        return out
-
-    def _check_finish(self, width: int, normalize: bool | None) -> None:
-        if self.graph_precision != FLOAT32 and (width != self.dimension or normalize is not None):
-            raise BitnetOnnxError(f"{self.folder} outputs {self.graph_precision} embeddings from its graph "
-                                  "(export --output-precision): dimensions and normalize cannot apply")
-
-    def _stack(self, rows: list) -> np.ndarray:
-        return np.stack(rows) if rows else np.zeros((0, self._graph_values()), dtype=self._graph_dtype())
+    # The finishing steps (runtime/finishing.py), public as sentence-transformers users call them.
 
     @property
     def graph_precision(self) -> str:
         """The precision of the graph's sentence_embedding (the manifest's output_precision)."""
-        return self.manifest.output_precision
+        return self._finishing.graph_precision
 
-    def quantize(self, rows: np.ndarray, precision: str | None = None, ranges=None) -> np.ndarray:
-        """float32 embeddings [n, width] (``encode``'s) -> ``precision``'s values (bitnet_onnx.precision), with
-        ``ranges`` or, for int8 / uint8 without them, the folder's calibration file's ranges of ``width``."""
-        name, resolved = self.check_precision(precision, ranges, np.shape(rows)[1])
-        if name == self.graph_precision:
-            return rows
-        return quantize(rows, name, resolved)
+    def check_dimensions(self, dimensions: int | None) -> int:
+        """The width a call's ``dimensions`` keeps (None: the full dimension), or an error naming the range."""
+        return self._finishing.check_dimensions(dimensions)
 
     def check_precision(self, precision: str | None, ranges, width: int) -> tuple[str, np.ndarray | None]:
         """(precision's name, its ranges for ``width``) for ``quantize``, or an error naming the fault, so
         a caller can check both before any text is embedded."""
-        if self.graph_precision != FLOAT32:
-            if precision not in (None, self.graph_precision) or ranges is not None:
-                raise BitnetOnnxError(f"{self.folder} outputs {self.graph_precision} embeddings from its graph "
-                                      f"(export --output-precision); precision {precision!r} cannot apply")
-            return self.graph_precision, None
-        record = get_precision(FLOAT32 if precision is None else precision)
-        if not record.needs_ranges:  # ranges given anyway are ignored, as sentence-transformers ignores them
-            return record.name, None
-        resolved = self.ranges(width, ranges)
-        if resolved is None:
-            raise BitnetOnnxError(f"precision {record.name} needs calibration ranges [2, {width}]: pass ranges, or "
-                                  f"compute them once with 'bitnet-onnx calibrate {self.folder}' "
-                                  f"(writes {self.folder / CALIBRATION_FILE})")
-        return record.name, resolved
+        return self._finishing.check_precision(precision, ranges, width)
+
+    def quantize(self, rows: np.ndarray, precision: str | None = None, ranges=None) -> np.ndarray:
+        """float32 embeddings [n, width] (``encode``'s) -> ``precision``'s values (bitnet_onnx.precision), with
+        ``ranges`` or, for int8 / uint8 without them, the folder's calibration file's ranges of ``width``."""
+        return self._finishing.quantize(rows, precision, ranges)
 
     def ranges(self, width: int, given=None):
         """The calibration ranges for ``width``: ``given`` (an array [2, width], or a calibration file's path),
         else the folder's calibration_ranges.json row for it (None without that file)."""
-        if given is not None and not isinstance(given, (str, Path)):
-            return ranges_for(width, given)
-        path = Path(given) if given is not None else self.folder / CALIBRATION_FILE
-        table = self.calibration(path) if given is not None or path.is_file() else None
-        return ranges_for(width, None, table, str(path))
+        return self._finishing.ranges(width, given)
 
     def calibration(self, path: str | Path | None = None) -> dict[int, np.ndarray]:
         """The calibration file ``path`` (default: the folder's calibration_ranges.json) as width -> float32
         [2, width], read once per embedder (``calibrate`` forgets what it rewrites)."""
-        path = Path(path) if path is not None else self.folder / CALIBRATION_FILE
-        if path not in self._calibrations:
-            self._calibrations[path] = read_ranges(path)
-        return self._calibrations[path]
+        return self._finishing.calibration(path)
 
     def calibrate(self, texts: Sequence[str], dimensions: Sequence[int | None] = (None,), path=None,
                   **encode_kwargs) -> dict[int, np.ndarray]:
@@ -365,16 +315,10 @@ class Embedder:
                                   "calibrate a float32 export")
         normalize = encode_kwargs.pop("normalize", None)
         full = self.encode(list(texts), normalize=False, **encode_kwargs)  # one run: every width from it
-        table = {w: calibration_ranges(self._truncate(full, w, normalize)) for w in widths}
+        table = {w: calibration_ranges(self._finishing.truncate(full, w, normalize)) for w in widths}
         write_ranges(path or self.folder / CALIBRATION_FILE, table, {"texts": len(texts)})
-        self._calibrations.clear()
+        self._finishing.forget_calibrations()
         return table
-
-    def _graph_values(self) -> int:
-        return PRECISIONS[self.graph_precision].values(self.dimension)
-
-    def _graph_dtype(self):
-        return np.dtype(PRECISIONS[self.graph_precision].dtype)
 
     def encode_query(self, texts: str | Sequence[str], **kwargs):
         """``encode`` with the manifest's "query" prompt (when it has one), like sentence-transformers 5."""
@@ -396,7 +340,7 @@ class Embedder:
     def similarity(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """Cosine similarity matrix [len(a), len(b)] of two sets of embeddings (1-D inputs count as one row)."""
         a, b = (np.atleast_2d(np.asarray(x, dtype=np.float32)) for x in (a, b))
-        return _l2_normalize(a) @ _l2_normalize(b).T
+        return l2_normalize(a) @ l2_normalize(b).T
 
     def _run(self, run: _Texts, batches: list[list[int]], output: str, show_progress_bar: bool | None,
              run_options=None) -> list:
@@ -440,41 +384,7 @@ class Embedder:
                                   f"(prompts: {known})")
         return prompts[name]
 
-    def check_dimensions(self, dimensions: int | None) -> int:
-        """The width a call's ``dimensions`` keeps (None: the full dimension), or an error naming the range."""
-        if dimensions is None:
-            return self.dimension
-        if isinstance(dimensions, bool) or not isinstance(dimensions, (int, np.integer)) \
-                or not 1 <= dimensions <= self.dimension:
-            raise BitnetOnnxError(f"dimensions must be an integer from 1 to {self.dimension}, got {dimensions!r}")
-        return int(dimensions)
-
-
-def plan_batches(lengths: Sequence[int], batch_size: int, max_tokens: int,
-                 memory: BatchMemory | None = None) -> list[list[int]]:
-    """Indices of texts of these token ``lengths`` sorted by length, longest first, cut into batches of
-    at most ``batch_size`` texts and ``max_tokens`` padded tokens (dynamic padding: a batch is as wide
-    as its first text; one text always fits the token count), and within ``memory``'s bytes when given
-    (an error for a text that alone does not fit)."""
-    order = sorted(range(len(lengths)), key=lambda i: lengths[i], reverse=True)
-    batches, start = [], 0
-    while start < len(order):
-        width = max(lengths[order[start]], 1)
-        n = max(1, min(batch_size, max_tokens // width))
-        if memory is not None:
-            n = memory.texts_that_fit(width, n)
-        batches.append(order[start:start + n])
-        start += n
-    return batches
-
-
 def _positive_int(value, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise BitnetOnnxError(f"{name} must be a positive integer, got {value!r}")
     return int(value)
-
-
-def _l2_normalize(x: np.ndarray) -> np.ndarray:
-    norms = np.linalg.norm(x, axis=-1, keepdims=True)
-    return (x / np.maximum(norms, L2_NORM_EPS)).astype(np.float32, copy=False)
-

@@ -2,12 +2,14 @@
 
 The manifest records what a run of B texts padded to S tokens costs (``Manifest.batch_bytes``: linear
 in S for EncoderAttention, quadratic for the stock decomposition's [B, H, S, S] tensors). ``BatchMemory``
-tells ``plan_batches`` how many texts of a width fit in ``budget`` bytes, and refuses one text that
+tells ``plan_batches`` (texts sorted by length, cut into batches) how many texts of a width fit in ``budget`` bytes, and refuses one text that
 alone does not (as TEI's max-batch-tokens refuses, but by memory): an export keeps max_length within
 the default budget, so that happens only with a smaller budget or an old export.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from bitnet_onnx.errors import BitnetOnnxError
 from bitnet_onnx.io import size_text
@@ -37,3 +39,21 @@ class BatchMemory:
                 f"({attention}), over max_batch_bytes (--max-batch-memory) {size_text(self.budget)}; shorten it or "
                 f"raise the budget{hint}")
         return max(1, min(wanted, self.budget // one))
+
+
+def plan_batches(lengths: Sequence[int], batch_size: int, max_tokens: int,
+                 memory: BatchMemory | None = None) -> list[list[int]]:
+    """Indices of texts of these token ``lengths`` sorted by length, longest first, cut into batches of
+    at most ``batch_size`` texts and ``max_tokens`` padded tokens (dynamic padding: a batch is as wide
+    as its first text; one text always fits the token count), and within ``memory``'s bytes when given
+    (an error for a text that alone does not fit)."""
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i], reverse=True)
+    batches, start = [], 0
+    while start < len(order):
+        width = max(lengths[order[start]], 1)
+        n = max(1, min(batch_size, max_tokens // width))
+        if memory is not None:
+            n = memory.texts_that_fit(width, n)
+        batches.append(order[start:start + n])
+        start += n
+    return batches

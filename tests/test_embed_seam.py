@@ -64,7 +64,7 @@ def test_the_embedders_insides_are_private(folder):
     embedder = Embedder(folder, threads=1)
     for name in ("session", "text_session", "tokenizer", "encode_ids"):
         assert not hasattr(embedder, name), f"Embedder.{name} is public again: callers would reassemble it"
-    assert {"_session", "_tokenizer", "_text_session", "_truncate"} <= _private_members(embedder)
+    assert {"_session", "_tokenizer", "_text_session", "_finishing"} <= _private_members(embedder)
 
 
 def test_no_file_outside_runtime_reaches_inside_the_embedder(folder):

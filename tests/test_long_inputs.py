@@ -34,8 +34,8 @@ from bitnet_onnx.errors import BitnetOnnxError
 from bitnet_onnx.export.exporter import export
 from bitnet_onnx.export.memory import longest_served, one_text_bytes
 from bitnet_onnx.manifest import ACTIVATION_BUDGET_BYTES, EXTERNAL_DATA_NAME, MANIFEST_NAME, MODEL_NAME, Manifest
-from bitnet_onnx.runtime.embedder import Embedder, plan_batches
-from bitnet_onnx.runtime.memory import BatchMemory
+from bitnet_onnx.runtime.embedder import Embedder
+from bitnet_onnx.runtime.memory import BatchMemory, plan_batches
 from bitnet_onnx.weights import open_source
 
 LONG = 32768

@@ -27,7 +27,7 @@ from bitnet_onnx.errors import BitnetOnnxError
 from bitnet_onnx.manifest import Manifest
 from bitnet_onnx.precision import (CALIBRATION_FILE, NAMES, PRECISIONS, calibration_ranges, check_ranges, quantize,
                                    read_ranges)
-from bitnet_onnx.runtime import embedder as embedder_module
+from bitnet_onnx.runtime import finishing
 
 TEXTS = [
     "a cat sat on the mat",
@@ -133,7 +133,7 @@ def test_a_calibration_file_is_read_once_until_calibrate_rewrites_it(calibrated,
     shutil.copyfile(path, ranges)
     embedder = Embedder(folder, threads=1)
     reads = []
-    monkeypatch.setattr(embedder_module, "read_ranges", lambda p: reads.append(Path(p)) or read_ranges(p))
+    monkeypatch.setattr(finishing, "read_ranges", lambda p: reads.append(Path(p)) or read_ranges(p))
     first = embedder.encode(TEXTS, precision="int8", ranges=ranges)
     _same_bytes(embedder.encode(TEXTS, precision="int8", ranges=str(ranges)), first)
     assert reads == [ranges]

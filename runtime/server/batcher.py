@@ -36,7 +36,7 @@ from typing import Callable, Protocol, Sequence
 
 import numpy as np
 
-from bitnet_onnx.runtime.embedder import plan_batches
+from bitnet_onnx.runtime.memory import plan_batches
 from bitnet_onnx.runtime.memory import BatchMemory
 from bitnet_onnx.runtime.server.config import ServerConfig
 from bitnet_onnx.runtime.server.metrics import Metrics
