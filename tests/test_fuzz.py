@@ -7,6 +7,7 @@ input in the test's tmp folder. Longer runs: docs/reliability.md.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -32,12 +33,13 @@ FRESH_PEAK = ["/bin/sh", "-c", '"$@"; exit $?', "sh"]
 def test_fuzz_target(target, tmp_path):
     script = FUZZ / f"fuzz_{target}.py"
     seeds, corpus, artifacts = tmp_path / "seeds", tmp_path / "corpus", tmp_path / "artifacts"
-    subprocess.run([sys.executable, str(script), "--seeds", str(seeds)], check=True, capture_output=True)
+    env = {**os.environ, "TMPDIR": str(tmp_path)}  # the staged package copy of each run (tests/fuzz/common.py)
+    subprocess.run([sys.executable, str(script), "--seeds", str(seeds)], check=True, capture_output=True, env=env)
     corpus.mkdir()
     artifacts.mkdir()
     run = subprocess.run([*FRESH_PEAK, sys.executable, str(script), f"-max_total_time={SECONDS}", f"-rss_limit_mb={RSS_LIMIT_MB}",
                           f"-timeout={INPUT_TIMEOUT_S}", f"-artifact_prefix={artifacts}/", str(corpus), str(seeds)],
-                         capture_output=True, text=True, timeout=SECONDS + 300)
+                         capture_output=True, text=True, timeout=SECONDS + 300, env=env)
     found = sorted(p.name for p in artifacts.iterdir())
     log = "\n".join(line for line in run.stderr.splitlines() if not line.startswith("INFO: Instrumenting"))
     assert run.returncode == 0 and not found, f"{target}: {found}\n{log[-4000:]}"

@@ -9,7 +9,8 @@ circle fails the suite instead of hiding in a group.
 The package's parts live in several top-level folders (bitnet_onnx/, export/, runtime/,
 convert_gguf/) that the build maps onto one import root. import-linter walks one folder per
 package, so the contracts run on the package as a wheel installs it: a staged copy laid out by the
-build's own mapping (``[tool.scikit-build] wheel.packages``), imported without the editable finder.
+build's own mapping (``[tool.scikit-build] wheel.packages``; scripts/stage_package.py), imported without
+the editable finder.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ import pytest
 import bitnet_onnx
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+from stage_package import package_mapping, stage_package  # noqa: E402  (the one layout of the package as installed)
 
 
 def _pyproject() -> dict:
@@ -35,25 +38,6 @@ def _pyproject() -> dict:
 
 def _config() -> dict:
     return _pyproject()["tool"]["importlinter"]
-
-
-def package_mapping() -> dict[str, Path]:
-    """Installed package folder (``bitnet_onnx/export``) -> its source folder, as the wheel maps them."""
-    return {target: ROOT / source for target, source in _pyproject()["tool"]["scikit-build"]["wheel"]["packages"].items()}
-
-
-def stage_package(dest: Path) -> Path:
-    """Copies the package's Python files to ``dest`` as a wheel lays them out; returns ``dest``."""
-    for target, source in sorted(package_mapping().items(), key=lambda item: item[0].count("/")):
-        for module in source.rglob("*.py"):
-            if "__pycache__" in module.parts:
-                continue
-            copy = dest / target / module.relative_to(source)
-            if copy.exists():
-                continue  # a deeper mapping's folder, copied from its own source
-            copy.parent.mkdir(parents=True, exist_ok=True)
-            copy.write_bytes(module.read_bytes())
-    return dest
 
 
 # lint-imports in a Python without the editable install's finder, so that PYTHONPATH decides where
@@ -103,6 +87,17 @@ def test_the_staged_package_is_the_installed_one(tmp_path):
         assert Path(spec.origin).read_bytes() == path.read_bytes(), f"{name}: staged copy differs from {spec.origin}"
     for package, source in sources.items():
         assert Path(importlib.util.find_spec(package).origin).parent == source, f"{package} is not read from {source}"
+
+
+def test_the_staging_script_runs_as_a_command(tmp_path):
+    """``python scripts/stage_package.py DEST``: the one layout, for tools outside the tests too."""
+    run = subprocess.run([sys.executable, str(ROOT / "scripts" / "stage_package.py"), str(tmp_path / "site")],
+                         capture_output=True, text=True, timeout=120)
+    package = tmp_path / "site" / "bitnet_onnx"
+    assert run.returncode == 0 and run.stdout.strip() == str(package), run.stderr
+    for target, source in package_mapping().items():
+        assert sorted(p.name for p in (tmp_path / "site" / target).glob("*.py")) == sorted(
+            p.name for p in source.glob("*.py")), target
 
 
 def _contract_modules(contract_id: str) -> set[str]:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from bitnet_onnx.cli import VERBS
-from test_layers import stage_package
+from test_layers import stage_package  # scripts/stage_package.py
 
 ROOT = Path(__file__).resolve().parents[1]
 

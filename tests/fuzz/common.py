@@ -20,25 +20,25 @@ from typing import Callable
 import atheris
 
 REPO = Path(__file__).resolve().parents[2]
+# a RAM-backed folder when there is one: one file write per input
+_SCRATCH = Path(tempfile.mkdtemp(prefix="bitnet-onnx-fuzz-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
 
 
 def import_instrumented(*modules: str, include: tuple[str, ...] = ("bitnet_onnx",)) -> list:
-    """Import ``modules`` with coverage instrumentation of the package's code, loaded from the source tree
-    (an editable install's redirecting finder would hide it from atheris' import hook)."""
+    """Import ``modules`` with coverage instrumentation of the package's code, loaded from a copy of the
+    checkout laid out as the wheel installs it (scripts/stage_package.py; an editable install's redirecting
+    finder would hide the sources from atheris' import hook). Tracebacks name the copy's files, which keep
+    the installed layout (bitnet_onnx/export/... for export/...)."""
     import importlib
 
+    sys.path.insert(0, str(REPO / "scripts"))
+    from stage_package import stage_package
+
     sys.meta_path[:] = [f for f in sys.meta_path if "editable" not in type(f).__module__]
-    sys.path.insert(0, str(REPO))
+    # in the temp folder (TMPDIR: test_fuzz gives each run its own), not in RAM with the inputs
+    sys.path.insert(0, str(stage_package(Path(tempfile.mkdtemp(prefix="bitnet-onnx-fuzz-site-")))))
     with atheris.instrument_imports(include=list(include)):
-        import bitnet_onnx
-
-        # the wheel's subpackages bitnet_onnx.export/.runtime/.convert_gguf live at the top of the
-        # repository (pyproject's wheel.packages), as the editable install maps them
-        bitnet_onnx.__path__.append(str(REPO))
         return [importlib.import_module(m) for m in modules]
-
-# a RAM-backed folder when there is one: one file write per input
-_SCRATCH = Path(tempfile.mkdtemp(prefix="bitnet-onnx-fuzz-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
 
 
 def fuzz(check: Callable[[Path], None], file_name: str, argv: list[str]) -> None:
