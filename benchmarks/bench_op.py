@@ -68,17 +68,17 @@ from typing import NamedTuple
 
 import numpy as np
 
-from bitnet_onnx.arch import ARCHITECTURES, PROJECTIONS, REAL_SHAPES, ModelConfig
+from bitnet_onnx import arch
 from bitnet_onnx.bench.host import cpu_name
 from bitnet_onnx.customops.i2s_matmul import NAME as OP_NAME
 
-def _layer_projections(arch: str) -> list[tuple[str, int, int]]:
-    """The 7 projections (name, K, N) of one layer of ``arch``'s released model (arch.REAL_SHAPES)."""
-    cfg = ModelConfig.from_dict(REAL_SHAPES[arch].config, ARCHITECTURES[arch])
-    return [(p.name, cfg.dims[p.in_dim], cfg.dims[p.out_dim]) for p in PROJECTIONS]
+def _layer_projections(name: str) -> list[tuple[str, int, int]]:
+    """The 7 projections (name, K, N) of one layer of architecture ``name``'s released model (arch.REAL_SHAPES)."""
+    cfg = arch.ModelConfig.from_dict(arch.REAL_SHAPES[name].config, arch.ARCHITECTURES[name])
+    return [(p.name, cfg.dims[p.in_dim], cfg.dims[p.out_dim]) for p in arch.PROJECTIONS]
 
 
-MODELS = {arch: _layer_projections(arch) for arch in REAL_SHAPES}  # model -> the 7 projections (name, K, N)
+MODELS = {name: _layer_projections(name) for name in arch.REAL_SHAPES}  # model -> the 7 projections (name, K, N)
 # --projections: each projection a graph of its own, "<model>.<projection>" (the op's choice is per shape)
 PROJECTIONS = {f"{model}.{name}": [(name, k, n)] for model, layer in MODELS.items() for name, k, n in layer}
 S_W = 0.02  # weight scale of every projection
