@@ -6,8 +6,8 @@ reference. The reference matches the export's weight format (its record's ``refe
 BitLinear (int8 activations) for i2s, int8 and nbits; fake-quant (float activations) for f32/f16
 exports of BitNet models; plain HF for standard models.
 
-A library of the command layer: it joins a target (the runtime's Embedder) with the
-reference, which no target may do (pyproject.toml's import contract "targets-without-reference").
+A library of the command layer: it joins a target (the runtime's Embedder) with the reference, which no
+target may do (pyproject.toml's import contract "targets-without-reference").
 """
 
 from __future__ import annotations

@@ -156,7 +156,8 @@ class Embedder:
             raise BitnetOnnxError(f"output_value must be one of {', '.join(OUTPUT_VALUES)}, got {output_value!r}")
         if output_value == TOKEN_OUTPUT and precision not in (None, FLOAT32):
             raise BitnetOnnxError(f"precision {precision!r} applies to sentence embeddings, not {TOKEN_OUTPUT}")
-        options = None if output_value == TOKEN_OUTPUT else self._finishing.options(dimensions, normalize, precision, ranges)
+        sentences = output_value == SENTENCE_OUTPUT
+        options = self._finishing.options(dimensions, normalize, precision, ranges) if sentences else None
         run = self._texts(items, prompt_name, prompt)
         batches = plan_batches(run.lengths, batch_size, max_batch_tokens, self.memory)
         rows = self._run(run, batches, output_value, show_progress_bar)

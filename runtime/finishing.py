@@ -12,7 +12,8 @@ import numpy as np
 
 from bitnet_onnx.errors import BitnetOnnxError
 from bitnet_onnx.manifest import Manifest
-from bitnet_onnx.precision import CALIBRATION_FILE, FLOAT32, PRECISIONS, get_precision, quantize, ranges_for, read_ranges
+from bitnet_onnx.precision import (CALIBRATION_FILE, FLOAT32, PRECISIONS, get_precision, quantize, ranges_for,
+                                   read_ranges)
 from bitnet_onnx.st_modules import L2_NORM_EPS
 
 # (width, normalize, precision, its ranges): a call's finishing options once checked

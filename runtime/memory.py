@@ -2,9 +2,10 @@
 
 The manifest records what a run of B texts padded to S tokens costs (``Manifest.batch_bytes``: linear
 in S for EncoderAttention, quadratic for the stock decomposition's [B, H, S, S] tensors). ``BatchMemory``
-tells ``plan_batches`` (texts sorted by length, cut into batches) how many texts of a width fit in ``budget`` bytes, and refuses one text that
-alone does not (as TEI's max-batch-tokens refuses, but by memory): an export keeps max_length within
-the default budget, so that happens only with a smaller budget or an old export.
+tells ``plan_batches`` (texts sorted by length, cut into batches) how many texts of a width fit in
+``budget`` bytes, and refuses one text that alone does not (as TEI's max-batch-tokens refuses, but by
+memory): an export keeps max_length within the default budget, so that happens only with a smaller
+budget or an old export.
 """
 
 from __future__ import annotations
