@@ -13,8 +13,6 @@ from contextlib import contextmanager
 from typing import Iterator
 
 
-
-
 class Terminated(SystemExit):
     """SIGTERM or SIGHUP, unwinding the stack like Ctrl-C; its code is the exit status, 128 + signal."""
 
