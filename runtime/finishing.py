@@ -41,7 +41,7 @@ class Finishing:
         return self.quantize(self.truncate(rows, width, normalize), precision, ranges)
 
     def stack(self, rows: list) -> np.ndarray:
-        """One text's graph rows stacked [n, values] (an empty array of the graph's dtype for none)."""
+        """The graph's rows of n texts (one array each) stacked [n, values]; none: an empty array of its dtype."""
         record = PRECISIONS[self.graph_precision]
         return np.stack(rows) if rows else np.zeros((0, record.values(self.dimension)), dtype=np.dtype(record.dtype))
 
