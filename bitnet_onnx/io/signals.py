@@ -1,14 +1,18 @@
 """Signals on the command line: Ctrl-C, SIGTERM and SIGHUP unwind the stack (``exit_cleanly_on_termination``),
-never while a temp output is being made or a C extension initialises (``signals_held``), so every atomic output
-removes its temp files and the exit status is 128 + the signal.
+never while a temp output is being made or a module is imported (``signals_held``), nor in importlib's own
+code or a ``__del__`` (``_SignalsHeld._deliver_again``), so every atomic output removes its temp files and the
+exit status is 128 + the signal.
 """
 
 from __future__ import annotations
 
-import importlib.machinery
+import _thread
+import importlib._bootstrap
+import importlib._bootstrap_external
 import signal
 import sys
 import threading
+import time
 from contextlib import contextmanager
 from typing import Iterator
 
@@ -41,6 +45,9 @@ class _SignalsHeld:
         self.depth = 0
         self.pending: int | None = None
         self.received: int | None = None  # the first signal of the run, held or raised
+        self.redelivery: int | None = None  # a signal deferred, on its way back from a helper thread
+        self.deferring = False  # the handler or hook is starting that thread: a signal now defers too
+        self.previous_unraisable = sys.unraisablehook  # the hook outside exit_cleanly_on_termination's block
 
     def __enter__(self) -> None:
         self.depth += 1
@@ -52,31 +59,70 @@ class _SignalsHeld:
             raise _unwinding(signum)
         return False
 
-    def handler(self, signum: int, _frame) -> None:
+    def handler(self, signum: int, frame) -> None:
         self.received = self.received or signum
         if self.depth:
             self.pending = self.pending or signum
-            return
-        raise _unwinding(signum)
+        elif self.deferring or _in_import_machinery(frame):
+            self._deliver_again(signum)
+        else:
+            raise _unwinding(signum)
 
+    def unraisable(self, unraisable) -> None:
+        """sys.unraisablehook for exit_cleanly_on_termination's block: the signal's exception raised
+        where Python can only print it (a ``__del__``, a weakref callback run by the garbage
+        collector) comes back where it unwinds; any other goes to the previous hook."""
+        if isinstance(unraisable.exc_value, (KeyboardInterrupt, Terminated)) and self.received:
+            self._deliver_again(self.received)
+        else:
+            self.previous_unraisable(unraisable)
+
+    def _deliver_again(self, signum: int) -> None:
+        """The handler runs again for ``signum`` a few milliseconds on, wherever the main thread is then.
+
+        A thread does it because the handler cannot: the interpreter runs a handler for a signal
+        marked inside a handler at once, inside it."""
+        if self.redelivery is not None:
+            return  # one is on its way
+        self.redelivery = signum
+        self.deferring = True
+        try:
+            threading.Thread(target=self._redeliver, name="bitnet-onnx signal", daemon=True).start()
+        finally:
+            self.deferring = False
+
+    def _redeliver(self) -> None:
+        time.sleep(0.002)  # past the end of the handler that deferred
+        signum, self.redelivery = self.redelivery, None
+        if signum is not None:
+            _thread.interrupt_main(signum)  # nothing if the handlers are gone: the block has ended
+
+
+def _in_import_machinery(frame) -> bool:
+    """Whether ``frame`` is importlib's own code, which takes and releases its module locks in plain
+    Python (a module lock's weakref callback runs at any moment, from the garbage collector): an
+    exception raised between two of its lines breaks a lock, or is printed and lost."""
+    return frame is not None and frame.f_globals.get("__name__") in _IMPORT_MACHINERY
+
+
+_IMPORT_MACHINERY = frozenset({importlib._bootstrap.__name__, importlib._bootstrap_external.__name__})
 
 signals_held = _SignalsHeld()
 
 
 def received_signal() -> int | None:
     """The signal that came during exit_cleanly_on_termination's block, if one did. The exception it
-    raised may reach the caller as another: a C extension importing when Ctrl-C comes reports an
-    ImportError (numpy: 'PyCapsule_Import could not import module "datetime"')."""
+    raised may reach the caller as another (a library that catches BaseException and raises its own)."""
     return signals_held.received
 
 
 @contextmanager
 def exit_cleanly_on_termination() -> Iterator[None]:
     """Within the block, Ctrl-C raises KeyboardInterrupt and SIGTERM/SIGHUP ``Terminated`` (exit status
-    128 + signal), never while a temp output is being created (``_SignalsHeld``), so every atomic_*
-    block removes its temp output; the previous handlers come back after it. A signal the caller
-    ignores (nohup's SIGHUP, a background job's SIGINT) stays ignored. For command-line entry points
-    (a server installs its own handlers inside)."""
+    128 + signal), never while a temp output is being created or a module imported (``_SignalsHeld``,
+    ``_imports_held``), so every atomic_* block removes its temp output; the previous handlers come
+    back after it. A signal the caller ignores (nohup's SIGHUP, a background job's SIGINT) stays
+    ignored. For command-line entry points (a server installs its own handlers inside)."""
     signals_held.received = None  # this run's, read by the caller after the block
     if threading.current_thread() is not threading.main_thread():
         yield  # only the main thread may set handlers (e.g. main() called from a test's thread)
@@ -85,52 +131,35 @@ def exit_cleanly_on_termination() -> Iterator[None]:
     for sig, handler in previous.items():
         if handler is not signal.SIG_IGN:
             signal.signal(sig, signals_held.handler)
-    sys.meta_path.insert(sys.meta_path.index(importlib.machinery.PathFinder), _EXTENSIONS_INIT_HELD)
+    find_and_load = importlib._bootstrap._find_and_load
+    importlib._bootstrap._find_and_load = _imports_held(find_and_load)  # looked up by name on every import
+    signals_held.previous_unraisable, sys.unraisablehook = sys.unraisablehook, signals_held.unraisable
     try:
         yield
     finally:
-        sys.meta_path.remove(_EXTENSIONS_INIT_HELD)
+        signals_held.redelivery = None  # a deferred signal not yet back stays with the block
+        sys.unraisablehook = signals_held.previous_unraisable
+        importlib._bootstrap._find_and_load = find_and_load
         for sig, handler in previous.items():
             if handler is not None:  # None: a handler not installed from Python, cannot be restored
                 signal.signal(sig, handler)
 
 
-class _ExtensionInitHeld:
-    """An import finder, placed just before PathFinder, that runs a C extension's initialisation with
-    the signals held (``_SignalsHeld``).
+def _imports_held(find_and_load):
+    """importlib's ``_find_and_load`` (what every import statement and ``importlib.import_module`` call
+    for a module not yet loaded) run with the signals held (``_SignalsHeld``) in the main thread.
 
-    A handler that raises while an extension module initialises raises inside C++ code that calls
-    back into Python, and not every binding library can unwind from there: onnx 1.23's nanobind
-    module, given Ctrl-C while it builds its enums, calls std::terminate (an abort and a C++ traceback
-    instead of one line). Held, the signal unwinds when the module is made, in Python's import.
-    Other modules are found as PathFinder would find them, since PathFinder is what comes next.
+    The import machinery takes and releases its module locks in plain Python, and a handler may raise
+    between any two of its lines: an export given SIGTERM there deadlocked on the next import, or had
+    the exception printed and dropped by a lock's weakref callback and ran on. A C extension's init
+    that calls back into Python cannot always unwind either (onnx 1.23's nanobind module called
+    std::terminate on Ctrl-C). Held, the signal unwinds once the outermost import is done.
     """
 
-    @staticmethod
-    def find_spec(name, path=None, target=None):
-        spec = importlib.machinery.PathFinder.find_spec(name, path, target)
-        if spec is not None and isinstance(spec.loader, importlib.machinery.ExtensionFileLoader):
-            spec.loader = _HeldLoader(spec.loader)
-        return spec
-
-
-class _HeldLoader:
-    """A loader that runs another's create_module and exec_module (where an extension's init
-    functions run: single- and multi-phase) with the signals held."""
-
-    def __init__(self, loader) -> None:
-        self.loader = loader
-
-    def create_module(self, spec):
+    def held(name, import_):
+        if threading.current_thread() is not threading.main_thread():
+            return find_and_load(name, import_)  # signals are handled in the main thread only
         with signals_held:
-            return self.loader.create_module(spec)
+            return find_and_load(name, import_)
 
-    def exec_module(self, module) -> None:
-        with signals_held:
-            self.loader.exec_module(module)
-
-    def __getattr__(self, name):  # get_filename, is_package, ... as the wrapped loader answers
-        return getattr(self.loader, name)
-
-
-_EXTENSIONS_INIT_HELD = _ExtensionInitHeld()
+    return held
