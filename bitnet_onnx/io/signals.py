@@ -81,13 +81,14 @@ class _SignalsHeld:
         """The handler runs again for ``signum`` a few milliseconds on, wherever the main thread is then.
 
         A thread does it because the handler cannot: the interpreter runs a handler for a signal
-        marked inside a handler at once, inside it."""
+        marked inside a handler at once, inside it. A bare thread: threading's would take its module
+        lock, which the code this signal interrupted may hold."""
         if self.redelivery is not None:
             return  # one is on its way
         self.redelivery = signum
         self.deferring = True
         try:
-            threading.Thread(target=self._redeliver, name="bitnet-onnx signal", daemon=True).start()
+            _thread.start_new_thread(self._redeliver, ())
         finally:
             self.deferring = False
 
