@@ -1,6 +1,6 @@
 """Accuracy of EncoderAttention precision bf16 on a real model (issue 30's gate): the min cosine between
 sentence embeddings of --weights f32 --attention fused exports at --attention-precision f32 and bf16,
-one text alone and in a padded batch, at each token count (bitnet_onnx/compare.py).
+one text alone and in a padded batch, at each token count (bitnet_onnx.compare).
 
     .venv/bin/python benchmarks/accuracy_attention_bf16.py [--model GGUF_OR_FOLDER] [--tokens 512,2048]
 

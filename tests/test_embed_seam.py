@@ -70,7 +70,7 @@ def test_the_embedders_insides_are_private(folder):
 def test_no_file_outside_runtime_reaches_inside_the_embedder(folder):
     private = _private_members(Embedder(folder, threads=1))
     files = _python_files()
-    assert any(f.is_relative_to(REPO / "bitnet_onnx" / "integrations") for f in files)  # the walk sees the adapters
+    assert any(f.is_relative_to(REPO / "cli" / "integrations") for f in files)  # the walk sees the adapters
     found = [hit for f in files for hit in _reaches(f, private)]
     assert not found, "reaches into the Embedder from outside runtime/:\n" + "\n".join(found)
     shipped = [f for f in files if not f.is_relative_to(REPO / "tests")]

@@ -6,8 +6,8 @@ target, one target importing another, and a circle between two modules (of one l
 layers are ordered one line per sub-layer with independent modules inside a line, so the next
 circle fails the suite instead of hiding in a group.
 
-The package's parts live in several top-level folders (bitnet_onnx/, export/, runtime/,
-convert_gguf/) that the build maps onto one import root. import-linter walks one folder per
+The package's parts live in one top-level folder per layer (bitnet_onnx/; export/, runtime/,
+convert_gguf/; cli/'s folders) that the build maps onto one import root. import-linter walks one folder per
 package, so the contracts run on the package as a wheel installs it: a staged copy laid out by the
 build's own mapping (``[tool.scikit-build] wheel.packages``; scripts/stage_package.py), imported without
 the editable finder.
@@ -123,6 +123,30 @@ def test_every_module_is_in_a_layer(tmp_path):
         listed = _contract_modules(contract_id)
         assert present - listed == set(), f"add these modules to a layer of the {contract_id!r} contract in pyproject.toml"
         assert listed - present == set(), f"these entries of the {contract_id!r} contract name no module"
+
+
+# A command-layer module that stays in bitnet_onnx/: ``python -m bitnet_onnx`` runs the package root's
+# __main__ (a line that calls bitnet_onnx.cli). The facade, __init__, is no module of a layer.
+PACKAGE_DOORS = {"bitnet_onnx.__main__"}
+
+
+def test_each_top_level_folder_holds_one_layer():
+    """cli/ holds the command layer (the contract's lines above the targets), export/, runtime/ and
+    convert_gguf/ the targets, bitnet_onnx/ the layers below them: a reader of the checkout sees the
+    layers as folders."""
+    (contract,) = [c for c in _config()["contracts"] if c["id"] == "layers"]
+    lines = [set(_layer_modules(layer)) for layer in contract["layers"]]
+    (targets_at,) = [i for i, line in enumerate(lines) if "bitnet_onnx.export" in line]
+    expected = {"cli": set().union(*lines[:targets_at]) - PACKAGE_DOORS, "targets": lines[targets_at],
+                "bitnet_onnx": set().union(*lines[targets_at + 1:]) | PACKAGE_DOORS}
+    found = {"cli": set(), "targets": set(), "bitnet_onnx": _modules_in(ROOT / "bitnet_onnx", "bitnet_onnx")}
+    for target, source in package_mapping().items():
+        if target != "bitnet_onnx":  # a subpackage from a folder of cli/, or a target's own top-level folder
+            found["cli" if source.parent == ROOT / "cli" else "targets"].add(target.replace("/", "."))
+    assert found == expected
+    assert sorted(p.name for p in (ROOT / "cli").iterdir() if p.name != "__pycache__") == sorted(
+        source.name for source in package_mapping().values() if source.parent == ROOT / "cli"), \
+        "cli/ holds only folders the build maps into the package"
 
 
 def _module_path(pkg: Path, module: str, modules: set[str]) -> Path:

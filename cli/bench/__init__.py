@@ -26,7 +26,7 @@ another runtime, whose ``missing`` names the package to install when it is optio
 another fact of an export in the table's header is a key of ``report.export_facts`` and a line of
 ``report.header``.
 
-No argparse here: the command modules in ``bitnet_onnx/commands/`` parse arguments and call this.
+No argparse here: the command modules in ``cli/commands/`` (bitnet_onnx.commands) parse arguments and call this.
 Modules import their heavy dependencies (onnx, onnxruntime, the exporter) inside the functions that
 need them, so a worker's base RSS and ``bitnet-onnx --help`` stay light.
 """
