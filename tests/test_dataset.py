@@ -140,7 +140,7 @@ def test_killed_job_reruns_to_the_same_output(local_ray, exported, tmp_path, cap
     ("null_text", r"in\.parquet: row 3: 'text' is null"),
     ("number_text", r"in\.jsonl: line 2: .*|in\.jsonl: row 1: 'text' is int"),
     ("unreadable", r"in\.parquet: not a readable Parquet file"),
-    ("bad_dimensions", r"--dimensions 9999 is outside"),
+    ("bad_dimensions", r"dimensions must be an integer from 1 to \d+, got 9999"),  # the Embedder's words
 ])
 def test_bad_inputs_name_file_and_row_and_leave_no_success(local_ray, exported, tmp_path, capsys, case, message):
     export_dir = exported("qwen3")

@@ -166,12 +166,10 @@ def run_job(export_dir: str | Path, inputs: str | Path, output_dir: str | Path, 
 
     start = time.perf_counter()
     manifest = Manifest.read(Path(export_dir))  # clear errors before any cluster starts
-    if opts.dimensions is not None and not 1 <= opts.dimensions <= manifest.dimension:
-        raise BitnetOnnxError(f"--dimensions {opts.dimensions} is outside 1..{manifest.dimension}")
     if opts.prompt_name is not None and opts.prompt_name not in manifest.prompts:
         raise BitnetOnnxError(f"--prompt-name {opts.prompt_name!r} is not one of the export's prompts "
                               f"({', '.join(manifest.prompts) or 'none'})")
-    opts = opts.with_ranges(export_dir, ranges)
+    opts = opts.with_ranges(export_dir, ranges)  # the dimensions and precision, by the Embedder's rules
     files = input_files(inputs)
     out = Path(output_dir)
     check_output_dir(out, files, export_dir)
