@@ -44,3 +44,24 @@ def test_fuzz_target(target, tmp_path):
     log = "\n".join(line for line in run.stderr.splitlines() if not line.startswith("INFO: Instrumenting"))
     assert run.returncode == 0 and not found, f"{target}: {found}\n{log[-4000:]}"
     assert "DONE" in run.stderr, log[-2000:]  # the run reached its time budget
+
+
+def test_each_run_removes_the_input_folders_of_runs_gone(tmp_path):
+    """libFuzzer ends a run with C's exit(), past Python's atexit, so no run removes the folder of its input
+    file (in /dev/shm): the next run removes those of runs no longer alive and keeps the others."""
+    sys.path.insert(0, str(FUZZ))
+    from common import scratch_folder
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    (tmp_path / gone).mkdir()
+    (tmp_path / gone / "model.gguf").write_bytes(b"GGUF")
+    alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        (tmp_path / str(alive.pid)).mkdir()
+        (tmp_path / "notes").mkdir()  # no run's folder: not ours to remove
+        assert scratch_folder(tmp_path) == tmp_path / str(os.getpid())
+        assert sorted(p.name for p in tmp_path.iterdir()) == sorted([str(os.getpid()), str(alive.pid), "notes"])
+    finally:
+        alive.kill()
+        alive.wait()

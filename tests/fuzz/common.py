@@ -12,6 +12,7 @@ crash (libFuzzer writes the input to crash-*/timeout-*/oom-* under -artifact_pre
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -20,8 +21,32 @@ from typing import Callable
 import atheris
 
 REPO = Path(__file__).resolve().parents[2]
-# a RAM-backed folder when there is one: one file write per input
-_SCRATCH = Path(tempfile.mkdtemp(prefix="bitnet-onnx-fuzz-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
+
+
+def scratch_folder(root: Path | None = None) -> Path:
+    """This process's folder for the input file, in RAM when there is one (one file write per input):
+    ROOT/<pid>, ROOT by default /dev/shm/bitnet-onnx-fuzz-<uid>. libFuzzer ends a run with C's exit(),
+    past Python's atexit, so no run removes its own: each removes those of runs no longer alive."""
+    if root is None:
+        base = Path("/dev/shm") if os.path.isdir("/dev/shm") else Path(tempfile.gettempdir())
+        root = base / f"bitnet-onnx-fuzz-{os.getuid()}"
+    root.mkdir(mode=0o700, exist_ok=True)
+    for folder in root.iterdir():
+        if folder.name.isdigit() and not _alive(int(folder.name)):
+            shutil.rmtree(folder, ignore_errors=True)
+    mine = root / str(os.getpid())
+    mine.mkdir(exist_ok=True)
+    return mine
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def import_instrumented(*modules: str, include: tuple[str, ...] = ("bitnet_onnx",)) -> list:
@@ -44,7 +69,7 @@ def import_instrumented(*modules: str, include: tuple[str, ...] = ("bitnet_onnx"
 def fuzz(check: Callable[[Path], None], file_name: str, argv: list[str]) -> None:
     from bitnet_onnx.errors import BitnetOnnxError
 
-    path = _SCRATCH / file_name
+    path = scratch_folder() / file_name
 
     def one_input(data: bytes) -> None:
         path.write_bytes(data)
