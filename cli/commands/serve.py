@@ -95,11 +95,11 @@ def run(args: argparse.Namespace) -> int:
         api_key=args.api_key if args.api_key is not None else os.environ.get(API_KEY_ENV) or None,
         graceful_timeout_s=args.graceful_timeout, ranges=args.ranges)
     embedder = Embedder(folder, threads=args.threads, max_batch_bytes=batch_memory_bytes(args.max_batch_memory))
+    app = create_app(embedder, config)  # reads --ranges: its errors come before the server listens
     sock = listen(args.host, args.port)
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
     print(f"bitnet-onnx serve: {config.model_name} (dimension {embedder.dimension}) on http://{shown}:{port}",
           file=sys.stderr, flush=True)
-    serve(create_app(embedder, config), sock, graceful_timeout_s=config.graceful_timeout_s,
-          log_level=args.log_level, access_log=args.access_log)
+    serve(app, sock, graceful_timeout_s=config.graceful_timeout_s, log_level=args.log_level, access_log=args.access_log)
     return 0

@@ -723,6 +723,9 @@ PRECISION_CASES = [  # output precisions (docs/precision.md): ranges files and t
     Case("embed-ranges-json-nan", 5, EMBED + ["--precision", "uint8", "--ranges", "r.json"],
          r"r\.json: ranges\[2\] holds a value that is not finite", setup=texts_file("r.json", json.dumps(
              {"format_version": 1, "ranges": {"2": [[0, float("nan")], [1, 1]]}}).encode())),
+    # read before the server listens or says where: one line, and no "on http://..." before it
+    Case("serve-ranges-json-not-calibration", 5, ["serve", "{export}", "--port", "0", "--ranges", "r.json"],
+         r"^bitnet-onnx serve: error: r\.json: not a calibration file", setup=texts_file("r.json", b'{"ranges": []}')),
     Case("calibrate-output-is-input", 1, ["calibrate", "{export}", "--input", "calib.txt", "--output", "calib.txt"],
          r"--output calib\.txt: a calibration file is \.json", setup=CALIBRATION),
     Case("calibrate-one-text", 2, ["calibrate", "{export}", "--input", "one.txt", "--output", "r.json"],
