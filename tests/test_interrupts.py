@@ -16,6 +16,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -183,6 +184,39 @@ def test_signal_while_an_extension_module_initialises_waits_for_its_end(sig, mon
     assert importlib._bootstrap._find_and_load is find_and_load  # the hold is the block's, not the process's
     sys.modules.pop(name, None)
 
+
+
+def test_another_threads_held_block_leaves_the_main_threads_signal_alone(request):
+    """A signal is handled in the main thread: a hold another thread is in (an atomic write, an import)
+    neither delays it nor has it raised in that thread when the hold ends."""
+    from bitnet_onnx import io
+    from bitnet_onnx.io.signals import signals_held
+
+    inherited = signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    request.addfinalizer(lambda: signal.signal(signal.SIGTERM, inherited))
+    entered, release, raised_in_thread = threading.Event(), threading.Event(), []
+
+    def hold() -> None:
+        try:
+            with signals_held:
+                entered.set()
+                release.wait(30)
+        except BaseException as e:  # noqa: BLE001 (what the thread's hold raised is the finding)
+            raised_in_thread.append(e)
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    try:
+        assert entered.wait(30)
+        with pytest.raises(Terminated):
+            with io.exit_cleanly_on_termination():
+                os.kill(os.getpid(), signal.SIGTERM)
+                for _ in range(3000):  # Python code for the handler to run in: 3 s at most
+                    time.sleep(0.001)
+    finally:
+        release.set()
+        thread.join()
+    assert raised_in_thread == []
 
 # A child that signals itself inside the command line's block at one of the places where an exception
 # raised by the handler used to break the run: importlib's own lines (its module locks are taken and

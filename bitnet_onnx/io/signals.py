@@ -50,9 +50,12 @@ class _SignalsHeld:
         self.previous_unraisable = sys.unraisablehook  # the hook outside exit_cleanly_on_termination's block
 
     def __enter__(self) -> None:
-        self.depth += 1
+        if _in_main_thread():  # where Python runs handlers: another thread's block must not hold them
+            self.depth += 1
 
     def __exit__(self, *exc) -> bool:
+        if not _in_main_thread():
+            return False
         self.depth -= 1
         if self.depth == 0 and self.pending is not None:  # also over an error of the block: the user stops
             signum, self.pending = self.pending, None
@@ -99,6 +102,10 @@ class _SignalsHeld:
             _thread.interrupt_main(signum)  # nothing if the handlers are gone: the block has ended
 
 
+def _in_main_thread() -> bool:
+    return threading.get_ident() == threading.main_thread().ident
+
+
 def _in_import_machinery(frame) -> bool:
     """Whether ``frame`` is importlib's own code, which takes and releases its module locks in plain
     Python (a module lock's weakref callback runs at any moment, from the garbage collector): an
@@ -125,7 +132,7 @@ def exit_cleanly_on_termination() -> Iterator[None]:
     back after it. A signal the caller ignores (nohup's SIGHUP, a background job's SIGINT) stays
     ignored. For command-line entry points (a server installs its own handlers inside)."""
     signals_held.received = None  # this run's, read by the caller after the block
-    if threading.current_thread() is not threading.main_thread():
+    if not _in_main_thread():
         yield  # only the main thread may set handlers (e.g. main() called from a test's thread)
         return
     previous = {sig: signal.getsignal(sig) for sig in _UNWINDING}
@@ -158,8 +165,6 @@ def _imports_held(find_and_load):
     """
 
     def held(name, import_):
-        if threading.current_thread() is not threading.main_thread():
-            return find_and_load(name, import_)  # signals are handled in the main thread only
         with signals_held:
             return find_and_load(name, import_)
 
