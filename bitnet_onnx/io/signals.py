@@ -33,7 +33,8 @@ def _unwinding(signum: int) -> BaseException:
 
 
 class _SignalsHeld:
-    """A block in which the signals of exit_cleanly_on_termination wait, then unwind at its end.
+    """A block of the main thread in which the signals of exit_cleanly_on_termination wait, then unwind
+    at its end (the handler's rules: ``handler``).
 
     Creating a temp output and recording it for cleanup is not one step: a signal in between would
     leave it behind. Inside this block a signal is only noted; the block's end raises it, where the
@@ -154,8 +155,8 @@ def exit_cleanly_on_termination() -> Iterator[None]:
 
 
 def _imports_held(find_and_load):
-    """importlib's ``_find_and_load`` (what every import statement and ``importlib.import_module`` call
-    for a module not yet loaded) run with the signals held (``_SignalsHeld``) in the main thread.
+    """importlib's ``_find_and_load``, which every import statement and ``importlib.import_module`` call
+    of a module not yet loaded runs, run with the signals held (``_SignalsHeld``).
 
     The import machinery takes and releases its module locks in plain Python, and a handler may raise
     between any two of its lines: an export given SIGTERM there deadlocked on the next import, or had
