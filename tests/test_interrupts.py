@@ -185,7 +185,6 @@ def test_signal_while_an_extension_module_initialises_waits_for_its_end(sig, mon
     sys.modules.pop(name, None)
 
 
-
 def test_another_threads_held_block_leaves_the_main_threads_signal_alone(request):
     """A signal is handled in the main thread: a hold another thread is in (an atomic write, an import)
     neither delays it nor has it raised in that thread when the hold ends."""
@@ -217,6 +216,7 @@ def test_another_threads_held_block_leaves_the_main_threads_signal_alone(request
         release.set()
         thread.join()
     assert raised_in_thread == []
+
 
 # A child that signals itself inside the command line's block at one of the places where an exception
 # raised by the handler used to break the run: importlib's own lines (its module locks are taken and
