@@ -2,8 +2,8 @@
 """Lays out the bitnet_onnx package's Python files as the wheel installs them, from the checkout.
 
 The package's parts live in one top-level folder per layer (bitnet_onnx/; export/, runtime/, convert_gguf/;
-cli/'s folders) that the build maps onto one import root (pyproject.toml's ``[tool.scikit-build] wheel.packages``). A tool
-that reads the package as one folder (import-linter, an import-graph drawer, atheris' instrumented
+cli/'s folders) that the build maps onto one import root (pyproject.toml's ``[tool.scikit-build.wheel.packages]``).
+A tool that reads the package as one folder (import-linter, an import-graph drawer, atheris' instrumented
 imports) reads this copy instead: DEST/bitnet_onnx/... with every mapped folder in its place.
 
     python scripts/stage_package.py DEST

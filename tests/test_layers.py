@@ -9,7 +9,7 @@ circle fails the suite instead of hiding in a group.
 The package's parts live in one top-level folder per layer (bitnet_onnx/; export/, runtime/,
 convert_gguf/; cli/'s folders) that the build maps onto one import root. import-linter walks one folder per
 package, so the contracts run on the package as a wheel installs it: a staged copy laid out by the
-build's own mapping (``[tool.scikit-build] wheel.packages``; scripts/stage_package.py), imported without
+build's own mapping (``[tool.scikit-build.wheel.packages]``; scripts/stage_package.py), imported without
 the editable finder.
 """
 
