@@ -215,7 +215,9 @@ class Embedder:
                  truncate: bool = True) -> list[list[int]]:
         """Token ids of ``texts`` with the prompt put before each (rules as in ``encode``), unpadded.
         ``truncate=False`` raises ``TooLongError`` for a text over the manifest's max_length."""
-        prefix = self._prompt(prompt_name, prompt)
+        return self._tokenize(self._prompt(prompt_name, prompt), texts, truncate)
+
+    def _tokenize(self, prefix: str, texts: Sequence[str], truncate: bool) -> list[list[int]]:
         return self._tokenizer.tokenize([prefix + t for t in check_texts(texts)], truncate=truncate)
 
     def _prepare_texts(self, texts: Sequence[str], prompt_name: str | None, prompt: str | None,
@@ -223,8 +225,7 @@ class Embedder:
         """Texts' ids (the prompt resolved once, in front of each) and the prompt's length for the pooling;
         the finishing options at their defaults."""
         prefix = self._prompt(prompt_name, prompt)
-        ids = self._tokenizer.tokenize([prefix + t for t in check_texts(texts)], truncate=truncate)
-        return Prepared(ids, self.prompt_length(prefix), self.dimension, None, FLOAT32, None, self._tokenizer.pad)
+        return Prepared(self._tokenize(prefix, texts, truncate), self.prompt_length(prefix), self.dimension, None, FLOAT32, None, self._tokenizer.pad)
 
     def resolve_prompt(self, prompt_name: str | None = None, prompt: str | None = None) -> str:
         """The prefix ``encode`` / ``tokenize`` put before each text for these arguments (neither given:

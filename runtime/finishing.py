@@ -37,8 +37,10 @@ class Finishing:
         return width, normalize, name, resolved
 
     def rows(self, rows: np.ndarray, width: int, normalize: bool | None, precision: str, ranges) -> np.ndarray:
-        """The graph's sentence embeddings [n, dimension] finished with checked ``options``."""
-        return self.quantize(self.truncate(rows, width, normalize), precision, ranges)
+        """The graph's sentence embeddings [n, dimension] finished with checked ``options`` (checked once, by
+        ``options``, not again for every batch a server finishes)."""
+        out = self.truncate(rows, width, normalize)
+        return out if precision == self.graph_precision else quantize(out, precision, ranges)
 
     def stack(self, rows: list) -> np.ndarray:
         """The graph's rows of n texts (one array each) stacked [n, values]; none: an empty array of its dtype."""
