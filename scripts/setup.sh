@@ -29,34 +29,80 @@ if [ ${#apt_missing[@]} -gt 0 ]; then
 fi
 
 python=${PYTHON:-python3}
-[ -x .venv/bin/python ] || "$python" -m venv .venv
-pip=(.venv/bin/python -m pip --disable-pip-version-check -q)
-"${pip[@]}" install --upgrade pip >/dev/null
-# pip compiles what it installs to bytecode one file at a time, most of the set-up's time: the installs
-# skip it and compileall does it on every core, torch's files while the package installs. The venv
-# needs the .pyc files: where PYTHONDONTWRITEBYTECODE is set (CI sets it), an import compiles a module
-# it finds without one and keeps nothing, in every process. A file pip is still writing may compile
-# from half its text; the last pass sees its size changed and compiles it again. compileall's status
-# is not checked, as pip's own compile step does not check it: packages ship files that no Python 3
-# compiles (test data, templates), and an import never reads those.
-site_packages=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
-compile_site_packages() { .venv/bin/python -m compileall -qq -j 0 "$site_packages" >/dev/null 2>&1 || true; }
-# The CPU build of PyTorch (a plain `torch` requirement could pull a multi-GB CUDA build).
-"${pip[@]}" install --no-compile torch==2.13.0
-compile_site_packages &
-compiling=$!
 extras=reference
 [ "$want_test" = 1 ] && extras=test
+cache=${BITNET_ONNX_TEST_CACHE:-$HOME/.cache/bitnet-onnx-tests}  # the tests' cache: one folder to wipe
+
 # The editable install compiles the op library into build/ of this checkout, so a fresh clone
 # compiles it all again: through ccache where installed (CMake >= 3.17 reads the launchers from the
-# environment), in the tests' cache (tests/build_cache.py: one place to wipe). CCACHE_BASEDIR: the
-# compile commands name the sources by absolute path; relative to build/, they are the same in every clone.
+# environment), in the tests' cache (tests/build_cache.py). CCACHE_BASEDIR: the compile commands name
+# the sources by absolute path; relative to build/, they are the same in every clone.
 if command -v ccache >/dev/null 2>&1; then
     export CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache
     export CCACHE_BASEDIR=$PWD
-    export CCACHE_DIR=${BITNET_ONNX_TEST_CACHE:-$HOME/.cache/bitnet-onnx-tests}/ccache
+    export CCACHE_DIR=$cache/ccache
 fi
-"${pip[@]}" install --no-compile -e ".[$extras]"
-wait "$compiling"
-compile_site_packages
+
+# install_into VENV: the venv (made if missing) with pip, PyTorch's CPU build and this package with
+# $extras, editable. pip compiles what it installs to bytecode one file at a time, most of the set-up's
+# time: the installs skip it and compileall does it on every core, torch's files while the package
+# installs. The venv needs the .pyc files: where PYTHONDONTWRITEBYTECODE is set (CI sets it), an import
+# compiles a module it finds without one and keeps nothing, in every process. A file pip is still
+# writing may compile from half its text; the last pass sees its size changed and compiles it again.
+# compileall's status is not checked, as pip's own compile step does not check it: packages ship files
+# that no Python 3 compiles (test data, templates), and an import never reads those.
+install_into() {
+    local venv=$1 site_packages compiling
+    [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
+    local pip=("$venv/bin/python" -m pip --disable-pip-version-check -q)
+    "${pip[@]}" install --upgrade pip >/dev/null
+    site_packages=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
+    # The CPU build of PyTorch (a plain `torch` requirement could pull a multi-GB CUDA build).
+    "${pip[@]}" install --no-compile torch==2.13.0
+    "$venv/bin/python" -m compileall -qq -j 0 "$site_packages" >/dev/null 2>&1 &
+    compiling=$!
+    "${pip[@]}" install --no-compile -e ".[$extras]"
+    wait "$compiling" || true
+    "$venv/bin/python" -m compileall -qq -j 0 "$site_packages" >/dev/null 2>&1 || true
+}
+
+# link_template: a new .venv (--test) as hard links to a venv of every dependency kept in the cache,
+# made once per pyproject.toml, this script and Python (the key), so a fresh clone of a machine that
+# set up before (CI) installs the package alone, not its 3 GB of dependencies. Links, not copies: a
+# clone costs no disk and no copying; pip and compileall replace files (a new file renamed over the
+# old), never write into one, so nothing done in .venv reaches the template. The files naming the
+# template's path (bin/'s scripts, pyvenv.cfg) are written anew with .venv's. A lock serializes the
+# set-ups of several clones; a template without its marker (a build cut short) is made again; the
+# three templates used last are kept, older ones removed (a clone's links outlive its template).
+link_template() {
+    local templates=$cache/venvs/setup key template file
+    key=$({ "$python" -c 'import sys, platform; print(sys.executable, sys.version, platform.machine())'
+            cat pyproject.toml scripts/setup.sh; } | sha256sum | cut -c1-16)
+    template=$templates/$key
+    mkdir -p "$templates"
+    (
+        flock 9
+        if [ ! -f "$template/.complete" ]; then
+            rm -rf "$template"
+            echo "setup: installing the dependencies once into $template"
+            install_into "$template"
+            "$template/bin/python" -m pip --disable-pip-version-check -q uninstall -y bitnet-onnx
+            touch "$template/.complete"
+        fi
+        touch "$template"
+        cp -al "$template" .venv
+    ) 9>"$template.lock"
+    rm .venv/.complete
+    grep -rlF "$template" .venv/bin .venv/pyvenv.cfg | while IFS= read -r file; do
+        sed "s#$template#$PWD/.venv#g" "$file" > "$file.new"
+        chmod --reference="$file" "$file.new"
+        mv "$file.new" "$file"
+    done
+    ls -1dt "$templates"/*/ | tail -n +4 | while IFS= read -r old; do
+        ( flock -n 9 && rm -rf "$old" ) 9>"${old%/}.lock"
+    done
+}
+
+[ "$want_test" = 1 ] && [ ! -e .venv ] && link_template
+install_into .venv
 echo "setup: ready (.venv/bin/bitnet-onnx)"
