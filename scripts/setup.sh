@@ -67,42 +67,50 @@ install_into() {
 }
 
 # link_template: a new .venv (--test) as hard links to a venv of every dependency kept in the cache,
-# made once per pyproject.toml, this script and Python (the key), so a fresh clone of a machine that
+# made once per pyproject.toml, this script and Python (the key), so a fresh clone on a machine that
 # set up before (CI) installs the package alone, not its 3 GB of dependencies. Links, not copies: a
-# clone costs no disk and no copying; pip and compileall replace files (a new file renamed over the
-# old), never write into one, so nothing done in .venv reaches the template. The files naming the
-# template's path (bin/'s scripts, pyvenv.cfg) are written anew with .venv's. A lock serializes the
-# set-ups of several clones; a template without its marker (a build cut short) is made again; the
-# three templates used last are kept, older ones removed (a clone's links outlive its template).
+# clone costs no disk and no copying; pip and compileall replace a file (a new one renamed over it),
+# never write into one, so nothing done in .venv reaches the template. The files naming the template's
+# path (bin/'s scripts, pyvenv.cfg) are written anew with .venv's. A lock serializes the set-ups of
+# several clones; a template without its marker (a build cut short) is made again; the three used last
+# are kept, older ones removed (a clone's links outlive its template). Where links cannot be made (the
+# cache on another file system) it leaves no .venv, and the plain install follows.
 link_template() {
     local templates=$cache/venvs/setup key template file
     key=$({ "$python" -c 'import sys, platform; print(sys.executable, sys.version, platform.machine())'
             cat pyproject.toml scripts/setup.sh; } | sha256sum | cut -c1-16)
     template=$templates/$key
     mkdir -p "$templates"
-    (
-        flock 9
-        if [ ! -f "$template/.complete" ]; then
-            rm -rf "$template"
-            echo "setup: installing the dependencies once into $template"
-            install_into "$template"
-            "$template/bin/python" -m pip --disable-pip-version-check -q uninstall -y bitnet-onnx
-            touch "$template/.complete"
-        fi
-        touch "$template"
-        cp -al "$template" .venv
-    ) 9>"$template.lock"
+    exec 9>"$template.lock"  # held until the links are made (not in a subshell: `set -e` holds here)
+    flock 9
+    if [ ! -f "$template/.complete" ]; then
+        rm -rf "$template"
+        echo "setup: installing the dependencies once into $template"
+        install_into "$template"
+        "$template/bin/python" -m pip --disable-pip-version-check -q uninstall -y bitnet-onnx
+        touch "$template/.complete"
+    fi
+    touch "$template"
+    if ! cp -al "$template" .venv 2>/dev/null; then
+        exec 9>&-
+        echo "setup: cannot link .venv to $template (another file system?); installing into .venv" >&2
+        rm -rf .venv
+        return 0
+    fi
+    exec 9>&-
     rm .venv/.complete
-    grep -rlF "$template" .venv/bin .venv/pyvenv.cfg | while IFS= read -r file; do
+    { grep -rlF "$template" .venv/bin .venv/pyvenv.cfg || true; } | while IFS= read -r file; do
         sed "s#$template#$PWD/.venv#g" "$file" > "$file.new"
         chmod --reference="$file" "$file.new"
         mv "$file.new" "$file"
     done
     ls -1dt "$templates"/*/ | tail -n +4 | while IFS= read -r old; do
-        ( flock -n 9 && rm -rf "$old" ) 9>"${old%/}.lock"
+        ( flock -n 9 && rm -rf "$old" ) 9>"${old%/}.lock" || true  # in use: left for now
     done
 }
 
-[ "$want_test" = 1 ] && [ ! -e .venv ] && link_template
+if [ "$want_test" = 1 ] && [ ! -e .venv ]; then
+    link_template  # called plainly: `set -e` is off in a function called as `f || ...`
+fi
 install_into .venv
 echo "setup: ready (.venv/bin/bitnet-onnx)"
