@@ -47,8 +47,10 @@ def test_export_signalled_anywhere(sig, tiny_model, private_copy, tmp_path):
         proc = subprocess.Popen([sys.executable, "-m", "bitnet_onnx", "export", str(model), "--weights", "f32",
                                  "-o", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                 preexec_fn=child_signals.reset_to_default, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
-        time.sleep(delay)
-        proc.send_signal(sig)
+        try:  # an export done before the delay is not waited for: its core idled until then
+            proc.wait(timeout=delay)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(sig)
         _, stderr = proc.communicate(timeout=300)
         outcomes.append((delay, proc.returncode))
         lines = [line for line in stderr.splitlines() if line.strip()]

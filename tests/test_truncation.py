@@ -11,6 +11,7 @@ ship it (``<bos> ... <eos>``, the ``<eos>`` an over-long text used to lose).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -57,13 +58,13 @@ def _gemma3_with_eos(folder: Path) -> Path:
     return folder
 
 
-def _manifest(folder: Path, arch: str, max_length: int = MAX_LENGTH, side: str = "right") -> Manifest:
+def _manifest(folder: Path, arch: str) -> Manifest:
     from tokenizers import Tokenizer
 
     tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
     qwen = arch == "qwen3"
     return Manifest(arch=arch, weights="i2s", pooling="lasttoken" if qwen else "mean", normalize=True,
-                    dimension=8, hidden_size=8, max_length=max_length, padding_side=side,
+                    dimension=8, hidden_size=8, max_length=MAX_LENGTH, padding_side="right",
                     pad_token_id=tok.token_to_id("<|endoftext|>" if qwen else "<pad>"),
                     append_eos_token_id=tok.token_to_id("<|endoftext|>") if qwen else None)
 
@@ -144,7 +145,7 @@ def test_strings_in_graph_equals_runtime(folders, case, side):
     """The strings-in graph's input_ids / attention_mask are the runtime's, padded, for a batch of
     over-long and short texts."""
     src, manifest, _ = folders[case]
-    manifest = _manifest(src, case.split("-")[0], side=side)
+    manifest = dataclasses.replace(manifest, padding_side=side)
     session = _session(text_input.preprocess_model(src, manifest, 21, 10))
     texts = TEXTS + ["already ends<|endoftext|>", "ends <eos>"]
     ids, mask = session.run(["input_ids", "attention_mask"], {"text": np.array(texts, dtype=object)})
