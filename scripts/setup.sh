@@ -76,7 +76,7 @@ install_into() {
 # are kept, older ones removed (a clone's links outlive its template). Where links cannot be made (the
 # cache on another file system) it leaves no .venv, and the plain install follows.
 link_template() {
-    local templates=$cache/venvs/setup key template file
+    local templates=$cache/venvs/setup key template linking
     key=$({ "$python" -c 'import sys, platform; print(sys.executable, sys.version, platform.machine())'
             cat pyproject.toml scripts/setup.sh; } | sha256sum | cut -c1-16)
     template=$templates/$key
@@ -91,9 +91,9 @@ link_template() {
         touch "$template/.complete"
     fi
     touch "$template"
-    if ! cp -al "$template" .venv 2>/dev/null; then
+    if ! linking=$(cp -al "$template" .venv 2>&1); then
         exec 9>&-
-        echo "setup: cannot link .venv to $template (another file system?); installing into .venv" >&2
+        echo "setup: cannot link .venv to $template (${linking%%$'\n'*}); installing into .venv" >&2
         rm -rf .venv
         return 0
     fi
