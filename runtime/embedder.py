@@ -225,7 +225,8 @@ class Embedder:
         """Texts' ids (the prompt resolved once, in front of each) and the prompt's length for the pooling;
         the finishing options at their defaults."""
         prefix = self._prompt(prompt_name, prompt)
-        return Prepared(self._tokenize(prefix, texts, truncate), self.prompt_length(prefix), self.dimension, None, FLOAT32, None, self._tokenizer.pad)
+        return Prepared(self._tokenize(prefix, texts, truncate), self.prompt_length(prefix), self.dimension, None,
+                        FLOAT32, None, self._tokenizer.pad)
 
     def resolve_prompt(self, prompt_name: str | None = None, prompt: str | None = None) -> str:
         """The prefix ``encode`` / ``tokenize`` put before each text for these arguments (neither given:

@@ -46,23 +46,31 @@ fi
 # install_into VENV: the venv (made if missing) with pip, PyTorch's CPU build and this package with
 # $extras, editable. pip compiles what it installs to bytecode one file at a time, most of the set-up's
 # time: the installs skip it and compileall does it on every core, torch's files while the package
-# installs. The venv needs the .pyc files: where PYTHONDONTWRITEBYTECODE is set (CI sets it), an import
-# compiles a module it finds without one and keeps nothing, in every process. A file pip is still
-# writing may compile from half its text; the last pass sees its size changed and compiles it again.
+# installs when torch is new (a venv that had it, set up before or linked, is compiled already: the
+# last pass alone finds what pip wrote). The venv needs the .pyc files: where PYTHONDONTWRITEBYTECODE
+# is set (CI sets it), an import compiles a module it finds without one and keeps nothing, in every
+# process. A file pip is still writing may compile from half its text; the last pass sees its size
+# changed and compiles it again.
 # compileall's status is not checked, as pip's own compile step does not check it: packages ship files
 # that no Python 3 compiles (test data, templates), and an import never reads those.
 install_into() {
-    local venv=$1 site_packages compiling
+    local venv=$1 site_packages compiling=
     [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
     local pip=("$venv/bin/python" -m pip --disable-pip-version-check -q)
     "${pip[@]}" install --upgrade pip >/dev/null
     site_packages=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
+    local new_torch=1
+    if [ -d "$site_packages/torch" ]; then new_torch=0; fi
     # The CPU build of PyTorch (a plain `torch` requirement could pull a multi-GB CUDA build).
     "${pip[@]}" install --no-compile torch==2.13.0
-    "$venv/bin/python" -m compileall -qq -j 0 "$site_packages" >/dev/null 2>&1 &
-    compiling=$!
+    if [ "$new_torch" = 1 ]; then
+        "$venv/bin/python" -m compileall -qq -j 0 "$site_packages" >/dev/null 2>&1 &
+        compiling=$!
+    fi
     "${pip[@]}" install --no-compile -e ".[$extras]"
-    wait "$compiling" || true
+    if [ -n "$compiling" ]; then
+        wait "$compiling" || true
+    fi
     "$venv/bin/python" -m compileall -qq -j 0 "$site_packages" >/dev/null 2>&1 || true
 }
 

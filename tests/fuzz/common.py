@@ -44,8 +44,8 @@ def _alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:  # another user's process
-        return True
+    except PermissionError:  # another user's process: alive too
+        pass
     return True
 
 
