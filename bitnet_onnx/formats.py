@@ -15,6 +15,7 @@ The export's manifest, the exporter's choices, verify and bench read everything 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -39,7 +40,28 @@ def to_float16(values: np.ndarray, name: str) -> np.ndarray:
     if peak > FLOAT16_MAX:
         raise BitnetOnnxError(f"tensor {name}: value {peak:g} is beyond float16's range (max {FLOAT16_MAX:g}), "
                               "which this output stores it in")
-    return values.astype(np.float16)
+    if values.dtype != np.float32 or values.size == 0:
+        return values.astype(np.float16)
+    flat = np.ascontiguousarray(values).reshape(-1)
+    return _float16_cast().run(None, {"x": flat})[0].reshape(values.shape)
+
+
+@functools.cache
+def _float16_cast():
+    """A session of one ONNX Cast float -> float16 on ONNX Runtime: numpy's cast is a scalar loop (3.5-6 ns a
+    value on a Zen 4 core: 0.6-0.9 s of a real-size export's embedding table, 60 s of CPU over the suite),
+    MLAS's a vector one (F16C, NEON: 0.2 ns). The same IEEE round-to-nearest-even bits as numpy's
+    (tests/test_formats.py compares the two at every float16 rounding boundary)."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("Cast", ["x"], ["y"], to=TensorProto.FLOAT16)], "to_float16",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n"])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT16, ["n"])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = options.inter_op_num_threads = 1
+    return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ The op library is registered only when the manifest says the graph uses I2STerna
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 
@@ -77,18 +78,45 @@ def create_session(folder: str | Path, manifest: Manifest, threads: int | None =
 def _check_domain_version(model_path: Path) -> None:
     """ORT matches custom ops by name whatever version of their domain a graph imports, so the
     version check is ours: a graph importing another version than the library's is refused."""
-    import onnx
-
     from bitnet_onnx import customops
 
     try:
-        model = onnx.load(str(model_path), load_external_data=False)
+        imported = _opset_imports(model_path).get(customops.DOMAIN)
     except Exception:  # a corrupt file: ORT's load reports it below
         return
-    imported = {o.domain: o.version for o in model.opset_import}.get(customops.DOMAIN)
     if imported is not None and imported != customops.DOMAIN_VERSION:
         raise BitnetOnnxError(f"{model_path}: imports domain {customops.DOMAIN!r} version {imported}; this op library "
                               f"implements version {customops.DOMAIN_VERSION} (a newer bitnet-onnx wrote it?)")
+
+
+def _opset_imports(model_path: Path) -> dict[str, int]:
+    """The model's opset imports, domain -> version (the last one named, as onnx's list read into a dict)."""
+    model = _opset_import_reader()()
+    model.ParseFromString(Path(model_path).read_bytes())
+    return {o.domain: o.version for o in model.opset_import}
+
+
+@functools.cache
+def _opset_import_reader():
+    """A protobuf message class of onnx.proto's ModelProto that declares only ``opset_import`` (field 8,
+    OperatorSetIdProto: domain 1, version 2); protobuf steps over the other fields, the graph among them,
+    unparsed. Not the onnx package: its import took 0.8-1.1 s on a Zen 4 core (ml_dtypes registering
+    its ufunc loops), most of ``bitnet-onnx embed``'s start on an i2s export and more than the session
+    of a small one; this reads the same field (tests/test_op_validation.py compares the two)."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    field = descriptor_pb2.FieldDescriptorProto
+    proto = descriptor_pb2.FileDescriptorProto(name="bitnet_onnx_opset_imports.proto", package="bitnet_onnx_opsets",
+                                               syntax="proto2")
+    opset = proto.message_type.add(name="OperatorSetIdProto")
+    opset.field.add(name="domain", number=1, type=field.TYPE_STRING, label=field.LABEL_OPTIONAL)
+    opset.field.add(name="version", number=2, type=field.TYPE_INT64, label=field.LABEL_OPTIONAL)
+    model = proto.message_type.add(name="ModelProto")
+    model.field.add(name="opset_import", number=8, type=field.TYPE_MESSAGE, label=field.LABEL_REPEATED,
+                    type_name=".bitnet_onnx_opsets.OperatorSetIdProto")
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(proto)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("bitnet_onnx_opsets.ModelProto"))
 
 
 def manifest_session_options(manifest: Manifest, threads: int | None = None, text: bool = False):

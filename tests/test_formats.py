@@ -126,3 +126,19 @@ def test_to_float16_names_the_tensor_beyond_its_range():
 def test_every_format_is_described_by_the_export_verb():
     described = export_verb.EPILOG.split("weights:", 1)[1]
     assert [name for name in FORMATS if name not in described] == [], "add it to EPILOG's weights: paragraph"
+
+
+def test_to_float16_rounds_as_numpy_at_every_float16_boundary():
+    """to_float16 casts on ONNX Runtime (formats._float16_cast says why): the same bits as numpy's cast for
+    every finite float16 value, the float32 midpoint between each two neighbours (where round-to-nearest-even
+    decides) and the float32 values either side of it, subnormals and both zeros among them; shapes kept."""
+    halves = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16)
+    finite = np.sort(halves[np.isfinite(halves)].astype(np.float32))
+    mids = ((finite[:-1].astype(np.float64) + finite[1:]) / 2).astype(np.float32)  # exact: 11-bit significands
+    values = np.concatenate([finite, mids, np.nextafter(mids, np.float32(np.inf)), np.nextafter(mids, np.float32(-np.inf)),
+                             np.float32([0.0, -0.0, 1e-9, -1e-9]),
+                             np.random.default_rng(0).standard_normal(1 << 16).astype(np.float32) * 0.05])
+    got, want = formats.to_float16(values, "x"), values.astype(np.float16)
+    assert got.dtype == np.float16 and np.array_equal(got.view(np.uint16), want.view(np.uint16))
+    table = values[:6 * 4096].reshape(6, 4096)
+    assert np.array_equal(formats.to_float16(table, "x").view(np.uint16), table.astype(np.float16).view(np.uint16))

@@ -3,15 +3,20 @@ int32 range, and graphs importing a version of the domain the library does not i
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
+from google.protobuf.message import DecodeError
 from onnx import TensorProto, helper
 
 from bitnet_onnx import customops
 from bitnet_onnx.errors import BitnetOnnxError
 from bitnet_onnx.manifest import Manifest
+from bitnet_onnx.runtime import session
 from bitnet_onnx.runtime.session import create_session
 from bitnet_onnx.ternary import pack_i2s
 
@@ -69,6 +74,35 @@ def test_runtime_refuses_another_domain_version(tiny_model, tiny_export, private
     onnx.save(model, str(folder / manifest.model_file))
     with pytest.raises(BitnetOnnxError, match="imports domain 'bitnet_onnx' version 2; this op library implements version 1"):
         create_session(folder, manifest)
+
+
+def test_the_domain_check_reads_the_opset_imports_onnx_reads(tiny_model, tiny_export, tmp_path):
+    """The runtime reads a graph's opset imports without the onnx package (runtime/session.py says why):
+    the same dict as onnx's on the exports of every kind that imports our domain or not, on a graph that
+    names a domain twice (the last one counts in both), and nothing but an error on bytes that are no model."""
+    folders = [tiny_export(tiny_model("qwen3"), weights) for weights in ("i2s", "f32", "int8")]
+    graphs = [folder / Manifest.read(folder).model_file for folder in folders]
+    twice = onnx.load_from_string(_model(domain_version=3))
+    twice.opset_import.append(helper.make_opsetid(customops.DOMAIN, 7))
+    graphs.append(tmp_path / "twice.onnx")
+    graphs[-1].write_bytes(twice.SerializeToString())
+    for graph in graphs:
+        want = {o.domain: o.version for o in onnx.load(str(graph), load_external_data=False).opset_import}
+        assert session._opset_imports(graph) == want, graph
+    assert session._opset_imports(graphs[-1])[customops.DOMAIN] == 7
+    (tmp_path / "junk.onnx").write_bytes(b"\xff" * 64)
+    with pytest.raises(DecodeError):
+        session._opset_imports(tmp_path / "junk.onnx")
+
+
+def test_embedding_with_our_library_does_not_import_onnx(tiny_model, tiny_export):
+    """What the reader above is for: a process that embeds with an i2s export (a CLI run, a server, a Ray
+    actor) never pays the onnx package's import."""
+    folder = tiny_export(tiny_model("qwen3"), "i2s")
+    code = (f"import sys; from bitnet_onnx import Embedder; Embedder({str(folder)!r}, threads=1).encode('a'); "
+            "print(sorted(m for m in sys.modules if m == 'onnx' or m.startswith('onnx.')))")
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          timeout=120).stdout.strip() == "[]"
 
 
 @pytest.mark.parametrize("version", [2, 1000])
