@@ -113,15 +113,16 @@ class Reference:
         verbosity = transformers.logging.get_verbosity()
         transformers.logging.set_verbosity_error()  # BitNet norms are "unexpected" keys to HF; we load them below
         transformers.logging.disable_progress_bar()
+        loaded = {}
         try:
             if self.folder.path.is_file() and self._has_i2s():  # gguf-py cannot dequantize I2_S: our reader gives the weights
-                self.model = self._from_source(cls, transformers, torch)
+                self.model, loaded = self._from_source(cls, transformers, torch)
             else:
                 self.model = self._from_pretrained(cls, torch)
         finally:
             transformers.logging.set_verbosity(verbosity)
             transformers.logging.enable_progress_bar()
-        self._finish(activations, ternarize)
+        self._finish(activations, ternarize, loaded)
 
     def _from_pretrained(self, cls, torch):
         """transformers' own loading of the folder, or of a GGUF (dequantized by gguf-py)."""
@@ -136,7 +137,7 @@ class Reference:
                 raise
             raise BitnetOnnxError(f"{path}: transformers cannot load this GGUF ({str(e).splitlines()[0]})") from None
 
-    def _finish(self, activations: str, ternarize: bool) -> None:
+    def _finish(self, activations: str, ternarize: bool, loaded: dict) -> None:
         torch, _ = _torch()
         self.model.eval()
         if self.f16_embeddings:  # the export stores the table in f16; compare the graph, not that storage choice
@@ -145,7 +146,7 @@ class Reference:
                 table.copy_(table.half().float())
         if self.folder.is_bitnet or ternarize:
             self._install_bitlinear(activations == "int8", ternarize and not self.folder.is_bitnet)
-        self._check_loaded()
+        self._check_loaded(loaded)
 
     def _has_i2s(self) -> bool:
         cfg = self.folder.cfg
@@ -153,7 +154,7 @@ class Reference:
 
     def _from_source(self, cls, transformers, torch):
         """The HF model built from the source's config, its tensors from our reader (the projections
-        follow as BitLinear from their I2_S codes)."""
+        follow as BitLinear from their I2_S codes); (the model, the tensors it was given by HF name)."""
         folder = self.folder
         # GGUF stores query_pre_attn_scalar as float32; transformers' strict config wants its int
         values = {k: int(v) if k == "query_pre_attn_scalar" and float(v).is_integer() else v
@@ -167,7 +168,7 @@ class Reference:
             for i in range(folder.cfg.n_layers) if spec.per_layer else (None,):
                 state[spec.hf.format(i=i)] = _read_only_tensor(torch, folder.tensor(spec.role, i))  # load_state_dict copies
         model.load_state_dict(state, strict=False)
-        return model
+        return model, state
 
     def _install_bitlinear(self, quantize: bool, unit_norms: bool) -> None:
         BitLinear = _bitlinear_class()
@@ -181,8 +182,10 @@ class Reference:
                 parent, _, leaf = module_path.rpartition(".")
                 setattr(self.model.get_submodule(parent), leaf, BitLinear(t, s_w, norm_in, cfg.rms_eps, quantize))
 
-    def _check_loaded(self) -> None:
-        """from_pretrained fills missing tensors with random values and only warns; refuse that."""
+    def _check_loaded(self, loaded: dict) -> None:
+        """from_pretrained fills missing tensors with random values and only warns; refuse that.
+        ``loaded``: HF name -> the tensor our reader gave the model (``_from_source``), compared as it is
+        instead of read and dequantized a second time (a 262k-token GGUF table: seconds)."""
         torch, _ = _torch()
         state = self.model.state_dict()
         for spec in self.folder.arch.tensors:
@@ -190,7 +193,9 @@ class Reference:
                 continue
             for i in range(self.folder.cfg.n_layers if spec.per_layer else 1):
                 name = spec.hf.format(i=i)
-                want = _read_only_tensor(torch, self.folder.tensor(spec.role, i if spec.per_layer else None))
+                want = loaded.get(name)
+                if want is None:
+                    want = _read_only_tensor(torch, self.folder.tensor(spec.role, i if spec.per_layer else None))
                 if spec.kind == "embedding" and self.f16_embeddings:
                     want = want.half().float()  # as _finish rounded the table (torch's cast: numpy's is ~7x slower)
                 if name not in state or not torch.equal(state[name].float(), want):

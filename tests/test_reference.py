@@ -73,3 +73,33 @@ def test_mean_pooling_ignores_padding(gemma3_bitnet):
     got = ref.pool(tokens, np.array([[0, 1, 1, 0]]))
     want = tokens[0, 1:3].mean(0)
     np.testing.assert_allclose(got[0], want / np.linalg.norm(want), rtol=1e-6)
+
+
+@pytest.mark.parametrize("source", ["folder", "i2s-gguf"])
+def test_a_tensor_transformers_did_not_take_is_refused(tiny_model, tmp_path, monkeypatch, source):
+    """A tensor the model does not hold as read (from_pretrained leaves a missing one random and only warns;
+    load_state_dict(strict=False) passes over a name it lacks) is named, on both ways the reference loads:
+    transformers' own loading of a folder, and our reader's I2_S GGUF (checked against what it gave)."""
+    from bitnet_onnx.convert_gguf.writer import convert
+    from bitnet_onnx.errors import BitnetOnnxError
+
+    model = tiny_model("qwen3")
+    if source == "i2s-gguf":
+        model = convert(model, tmp_path / "m.gguf", "i2_s", pre_tokenizer="qwen2", progress=False)
+    Reference(model)  # as read: accepted
+    load_state_dict = torch.nn.Module.load_state_dict
+    from_pretrained = Reference._from_pretrained
+
+    def without_final_norm(module, state, *args, **kwargs):
+        return load_state_dict(module, {k: v for k, v in state.items() if k != "norm.weight"}, *args, **kwargs)
+
+    def with_final_norm_changed(reference, cls, torch_module):
+        hf = from_pretrained(reference, cls, torch_module)
+        with torch.no_grad():
+            hf.norm.weight.add_(1.0)
+        return hf
+
+    monkeypatch.setattr(torch.nn.Module, "load_state_dict", without_final_norm)
+    monkeypatch.setattr(Reference, "_from_pretrained", with_final_norm_changed)
+    with pytest.raises(BitnetOnnxError, match="reference: transformers did not load norm.weight from"):
+        Reference(model)
