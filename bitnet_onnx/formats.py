@@ -46,22 +46,25 @@ def to_float16(values: np.ndarray, name: str) -> np.ndarray:
     return _float16_cast().run(None, {"x": flat})[0].reshape(values.shape)
 
 
+# The ONNX model Cast(x: float[n]) -> y: float16[n] (opset 17, IR version 8), serialized: built with onnx's
+# helper it would cost a process that has not loaded the onnx package (convert-gguf) its 0.8 s import;
+# tests/test_formats.py builds it with the helper and compares the bytes.
+FLOAT16_CAST_MODEL = bytes.fromhex(
+    "08083a490a170a01781201792204436173742a090a02746f180aa00102120a746f5f666c6f617431365a100a0178120b0a09"
+    "080112050a0312016e62100a0179120b0a09080a12050a0312016e42040a001011")
+
+
 @functools.cache
 def _float16_cast():
-    """A session of one ONNX Cast float -> float16 on ONNX Runtime: numpy's cast is a scalar loop (3.5-6 ns a
-    value on a Zen 4 core: 0.6-0.9 s of a real-size export's embedding table, 60 s of CPU over the suite),
-    MLAS's a vector one (F16C, NEON: 0.2 ns). The same IEEE round-to-nearest-even bits as numpy's
-    (tests/test_formats.py compares the two at every float16 rounding boundary)."""
+    """A session of FLOAT16_CAST_MODEL on ONNX Runtime: numpy's cast is a scalar loop (3.5-6 ns a value on a
+    Zen 4 core: a real-size export's embedding table 0.5-0.6 s), MLAS's a vector one (F16C, NEON: 0.2 ns);
+    the same IEEE round-to-nearest-even bits as numpy's (tests/test_formats.py compares the two at every
+    float16 rounding boundary)."""
     import onnxruntime as ort
-    from onnx import TensorProto, helper
 
-    graph = helper.make_graph([helper.make_node("Cast", ["x"], ["y"], to=TensorProto.FLOAT16)], "to_float16",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n"])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT16, ["n"])])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
     options = ort.SessionOptions()
     options.intra_op_num_threads = options.inter_op_num_threads = 1
-    return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    return ort.InferenceSession(FLOAT16_CAST_MODEL, options, providers=["CPUExecutionProvider"])
 
 
 @dataclass(frozen=True)

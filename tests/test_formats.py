@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -142,3 +144,19 @@ def test_to_float16_rounds_as_numpy_at_every_float16_boundary():
     assert got.dtype == np.float16 and np.array_equal(got.view(np.uint16), want.view(np.uint16))
     table = values[:6 * 4096].reshape(6, 4096)
     assert np.array_equal(formats.to_float16(table, "x").view(np.uint16), table.astype(np.float16).view(np.uint16))
+
+
+def test_the_float16_cast_model_is_the_one_onnx_builds():
+    """formats.FLOAT16_CAST_MODEL, written out so that a cast never imports onnx, is onnx's helper's model."""
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("Cast", ["x"], ["y"], to=TensorProto.FLOAT16)], "to_float16",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n"])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT16, ["n"])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    assert model.SerializeToString() == formats.FLOAT16_CAST_MODEL
+    code = ("import sys, numpy as np; from bitnet_onnx import formats; "
+            "assert formats.to_float16(np.float32([1.0, 0.1]), 'x').tolist() == np.float16([1.0, 0.1]).tolist(); "
+            "print('onnx' in sys.modules)")
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          timeout=120).stdout.strip() == "False"
