@@ -134,7 +134,7 @@ class ModelFolder:
         with _read_errors(where):
             for start, values in entry_chunks(entry, name):
                 _check_finite(values, where)
-                flat[start:start + values.size] = to_float16(values, name)
+                to_float16(values, name, out=flat[start:start + values.size])
         return out
 
     def ternary_codes(self, role: str, layer: int | None = None) -> None:

@@ -144,6 +144,11 @@ def test_to_float16_rounds_as_numpy_at_every_float16_boundary():
     assert got.dtype == np.float16 and np.array_equal(got.view(np.uint16), want.view(np.uint16))
     table = values[:6 * 4096].reshape(6, 4096)
     assert np.array_equal(formats.to_float16(table, "x").view(np.uint16), table.astype(np.float16).view(np.uint16))
+    into = np.empty(table.size, np.float16)  # out=: written in place (tensor_f16's chunks), a wrong one refused
+    assert np.shares_memory(formats.to_float16(table, "x", out=into), into)
+    assert np.array_equal(into.view(np.uint16), table.astype(np.float16).reshape(-1).view(np.uint16))
+    with pytest.raises(ValueError, match="out must be a contiguous float16 array of 24576 values"):
+        formats.to_float16(table, "x", out=np.empty((4096, 12), np.float16)[:, ::2])
 
 
 def test_the_float16_cast_model_is_the_one_onnx_builds():
