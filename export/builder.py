@@ -8,6 +8,7 @@ inputs, nodes (``op``, ``copy_node``), initializers and outputs through its meth
 from __future__ import annotations
 
 from contextlib import contextmanager
+from typing import Protocol
 
 import numpy as np
 import onnx
@@ -24,11 +25,18 @@ DOMAIN_VERSIONS = {MS_DOMAIN: 1, customops.DOMAIN: customops.DOMAIN_VERSION, EXT
 OPTIONAL_INPUT_OPSET = 15  # the first with OptionalHasElement and OptionalGetElement (add_optional_input)
 
 
+class WeightSink(Protocol):
+    """Where large initializers go instead of the proto (export/writer.py's WeightFile)."""
+
+    def add(self, tensor: onnx.TensorProto, array: np.ndarray) -> bool: ...  # False: keep it inline
+
+
 class GraphBuilder:
     """``const_prefix``: put before the shared constants' names (``/const/...``), so that a graph made to be
-    merged with another (onnx.compose) cannot clash with that one's constants."""
+    merged with another (onnx.compose) cannot clash with that one's constants. ``weights``: takes the
+    initializers' bytes as they are added (None: every initializer is inline)."""
 
-    def __init__(self, opset: int = DEFAULT_OPSET, const_prefix: str = ""):
+    def __init__(self, opset: int = DEFAULT_OPSET, const_prefix: str = "", weights: WeightSink | None = None):
         self._opsets: dict[str, int] = {"": opset}
         self._nodes: list[onnx.NodeProto] = []
         self._model = onnx.ModelProto()  # initializers are written straight into it: no copies of big tensors
@@ -40,6 +48,7 @@ class GraphBuilder:
         self._used: set[str] = set()
         self._consts: dict[tuple, str] = {}
         self._const_prefix = const_prefix
+        self._weights = weights
 
     # -- naming -------------------------------------------------------------------------------
     @contextmanager
@@ -88,7 +97,8 @@ class GraphBuilder:
         t.name = full
         t.data_type = helper.np_dtype_to_tensor_dtype(array.dtype)
         t.dims.extend(array.shape)
-        t.raw_data = array.tobytes()
+        if self._weights is None or not self._weights.add(t, array):
+            t.raw_data = array.tobytes()
         self.weight_bytes += array.nbytes  # little-endian hosts only (x86, ARM), like onnx's from_array fast path
         return full
 

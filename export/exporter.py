@@ -25,7 +25,7 @@ from bitnet_onnx.export.memory import choose_attention, cost_fields
 from bitnet_onnx.export.graph import build_model
 from bitnet_onnx.export.hf_layout import LAYOUTS, add_hf_layout
 from bitnet_onnx.export.text_input import text_input_for
-from bitnet_onnx.export.writer import check_output, write_folder
+from bitnet_onnx.export.writer import WeightFile, check_output, export_folder, write_folder
 
 log = logging.getLogger("bitnet_onnx")
 
@@ -168,17 +168,19 @@ def export(model_dir: str | Path, out_dir: str | Path, arch: str | None = None, 
     attention_name, max_length = choose_attention(attention_name, variant, folder.cfg, source_max_length(folder, st, tf))
     attention_precision = attention.choose_precision(attention_precision, attention_name)
     ranges = output_ranges_for(output_precision, output_ranges, st.dimension or folder.cfg.hidden, layout)
-    model, weight_bytes = build_model(folder, st, variant, bits, ternarize, attention_name, output_precision, ranges,
-                                      attention_precision=attention_precision)
-    manifest = make_manifest(folder, st, tf, variant, bits, ternarize, attention_name, custom_ops_used(model),
-                             max_length)
-    manifest.output_precision = output_precision
-    manifest.attention_precision = attention_precision
-    text_pre = text_input_for(parsed, manifest, model) if text_input else None
-    parsed = None  # the graph holds what it needs of it
-    add_files = (lambda tmp: add_hf_layout(tmp, manifest, model, folder.config, st)) if layout == "hf" else None
-    write_folder(out_dir, model, manifest, folder.tokenizer_dir, weight_bytes, overwrite=overwrite, text_pre=text_pre,
-                 add_files=add_files)
+    with export_folder(out_dir, overwrite) as tmp:  # the weights are written into it as the graph is built
+        with WeightFile(tmp) as weights:
+            model, weight_bytes = build_model(folder, st, variant, bits, ternarize, attention_name, output_precision,
+                                              ranges, attention_precision=attention_precision, weights=weights)
+        weights.inline_if_small(weight_bytes)
+        manifest = make_manifest(folder, st, tf, variant, bits, ternarize, attention_name, custom_ops_used(model),
+                                 max_length)
+        manifest.output_precision = output_precision
+        manifest.attention_precision = attention_precision
+        text_pre = text_input_for(parsed, manifest, model) if text_input else None
+        parsed = None  # the graph holds what it needs of it
+        add_files = (lambda dest: add_hf_layout(dest, manifest, model, folder.config, st)) if layout == "hf" else None
+        write_folder(tmp, model, manifest, folder.tokenizer_dir, text_pre=text_pre, add_files=add_files)
     log.info("exported %s (%s, %s, attention %s %s) to %s in %.1f s", folder.path, folder.arch.name, variant,
              attention_name, attention_precision, out_dir,
              time.perf_counter() - start)

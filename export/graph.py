@@ -18,7 +18,7 @@ from bitnet_onnx.formats import ProjectionWeight
 from bitnet_onnx.model_source import ModelSource
 from bitnet_onnx.st_modules import StModules
 from bitnet_onnx.precision import FLOAT32
-from bitnet_onnx.export.builder import GraphBuilder
+from bitnet_onnx.export.builder import GraphBuilder, WeightSink
 from bitnet_onnx.export.output_precision import add_output_precision
 from bitnet_onnx.export import attention
 from bitnet_onnx.export.layers import LayerSource, decoder_layer, layer_inputs
@@ -55,11 +55,13 @@ def layer_source(folder: ModelSource, variant: str, bits: int, attention_name: s
 
 def build_model(folder: ModelSource, st: StModules, variant: str, bits: int = 4, ternarize: bool = False,
                 attention_name: str = "onnx", precision: str = FLOAT32,
-                ranges: np.ndarray | None = None, attention_precision: str = "f32") -> tuple[onnx.ModelProto, int]:
+                ranges: np.ndarray | None = None, attention_precision: str = "f32",
+                weights: WeightSink | None = None) -> tuple[onnx.ModelProto, int]:
     """The model and the bytes of its weights (the writer decides on external data from it).
-    ``precision`` (with its checked ``ranges``): sentence_embedding's encoding (export/output_precision.py)."""
+    ``precision`` (with its checked ``ranges``): sentence_embedding's encoding (export/output_precision.py).
+    ``weights``: where the large initializers are written as they are made (export/writer.py's WeightFile)."""
     cfg = folder.cfg
-    b = GraphBuilder()
+    b = GraphBuilder(weights=weights)
     ids = b.add_input("input_ids", TensorProto.INT64, ["batch", "sequence"])
     mask = b.add_input("attention_mask", TensorProto.INT64, ["batch", "sequence"])
     prompt_length = None  # include_prompt: false -> leading tokens per row left out of the pooling

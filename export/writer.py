@@ -5,13 +5,18 @@ symlinks: ORT rejects those since 1.24). ORT memory-maps that file and uses it i
 inline model is held twice during loading (parsed protobuf + ORT's copy): for Qwen3-0.6B i2s the
 peak RSS at load drops from 1.9x to 0.7x of the file (BENCHMARKS.md). Small models stay one file;
 protobuf could not hold more than 2 GB inline anyway.
+
+The weights reach that file while the graph is built (``WeightFile``, in the temp folder the export
+becomes): each array is written once, from its own memory, and dropped; no proto holds a copy of
+every weight before the save, which was the export's peak memory.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import onnx
@@ -22,17 +27,62 @@ from bitnet_onnx.manifest import EXTERNAL_DATA_NAME, MANIFEST_NAME, MODEL_NAME, 
 from bitnet_onnx.export.text_input import save_text_model
 
 EXTERNAL_DATA_THRESHOLD = 64 << 20  # weight bytes above which they go to EXTERNAL_DATA_NAME
+EXTERNAL_TENSOR_MIN_BYTES = 1024  # a smaller tensor stays in model.onnx (onnx.save_model's size_threshold)
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model",
                    "vocab.json", "merges.txt", "added_tokens.json")
 
 
-def save_model(model: onnx.ModelProto, folder: Path, weight_bytes: int) -> Path:
+class WeightFile:
+    """The export's external data file (EXTERNAL_DATA_NAME in ``folder``), filled while the graph is built
+    (a context manager: closed when the build ends): ``add`` writes a large initializer's bytes at the
+    file's end and points the tensor there, as onnx's own save would (one file, tensors back to back, in
+    the graph's order). Then ``inline_if_small``: a model whose weights come to no more than
+    EXTERNAL_DATA_THRESHOLD gets them back inline, and no file."""
+
+    def __init__(self, folder: Path):
+        self.path = folder / EXTERNAL_DATA_NAME
+        self._file = open(self.path, "xb")  # noqa: SIM115 (a context manager itself)
+        self._tensors: list[onnx.TensorProto] = []
+
+    def __enter__(self) -> WeightFile:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._file.close()
+
+    def add(self, tensor: onnx.TensorProto, array) -> bool:
+        """Writes ``array`` (C-contiguous) for ``tensor``; False for a small one, which stays inline."""
+        if array.nbytes < EXTERNAL_TENSOR_MIN_BYTES:
+            return False
+        offset = self._file.tell()
+        self._file.write(memoryview(array).cast("B"))
+        tensor.data_location = onnx.TensorProto.EXTERNAL
+        for key, value in (("location", EXTERNAL_DATA_NAME), ("offset", offset), ("length", array.nbytes)):
+            entry = tensor.external_data.add()
+            entry.key, entry.value = key, str(value)
+        self._tensors.append(tensor)
+        return True
+
+    def inline_if_small(self, weight_bytes: int) -> None:
+        """After the build: ``weight_bytes`` (every initializer's) at most EXTERNAL_DATA_THRESHOLD puts the
+        file's tensors back into the graph and removes it."""
+        if weight_bytes > EXTERNAL_DATA_THRESHOLD:
+            return
+        data = self.path.read_bytes()  # at most EXTERNAL_DATA_THRESHOLD
+        for tensor in self._tensors:
+            where = {entry.key: entry.value for entry in tensor.external_data}
+            start = int(where["offset"])
+            tensor.raw_data = data[start:start + int(where["length"])]
+            del tensor.external_data[:]
+            tensor.data_location = onnx.TensorProto.DEFAULT
+        self.path.unlink()
+
+
+def save_model(model: onnx.ModelProto, folder: Path) -> Path:
+    """model.onnx; its large weights are in the folder's WeightFile already (onnx's save leaves tensors
+    that point at external data as they are)."""
     path = folder / MODEL_NAME
-    if weight_bytes > EXTERNAL_DATA_THRESHOLD:
-        onnx.save_model(model, str(path), save_as_external_data=True, all_tensors_to_one_file=True,
-                        location=EXTERNAL_DATA_NAME, size_threshold=1024)
-    else:
-        onnx.save_model(model, str(path))
+    onnx.save_model(model, str(path))
     return path
 
 
@@ -67,20 +117,26 @@ def check_output(out_dir: str | Path, inputs: list[str | Path], overwrite: bool)
     check_replaceable_folder(Path(out_dir), overwrite, ours=is_export_folder)
 
 
-def write_folder(out_dir: Path, model: onnx.ModelProto, manifest: Manifest, source: Path, weight_bytes: int,
-                 overwrite: bool = False, text_pre: onnx.ModelProto | None = None,
-                 add_files: Callable[[Path], None] | None = None) -> Path:
-    """``text_pre``: the strings-in pre-processing graph (export --text-input), saved in front of the
-    model as manifest.text_model_file, after model.onnx so that both share its external data.
-    ``add_files(folder)``: writes further files into the folder before it is put in place (export
-    --layout hf); a callback so that the writer needs no knowledge of other layouts."""
+@contextmanager
+def export_folder(out_dir: Path, overwrite: bool = False) -> Iterator[Path]:
+    """The temp folder an export is built and written in; it becomes ``out_dir`` when the block ends
+    (bitnet_onnx.io.atomic_folder: removed instead on any error or signal)."""
     with atomic_folder(out_dir, overwrite, ours=is_export_folder) as tmp:
-        path = save_model(model, tmp, weight_bytes)
-        check_model(path, manifest.needs_custom_ops)
-        if text_pre is not None:
-            check_model(save_text_model(tmp, text_pre, model), manifest.needs_op_library(text=True))
-        copy_tokenizer(source, tmp)
-        if add_files is not None:
-            add_files(tmp)
-        manifest.write(tmp)
-    return Path(out_dir)
+        yield tmp
+
+
+def write_folder(folder: Path, model: onnx.ModelProto, manifest: Manifest, source: Path,
+                 text_pre: onnx.ModelProto | None = None, add_files: Callable[[Path], None] | None = None) -> None:
+    """Writes the export into ``folder`` (export_folder's), beside the WeightFile that ``model``'s
+    weights went to. ``text_pre``: the strings-in pre-processing graph (export --text-input), saved in
+    front of the model as manifest.text_model_file, after model.onnx so that both share its external
+    data. ``add_files(folder)``: writes further files into the folder (export --layout hf); a callback
+    so that the writer needs no knowledge of other layouts."""
+    path = save_model(model, folder)
+    check_model(path, manifest.needs_custom_ops)
+    if text_pre is not None:
+        check_model(save_text_model(folder, text_pre, model), manifest.needs_op_library(text=True))
+    copy_tokenizer(source, folder)
+    if add_files is not None:
+        add_files(folder)
+    manifest.write(folder)

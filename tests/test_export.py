@@ -283,8 +283,19 @@ def test_large_models_use_one_external_data_file(tiny_model, tmp_path, monkeypat
     assert (out / "model.onnx").stat().st_size < 1 << 16
     ids, mask = batch([6], 6)
     sent, _ = run(session(out), ids, mask)
-    ref, _ = run(session(export(tiny_model("qwen3"), tmp_path / "inline")), ids, mask)
+    inline = export(tiny_model("qwen3"), tmp_path / "inline")
+    ref, _ = run(session(inline), ids, mask)
     np.testing.assert_array_equal(sent, ref)
+    # the writer streams the weights into the file as the graph is built (writer.WeightFile): the same
+    # files as onnx's own save of the whole graph, and the same graph as the inline export
+    whole = onnx.load(str(out / "model.onnx"))
+    assert whole == onnx.load(str(inline / "model.onnx"))
+    resaved = tmp_path / "onnx-save"
+    resaved.mkdir()
+    onnx.save_model(whole, str(resaved / "model.onnx"), save_as_external_data=True, all_tensors_to_one_file=True,
+                    location=writer.EXTERNAL_DATA_NAME, size_threshold=writer.EXTERNAL_TENSOR_MIN_BYTES)
+    for name in ("model.onnx", writer.EXTERNAL_DATA_NAME):
+        assert (resaved / name).read_bytes() == (out / name).read_bytes(), name
 
 
 def test_overwrite(tiny_model, tmp_path):

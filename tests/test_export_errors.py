@@ -143,7 +143,7 @@ def test_a_graph_onnx_checker_refuses_is_one_line_naming_the_file(tmp_path):
     """writer.check_model on a saved file the checker really refuses: a BitnetOnnxError of one line
     naming the file and the checker's first line, not its multi-line report."""
     path = writer.save_model(_with_a_dangling_node(onnx.helper.make_model(onnx.helper.make_graph(
-        [], "empty", [], []))), tmp_path, weight_bytes=0)
+        [], "empty", [], []))), tmp_path)
     with pytest.raises(BitnetOnnxError) as refused:
         writer.check_model(path, uses_custom_op=False)
     message = str(refused.value)

@@ -29,6 +29,7 @@ from bitnet_onnx import Embedder, customops
 from bitnet_onnx.arch import ARCHITECTURES, REAL_SHAPES
 from bitnet_onnx.cli import main
 from bitnet_onnx.export.hf_layout import HF_EXTERNAL_DATA_NAME, HF_MODEL_FILE, LAST_HIDDEN_STATE
+from bitnet_onnx.export import writer
 from bitnet_onnx.export.writer import EXTERNAL_DATA_THRESHOLD, TOKENIZER_FILES
 from bitnet_onnx.formats import NAMES
 from bitnet_onnx.manifest import EXTERNAL_DATA_NAME, HF_EXTERNAL_DATA_FILE, MODEL_NAME, Manifest
@@ -50,23 +51,36 @@ def _folder_bytes(folder) -> int:
 
 
 @pytest.fixture
-def plain_export(real_width_model, tmp_path):
-    """plain_export(arch, weights) -> the default-layout export of the model real_width_layout_export exports."""
+def plain_export(real_width_model, tmp_path, monkeypatch):
+    """plain_export(arch, weights) -> (the default-layout export of the model real_width_layout_export exports,
+    the bytes of the graph the writer saved as model.onnx, as it held them in memory)."""
+    save = writer.save_model
+
+    def save_and_measure(model, folder):
+        graph_bytes.append(model.ByteSize())
+        return save(model, folder)
+
+    monkeypatch.setattr(writer, "save_model", save_and_measure)
 
     def make(arch: str, weights: str):
+        graph_bytes.clear()
         out = tmp_path / f"plain-{arch}-{weights}"
         assert main(["export", str(real_width_model(arch)), "-o", str(out), "--weights", weights]) == 0
-        return out
+        return out, graph_bytes[0]
 
+    graph_bytes: list[int] = []
     return make
 
 
 @pytest.mark.parametrize("weights", NAMES)
 @pytest.mark.parametrize("arch", sorted(ARCHITECTURES))
 def test_layout_stores_the_exports_weights_once(real_width_layout_export, plain_export, arch, weights):
-    out, plain = real_width_layout_export(arch, weights), plain_export(arch, weights)
+    out, (plain, graph_bytes) = real_width_layout_export(arch, weights), plain_export(arch, weights)
     data = out / HF_EXTERNAL_DATA_FILE
     assert data.stat().st_size > EXTERNAL_DATA_THRESHOLD  # the case at hand: weights in external data
+    # written to the file as the graph was built (writer.WeightFile): the graph in memory held none of them,
+    # only what model.onnx holds (a copy of every weight there was the export's peak memory)
+    assert graph_bytes == (plain / MODEL_NAME).stat().st_size < EXTERNAL_DATA_THRESHOLD // 64, graph_bytes
     assert not os.path.lexists(out / EXTERNAL_DATA_NAME)
     assert external_locations(out / MODEL_NAME) == {HF_EXTERNAL_DATA_FILE}  # both graphs read the one file
     assert external_locations(out / HF_MODEL_FILE) == {HF_EXTERNAL_DATA_NAME}
