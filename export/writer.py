@@ -41,7 +41,7 @@ class WeightFile:
 
     def __init__(self, folder: Path):
         self.path = folder / EXTERNAL_DATA_NAME
-        self._file = open(self.path, "xb")  # noqa: SIM115 (a context manager itself)
+        self._file = open(self.path, "xb")  # closed by __exit__: the build runs inside `with WeightFile(...)`
         self._tensors: list[onnx.TensorProto] = []
 
     def __enter__(self) -> WeightFile:
