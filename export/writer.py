@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import numpy as np
 import onnx
 
 from bitnet_onnx.errors import BitnetOnnxError
@@ -50,12 +51,12 @@ class WeightFile:
     def __exit__(self, *exc) -> None:
         self._file.close()
 
-    def add(self, tensor: onnx.TensorProto, array) -> bool:
+    def add(self, tensor: onnx.TensorProto, array: np.ndarray) -> bool:
         """Writes ``array`` (C-contiguous) for ``tensor``; False for a small one, which stays inline."""
         if array.nbytes < EXTERNAL_TENSOR_MIN_BYTES:
             return False
         offset = self._file.tell()
-        self._file.write(memoryview(array).cast("B"))
+        self._file.write(array.reshape(-1).view(np.uint8))  # bytes of any dtype (ml_dtypes' have no buffer format)
         tensor.data_location = onnx.TensorProto.EXTERNAL
         for key, value in (("location", EXTERNAL_DATA_NAME), ("offset", offset), ("length", array.nbytes)):
             entry = tensor.external_data.add()

@@ -298,6 +298,40 @@ def test_large_models_use_one_external_data_file(tiny_model, tmp_path, monkeypat
         assert (resaved / name).read_bytes() == (out / name).read_bytes(), name
 
 
+@pytest.mark.parametrize("keep", [True, False], ids=["external", "inlined"])
+def test_weight_file_writes_every_dtype_back_to_back(tmp_path, keep):
+    """writer.WeightFile on each dtype an initializer may have (bfloat16 included: ml_dtypes' arrays have no
+    buffer format): a tensor of 1 KiB or more goes to the file at the next offset with its exact bytes, a
+    smaller one stays inline; when the total is at most the threshold, every tensor comes back inline with
+    the bytes ``tobytes`` gives, and the file is removed."""
+    import ml_dtypes
+
+    dtypes = (np.float32, np.float16, ml_dtypes.bfloat16, np.int8, np.uint8, np.int32, np.int64)
+    arrays = [(np.arange(n, dtype=np.float32) % 100).astype(d).reshape(2, -1)
+              for d in dtypes for n in (512, 1024 // np.dtype(d).itemsize)]
+    arrays.append(np.ones(3, np.float32))  # small: inline
+    tensors = [onnx.TensorProto(name=f"t{i}") for i in range(len(arrays))]
+    with writer.WeightFile(tmp_path) as weights:
+        taken = [weights.add(t, a) for t, a in zip(tensors, arrays)]
+    assert taken == [a.nbytes >= writer.EXTERNAL_TENSOR_MIN_BYTES for a in arrays] and taken[-1] is False
+    total = sum(a.nbytes for a in arrays)
+    weights.inline_if_small(total if keep is False else writer.EXTERNAL_DATA_THRESHOLD + 1)
+    data = (tmp_path / writer.EXTERNAL_DATA_NAME).read_bytes() if keep else b""
+    assert (tmp_path / writer.EXTERNAL_DATA_NAME).exists() == keep
+    offset = 0
+    for t, a, external in zip(tensors, arrays, taken):
+        if keep and external:
+            where = {e.key: e.value for e in t.external_data}
+            assert where == {"location": writer.EXTERNAL_DATA_NAME, "offset": str(offset), "length": str(a.nbytes)}
+            assert t.data_location == onnx.TensorProto.EXTERNAL and not t.HasField("raw_data")
+            assert data[offset:offset + a.nbytes] == a.tobytes()
+            offset += a.nbytes
+        else:
+            assert t.data_location == onnx.TensorProto.DEFAULT and not t.external_data
+            assert t.raw_data == (a.tobytes() if external else b"")  # the builder fills the small ones itself
+    assert len(data) == offset
+
+
 def test_overwrite(tiny_model, tmp_path):
     from bitnet_onnx.errors import BitnetOnnxError
 
