@@ -28,7 +28,7 @@ from bitnet_onnx.manifest import EXTERNAL_DATA_NAME, MANIFEST_NAME, MODEL_NAME, 
 from bitnet_onnx.export.text_input import save_text_model
 
 EXTERNAL_DATA_THRESHOLD = 64 << 20  # weight bytes above which they go to EXTERNAL_DATA_NAME
-EXTERNAL_TENSOR_MIN_BYTES = 1024  # a smaller tensor stays in model.onnx (onnx.save_model's size_threshold)
+EXTERNAL_TENSOR_MIN_BYTES = 1024  # a smaller tensor stays in model.onnx (the size_threshold onnx's save was given)
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model",
                    "vocab.json", "merges.txt", "added_tokens.json")
 

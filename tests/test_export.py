@@ -314,8 +314,8 @@ def test_weight_file_writes_every_dtype_back_to_back(tmp_path, keep):
     with writer.WeightFile(tmp_path) as weights:
         taken = [weights.add(t, a) for t, a in zip(tensors, arrays)]
     assert taken == [a.nbytes >= writer.EXTERNAL_TENSOR_MIN_BYTES for a in arrays] and taken[-1] is False
-    total = sum(a.nbytes for a in arrays)
-    weights.inline_if_small(total if keep is False else writer.EXTERNAL_DATA_THRESHOLD + 1)
+    total = sum(a.nbytes for a in arrays)  # under the threshold
+    weights.inline_if_small(writer.EXTERNAL_DATA_THRESHOLD + 1 if keep else total)
     data = (tmp_path / writer.EXTERNAL_DATA_NAME).read_bytes() if keep else b""
     assert (tmp_path / writer.EXTERNAL_DATA_NAME).exists() == keep
     offset = 0

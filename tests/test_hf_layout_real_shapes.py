@@ -54,7 +54,7 @@ def _folder_bytes(folder) -> int:
 def plain_export(real_width_model, tmp_path, monkeypatch):
     """plain_export(arch, weights) -> (the default-layout export of the model real_width_layout_export exports,
     the bytes of the graph the writer saved as model.onnx, as it held them in memory)."""
-    save = writer.save_model
+    save, graph_bytes = writer.save_model, []
 
     def save_and_measure(model, folder):
         graph_bytes.append(model.ByteSize())
@@ -68,7 +68,6 @@ def plain_export(real_width_model, tmp_path, monkeypatch):
         assert main(["export", str(real_width_model(arch)), "-o", str(out), "--weights", weights]) == 0
         return out, graph_bytes[0]
 
-    graph_bytes: list[int] = []
     return make
 
 
