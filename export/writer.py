@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+from onnx.external_data_helper import load_external_data_for_tensor
 
 from bitnet_onnx.errors import BitnetOnnxError
 from bitnet_onnx.io import atomic_folder, check_apart, check_input_file, check_replaceable_folder
@@ -57,7 +58,7 @@ class WeightFile:
             return False
         offset = self._file.tell()
         self._file.write(array.reshape(-1).view(np.uint8))  # bytes of any dtype (ml_dtypes' have no buffer format)
-        tensor.data_location = onnx.TensorProto.EXTERNAL
+        tensor.data_location = onnx.TensorProto.EXTERNAL  # by hand: onnx's set_external_data wants raw_data set
         for key, value in (("location", EXTERNAL_DATA_NAME), ("offset", offset), ("length", array.nbytes)):
             entry = tensor.external_data.add()
             entry.key, entry.value = key, str(value)
@@ -69,13 +70,8 @@ class WeightFile:
         file's tensors back into the graph and removes it."""
         if weight_bytes > EXTERNAL_DATA_THRESHOLD:
             return
-        data = self.path.read_bytes()  # at most EXTERNAL_DATA_THRESHOLD
-        for tensor in self._tensors:
-            where = {entry.key: entry.value for entry in tensor.external_data}
-            start = int(where["offset"])
-            tensor.raw_data = data[start:start + int(where["length"])]
-            del tensor.external_data[:]
-            tensor.data_location = onnx.TensorProto.DEFAULT
+        for tensor in self._tensors:  # at most EXTERNAL_DATA_THRESHOLD in all
+            load_external_data_for_tensor(tensor, str(self.path.parent))
         self.path.unlink()
 
 
