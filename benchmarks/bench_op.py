@@ -35,7 +35,9 @@ baselines are shown against the peak of the op's default path here (its multiply
 ... by the library's dispatch), the int8 unit MLAS picks too. GOP/s counts 2*M*K*N.
 "x mul" = over the -mul variant of the same ISA (run with --family ... mul); "x best" (plain i2s-<isa> rows,
 with every family forced too) = the fastest forced family's time over the op's own choice's: 1.00 when the
-measured choice is the fastest, 0.97 when it is 3% slower.
+measured choice is the fastest, 0.97 when it is 3% slower. "x pick" (--projections: one shape per row) = the
+same for the family the op picked, timed forced in the same rounds: the pick's quality without the noise of the
+op's own row (which runs that family's kernel too, after a table lookup per call).
 
 Method: inter_op 1, sequential execution, intra_op = each of --threads, IOBinding into preallocated
 outputs. A round runs every (model, M, variant) once: warm-up runs, then timed runs, keeping the
@@ -485,6 +487,9 @@ def main() -> int:
                         # the op's own choice against the fastest family forced (every one of the ISA's was run)
                         "x_best": (min(med[f] for f in forced) / s
                                    if v.family in CHOSEN and forced and all(f in med for f in forced) else None),
+                        # the same for the family the op picked, timed forced beside it: the pick's quality
+                        # without the op row's own noise (filled in below, once the picks are known)
+                        "x_pick": None,
                         "x_first_threads": one_thread[v.label] / s,
                         # M=1 reads every packed weight once: time over streaming them at L3 bandwidth
                         "x_l3_floor": (s / (packed_weight_bytes(model) / (stream[model] * 1e9))
@@ -501,11 +506,13 @@ def main() -> int:
         "stream_gbs": stream,
         "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
     }
-    print_table(header, results, args.threads)
     # what the plain i2s-<isa> rows ran: the families the op measured in this process, per shape and M range
     from bitnet_onnx import customops
 
-    header["measured_families"] = [shape.describe() for shape in customops.dispatch().measured]
+    measured = customops.dispatch().measured
+    header["measured_families"] = [shape.describe() for shape in measured]
+    fill_picks(results, measured)
+    print_table(header, results, args.threads)
     print("\n# the op's measured family choices (plain i2s-<isa> rows; docs/op.md, \"Kernel families\"):")
     for line in header["measured_families"]:
         print(f"#   {line}")
@@ -513,6 +520,32 @@ def main() -> int:
         with open(args.json, "w") as f:
             json.dump({"header": header, "results": results}, f, indent=1)
     return 0
+
+
+def picked_family(measured, isa: str, model: str, m: int) -> str | None:
+    """The family the op's measured choice runs for M tokens of a --projections row (one shape), None when it
+    measured none for it (or the row holds several shapes)."""
+    if len(MODELS[model]) != 1:
+        return None
+    _, k, n = MODELS[model][0]
+    return next((shape.runs for shape in measured if shape.isa == isa and shape.n == n and shape.k == k
+                 and shape.m_first <= m and (shape.m_last is None or m <= shape.m_last)), None)
+
+
+def fill_picks(results: list[dict], measured) -> None:
+    """x_pick of the op's own rows (plain i2s-<isa>, --projections): the fastest forced family's time over the
+    forced row of the family the op picked, both from the same interleaved rounds: 1.00 when it picked the fastest.
+    x_best times the op's own row instead, which adds that row's noise to the pick's quality."""
+    by_cell = {(r["model"], r["variant"], r["threads"], r["m"]): r["ms"] for r in results}
+    for r in results:
+        if r["x_best"] is None:
+            continue
+        norm = "+norm" if r["variant"].endswith("+norm") else ""
+        isa = r["variant"].removeprefix("i2s-").removesuffix(norm)
+        family = picked_family(measured, isa, r["model"], r["m"])
+        picked = by_cell.get((r["model"], f"i2s-{isa}-{family}{norm}", r["threads"], r["m"])) if family else None
+        if picked:
+            r["x_pick"] = r["x_best"] * r["ms"] / picked
 
 
 def check_outputs(variants: list[Variant], inputs, models: list[str]) -> dict:
@@ -556,15 +589,15 @@ def print_table(header: dict, results: list[dict], threads: list[int]) -> None:
     print()
     multi = len(threads) > 1
     extra = f" x {threads[0]} thr |" if multi else ""
-    print(f"| model | variant | thr | M | ms | GOP/s | % its peak | x DQMM | x fp32 | x mul | x best |{extra} x floor "
-          "| rel. err |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|" + ("---|" if multi else "") + "---|---|")
+    print(f"| model | variant | thr | M | ms | GOP/s | % its peak | x DQMM | x fp32 | x mul | x best | x pick |{extra} "
+          "x floor | rel. err |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|" + ("---|" if multi else "") + "---|---|")
     fmt = lambda v, spec: "-" if v is None else format(v, spec)  # noqa: E731
     for r in results:
         pct = None if r["peak_fraction"] is None else 100 * r["peak_fraction"]
         cols = [r["model"], r["variant"], str(r["threads"]), str(r["m"]), f"{r['ms']:.3f}", f"{r['gops']:.0f}",
                 fmt(pct, ".0f"), fmt(r["x_dqmm"], ".2f"), fmt(r["x_fp32"], ".2f"), fmt(r.get("x_mul"), ".2f"),
-                fmt(r.get("x_best"), ".2f")]
+                fmt(r.get("x_best"), ".2f"), fmt(r.get("x_pick"), ".2f")]
         if multi:
             cols.append(f"{r['x_first_threads']:.2f}")
         cols.append(fmt(r["x_l3_floor"], ".2f"))
