@@ -545,7 +545,8 @@ def fill_picks(results: list[dict], measured) -> None:
         family = picked_family(measured, isa, r["model"], r["m"])
         picked = by_cell.get((r["model"], f"i2s-{isa}-{family}{norm}", r["threads"], r["m"])) if family else None
         if picked:
-            r["x_pick"] = r["x_best"] * r["ms"] / picked
+            fastest = r["x_best"] * r["ms"]  # the fastest forced family's ms (x_best = fastest / this row's ms)
+            r["x_pick"] = fastest / picked
 
 
 def check_outputs(variants: list[Variant], inputs, models: list[str]) -> dict:
