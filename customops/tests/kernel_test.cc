@@ -35,6 +35,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cinttypes>
 #include <cstdarg>
 #include <cmath>
@@ -725,6 +726,47 @@ void check_measured_driver(bitnet_onnx::Isa isa, const Vectors& v, const std::ve
     check_driver_y(driver_y(isa, nullptr, v, threads), want, tag + fmt(" measured driver call %d", call));
 }
 
+// A trial's clock (driver.cc): with every job on the calling thread, the time the caller spends off the CPU
+// (another process's turn on the core, a container's quota running out) must not count. A 1-thread pool sleeps
+// kStall before the jobs of the base family's trials: its best time must stay far below kStall (by the wall
+// clock it would be above it, and the choice would fall to another family).
+constexpr auto kStall = std::chrono::milliseconds(40);
+struct StallingPool {
+  bool stall = false;
+  static void run(void* self, void (*job)(void*, size_t), size_t count, void* arg) {
+    if (static_cast<StallingPool*>(self)->stall) std::this_thread::sleep_for(kStall);
+    for (size_t i = 0; i < count; ++i) job(arg, i);
+  }
+};
+
+void check_trials_count_the_callers_cpu_time() {
+  namespace i2s = bitnet_onnx::i2s;
+  const bitnet_onnx::Isa isa = bitnet_onnx::select_isa(nullptr, nullptr)->isa;  // this CPU's default path
+  std::vector<i2s::Family> turns;  // the candidates in table order: who runs each turn of kTurnCalls calls
+  for (i2s::Family f = 0; f < i2s::kFamilyCount; ++f)
+    if (i2s::family_kernel(f, isa)) turns.push_back(f);
+  const int64_t m = 1, k = 1024, n = 777;  // a shape no other check measures; several jobs: the pool runs them
+  std::vector<int8_t> t(static_cast<size_t>(n * k));
+  for (size_t i = 0; i < t.size(); ++i) t[i] = static_cast<int8_t>((i * 5 + i / 7) % 3) - 1;
+  const std::vector<uint8_t> w = i2s_of(t, n, k);
+  std::vector<float> x(static_cast<size_t>(m * k)), y(static_cast<size_t>(m * n));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(static_cast<int>(i % 17) - 8);
+  i2s::Call call;
+  call.x = x.data(), call.m = m, call.k = k, call.n = n, call.s_w = 1.0f, call.y = y.data();
+  StallingPool pool;
+  i2s::MatMul matmul(isa, nullptr);
+  matmul.set_weights(w.data(), n, k);
+  for (int c = 0; c < static_cast<int>(turns.size()) * i2s::kTrialsPerFamily; ++c) {
+    pool.stall = turns[static_cast<size_t>(c / i2s::kTurnCalls) % turns.size()] == i2s::kBaseFamily;
+    matmul.run(call, i2s::ParallelFor{&pool, StallingPool::run});
+  }
+  const double base_ns = i2s::measured_choice().best_ns_per_token(isa, m, k, n, i2s::kBaseFamily);
+  const double stall_ns = std::chrono::duration<double, std::nano>(kStall).count();
+  report(i2s::measured_choice().chosen(isa, m, k, n) >= 0 && base_ns > 0 && base_ns < stall_ns / 2,
+         std::string("measured choice on ") + bitnet_onnx::isa_table()[isa].name + ", trials stalled off the CPU",
+         fmt("the base family's best trial took %.0f ns per token; the pool slept %.0f ns before each", base_ns, stall_ns));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -810,6 +852,7 @@ int main(int argc, char** argv) {
   }
   check_family_rules();
   check_measured_choice();
+  check_trials_count_the_callers_cpu_time();
   check_shared_layouts();
 
   std::vector<Vectors> cases(files.size());

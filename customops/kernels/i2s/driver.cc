@@ -4,8 +4,10 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <ctime>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "measured_choice.h"
@@ -44,6 +46,9 @@ struct Job {
   float* a;
   int32_t* qsum;
   std::atomic<bool> failed{false};
+  // a trial's clock (MatMul::run): whether a dot job ran on a thread other than the caller's
+  std::thread::id caller;
+  std::atomic<bool> left_caller{false};
 };
 
 void quantize_job(void* p, size_t i) {
@@ -56,6 +61,7 @@ void quantize_job(void* p, size_t i) {
 // Job index -> (n tile, m tile), n outer: consecutive jobs on one thread reuse a weight tile.
 void dot_job(void* p, size_t i) {
   Job& job = *static_cast<Job*>(p);
+  if (std::this_thread::get_id() != job.caller) job.left_caller.store(true, std::memory_order_relaxed);
   const I2SKernel& kern = *job.kernel;
   const int64_t ti = static_cast<int64_t>(i);
   const int64_t m0 = (ti % job.tiles_m) * job.tile_m, m1 = std::min(job.m, m0 + job.tile_m);
@@ -90,6 +96,13 @@ void dot_job(void* p, size_t i) {
     const int32_t* sr = sums.data() + (r - m0) * ld;
     for (int64_t c = 0; c < ld; ++c) yr[c] = simd::scale_sum(sr[c], a, job.s_w);
   }
+}
+
+// The calling thread's CPU time, in seconds.
+double thread_cpu_seconds() {
+  timespec t;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
 }
 
 // `count` jobs on the pool, or inline when there is one (no pool round trip at M = 1).
@@ -231,11 +244,18 @@ void MatMul::run(const Call& call, const ParallelFor& pool) const {
   const I2SKernel* kernel = candidates_.kernel[family];
 
   // A trial times the family's own part of the call: packing a runtime W and the dot (the
-  // quantization is the same whichever family runs). Other calls read no clock.
+  // quantization is the same whichever family runs). Other calls read no clock. When every dot job
+  // ran on the calling thread (a 1-thread session), the trial is the caller's CPU time: what the
+  // family's work took, with whatever else the host ran meanwhile left out (another process's turn
+  // on the core, a container's CPU quota running out); with jobs on other threads, the wall clock,
+  // since the call lasts until its slowest thread is done.
   using Clock = std::chrono::steady_clock;
   const auto now = [&pick] { return pick.timed ? Clock::now() : Clock::time_point{}; };
+  const auto cpu_now = [&pick] { return pick.timed ? thread_cpu_seconds() : 0.0; };
   Clock::duration family_time{};
+  double family_cpu = 0;
   Clock::time_point started = now();
+  double cpu_started = cpu_now();
   AlignedBytes w_rt;
   const uint8_t* packed = packed_[packed_in_[family]].data();
   if (call.w_i2s) {
@@ -243,6 +263,7 @@ void MatMul::run(const Call& call, const ParallelFor& pool) const {
     packed = w_rt.data();
   }
   family_time += now() - started;
+  family_cpu += cpu_now() - cpu_started;
 
   // Uninitialized (quantize writes every element).
   std::unique_ptr<int8_t[]> q(new int8_t[static_cast<size_t>(m * k)]);
@@ -270,14 +291,18 @@ void MatMul::run(const Call& call, const ParallelFor& pool) const {
   job.tiles_n = tiles(n, job.tile_n);
   job.s_w = call.s_w;
   job.y = call.y;
+  job.caller = std::this_thread::get_id();
 
   run_jobs(pool, quantize_job, static_cast<size_t>(tiles(m, kQuantRowsPerJob)), job);
   started = now();
+  cpu_started = cpu_now();
   run_jobs(pool, dot_job, static_cast<size_t>(job.tiles_m * job.tiles_n), job);
   family_time += now() - started;
+  family_cpu += cpu_now() - cpu_started;
   if (job.failed) throw std::bad_alloc();  // a trial that fails is never recorded: its shape runs the base family
   if (pick.timed)
-    measured_choice().record(candidates_, isa_, m, k, n, family, std::chrono::duration<double>(family_time).count());
+    measured_choice().record(candidates_, isa_, m, k, n, family,
+                             job.left_caller ? std::chrono::duration<double>(family_time).count() : family_cpu);
 }
 
 }  // namespace bitnet_onnx::i2s

@@ -56,6 +56,12 @@ Family MeasuredChoice::chosen(Isa isa, int64_t m, int64_t k, int64_t n) const {
   return found == entries_.end() ? -1 : found->second.chosen;
 }
 
+double MeasuredChoice::best_ns_per_token(Isa isa, int64_t m, int64_t k, int64_t n, Family family) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto found = entries_.find(key_of(isa, m, k, n));
+  return found == entries_.end() || found->second.done[family] == 0 ? -1 : found->second.best_per_token[family];
+}
+
 std::string MeasuredChoice::json() const {
   std::lock_guard<std::mutex> lock(mutex_);
   std::string out = "[";

@@ -48,12 +48,16 @@ class MeasuredChoice {
   // trial, whose time the caller hands to record().
   FamilyPick pick(const Candidates& candidates, Isa isa, int64_t m, int64_t k, int64_t n);
 
-  // A timed call's duration; the choice is made once every candidate has kTrialsPerFamily.
+  // A timed call's duration (MatMul::run: the calling thread's CPU time when every job ran on it, else the
+  // wall clock); the choice is made once every candidate has kTrialsPerFamily.
   void record(const Candidates& candidates, Isa isa, int64_t m, int64_t k, int64_t n, Family family,
               double seconds);
 
   // The family chosen for calls like this one; -1 while none is (still measuring, or never run).
   Family chosen(Isa isa, int64_t m, int64_t k, int64_t n) const;
+
+  // The best time per token (ns) `family`'s trials recorded for calls like this one; -1 before its first.
+  double best_ns_per_token(Isa isa, int64_t m, int64_t k, int64_t n, Family family) const;
 
   // Every shape this table measured or is measuring, as a JSON array: {"isa", "n", "k", "m_first",
   // "m_last", "runs" (the chosen family, null while measuring), "trials" and "ns_per_token" (each
