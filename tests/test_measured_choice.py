@@ -126,7 +126,7 @@ def test_a_real_width_export_measures_its_projections_and_embeds_the_same_bits(t
     monkeypatch.delenv(KERNEL_ENV)
     measured = Embedder(folder)
     isa = customops.selected_isa()
-    # a shape one projection of the single Qwen3 layer has meets one call a forward pass: every family's trials
+    # q, o and down have shapes of their own: one call each per forward pass, so a pass per trial of every family
     for call in range(len(_families(isa)) * TRIALS + 2):
         np.testing.assert_array_equal(measured.encode(TEXTS), want, err_msg=f"encode {call}")
     graph = onnx.load(str(folder / Manifest.read(folder).model_file), load_external_data=False).graph
