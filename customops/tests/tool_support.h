@@ -4,11 +4,12 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <ctime>
 #include <map>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "thread_clock.h"
 
 namespace tool_support {
 
@@ -49,12 +50,7 @@ inline std::vector<std::string> split(const std::string& text, char sep = ',') {
   return items;
 }
 
-// CPU time of the calling thread in seconds: on a shared machine, time other processes hold the core
-// is not counted.
-inline double thread_cpu_seconds() {
-  timespec t;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
-}
+// The clock they time with: the calling thread's CPU time (kernels/thread_clock.h, the driver's trial clock too).
+using bitnet_onnx::thread_cpu_seconds;
 
 }  // namespace tool_support

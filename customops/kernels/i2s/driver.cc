@@ -4,7 +4,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
-#include <ctime>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -12,6 +11,7 @@
 
 #include "measured_choice.h"
 #include "simd/vector_math.h"
+#include "thread_clock.h"
 
 namespace bitnet_onnx::i2s {
 namespace {
@@ -96,13 +96,6 @@ void dot_job(void* p, size_t i) {
     const int32_t* sr = sums.data() + (r - m0) * ld;
     for (int64_t c = 0; c < ld; ++c) yr[c] = simd::scale_sum(sr[c], a, job.s_w);
   }
-}
-
-// The calling thread's CPU time, in seconds.
-double thread_cpu_seconds() {
-  timespec t;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
 }
 
 // `count` jobs on the pool, or inline when there is one (no pool round trip at M = 1).
