@@ -40,6 +40,14 @@
 #include "simd/x86.h"
 #include "with_const.h"
 
+// Stage switches and counters for customops/tests/panel_profile.cc, which compiles an ISA's kernel file
+// with its own definitions to time the buffered path with stages left out; in the library every stage
+// runs and nothing is counted.
+#ifndef BITNET_PANEL_RUN
+#define BITNET_PANEL_RUN(stage) true
+#define BITNET_PANEL_COUNT(counter, n) ((void)0)
+#endif
+
 namespace bitnet_onnx::i2s_panel::x86 {
 namespace {
 
@@ -99,6 +107,7 @@ struct PanelDot {
 
   template <int MR, int NG>
   static void emit(I (&acc)[MR][NG], const Dest& d) {
+    if (!BITNET_PANEL_RUN(emit)) return;
     #pragma GCC unroll 16
     for (int t = 0; t < MR; ++t)
       #pragma GCC unroll 16
@@ -144,16 +153,20 @@ struct PanelDot {
   // chunk starts them.
   template <int MR, int NG>
   static void add_widened(I (&sum)[MR][NG], const I (&acc)[MR][NG], bool first) {
+    const bool run = BITNET_PANEL_RUN(widen);  // left out: the chunk's sums copied as they are
     #pragma GCC unroll 16
     for (int t = 0; t < MR; ++t)
       #pragma GCC unroll 16
-      for (int g = 0; g < NG; ++g) sum[t][g] = first ? Ops::widen(acc[t][g]) : V::add32(sum[t][g], Ops::widen(acc[t][g]));
+      for (int g = 0; g < NG; ++g)
+        sum[t][g] = !run ? acc[t][g] : first ? Ops::widen(acc[t][g]) : V::add32(sum[t][g], Ops::widen(acc[t][g]));
   }
 
   // ---- many tokens: codes unpacked once per panel and K block
 
   template <int NG>
   static void unpack_block(const uint8_t* grp, int64_t gstride, int64_t span0, int64_t nspans, uint8_t* buf) {
+    BITNET_PANEL_COUNT(unpacked_bytes, nspans * 4 * NG * V::kBytes);
+    if (!BITNET_PANEL_RUN(unpack)) return;
     const I mask3 = V::bytes(3);
     for (int64_t sp = 0; sp < nspans; ++sp)
       #pragma GCC unroll 16
@@ -174,8 +187,10 @@ struct PanelDot {
       const int64_t u1 = std::min(nquads, u0 + Ops::kChunkQuads);
       I acc[MR][NG];
       clear(acc);
+      BITNET_PANEL_COUNT(steps, MR * NG * (u1 - u0));
+      const int64_t u_end = BITNET_PANEL_RUN(steps) ? u1 : u0;
       #pragma GCC unroll 2  // lets the allocator alternate registers: no accumulator moves
-      for (int64_t u = u0; u < u1; ++u) {
+      for (int64_t u = u0; u < u_end; ++u) {
         I w[NG];
         #pragma GCC unroll 16
         for (int g = 0; g < NG; ++g) w[g] = V::load(buf + (u * NG + g) * V::kBytes);
