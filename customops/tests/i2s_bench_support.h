@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <new>
 #include <random>
 #include <string>
 #include <vector>
@@ -14,6 +15,28 @@
 #include "tool_support.h"
 
 namespace i2s_bench {
+
+// Vectors on 64-byte boundaries, as ONNX Runtime's CPU allocator places tensors: a kernel's aligned paths
+// (whole-line vector stores, streaming stores) run as they run in the op.
+template <class T>
+struct Aligned64 {
+  using value_type = T;
+  Aligned64() = default;
+  template <class U>
+  Aligned64(const Aligned64<U>&) {}
+  T* allocate(size_t n) {
+    void* p = std::aligned_alloc(64, (n * sizeof(T) + 63) / 64 * 64);
+    if (!p) throw std::bad_alloc();
+    return static_cast<T*>(p);
+  }
+  void deallocate(T* p, size_t) { std::free(p); }
+  template <class U>
+  bool operator==(const Aligned64<U>&) const { return true; }
+  template <class U>
+  bool operator!=(const Aligned64<U>&) const { return false; }
+};
+template <class T>
+using AlignedVector = std::vector<T, Aligned64<T>>;
 
 // One item of --shapes, "KxN", into k and n; false (the item named on stderr) unless both are
 // positive and K a multiple of 128 (whole I2_S blocks).

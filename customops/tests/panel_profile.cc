@@ -58,8 +58,9 @@ using tool_support::thread_cpu_seconds;
 struct Problem {
   int64_t m, n, k;
   std::vector<uint8_t> packed;
-  std::vector<float> x, a, y;
-  std::vector<int8_t> q;
+  std::vector<float> x, a;
+  i2s_bench::AlignedVector<float> y;  // 64-byte aligned, as ORT allocates tensors
+  i2s_bench::AlignedVector<int8_t> q;
   std::vector<int32_t> qsum;
 };
 

@@ -84,6 +84,10 @@ struct PanelDot {
     int64_t ld;
     const int32_t* qsum;  // qsum of row i
     typename V::Mask mask[kMaxNg];
+    // Every lane of group j's vector is in the tile: plain loads and stores. AVX2's masked ones
+    // (vpmaskmovd, vmaskmovps) cost a dozen cycles a store on AMD Zen; measured a tenth of the
+    // avx2 kernel's time at M = 128-512 (benchmarks/panel_profile.py).
+    bool whole[kMaxNg];
     bool first, last;  // first / last K block: start from zero / subtract qsum
     const float* a;    // fused epilogue (null: int32 sums): a of row i; out is then float memory
     float s_w;
@@ -96,7 +100,10 @@ struct PanelDot {
     d.out = out + (i - m0) * ld + (g * G - n0);
     d.ld = ld;
     d.qsum = rows.qsum + i;
-    for (int j = 0; j < kMaxNg; ++j) d.mask[j] = j < ng ? V::lane_mask(g + j, n0, n1) : V::no_lanes();
+    for (int j = 0; j < kMaxNg; ++j) {
+      d.mask[j] = j < ng ? V::lane_mask(g + j, n0, n1) : V::no_lanes();
+      d.whole[j] = V::all_lanes(d.mask[j]);
+    }
     d.first = first;
     d.last = last;
     d.a = sc ? sc->a + i : nullptr;
@@ -114,19 +121,41 @@ struct PanelDot {
       for (int g = 0; g < NG; ++g) {
         int32_t* dst = d.out + t * d.ld + g * G;
         I v = acc[t][g];
-        if (!d.first) v = V::add32(v, V::maskload32(dst, d.mask[g]));
+        if (!d.first) v = V::add32(v, d.whole[g] ? V::loadu(dst) : V::maskload32(dst, d.mask[g]));
         if (d.last) v = V::sub32(v, V::dwords(d.qsum[t]));
         float* y = reinterpret_cast<float*>(dst);
-        if (d.last && d.a && d.stream && V::all_lanes(d.mask[g]) && reinterpret_cast<uintptr_t>(dst) % V::kBytes == 0)
-          V::stream_ps(y, simd::scale_sums<V>(v, d.a[t], d.s_w));
-        else if (d.last && d.a)
-          V::maskstore_ps(y, d.mask[g], simd::scale_sums<V>(v, d.a[t], d.s_w));
-        else
+        if (d.last && d.a) {
+          const typename V::F f = simd::scale_sums<V>(v, d.a[t], d.s_w);
+          if (d.stream && d.whole[g] && reinterpret_cast<uintptr_t>(dst) % V::kBytes == 0)
+            V::stream_ps(y, f);
+          else if (d.whole[g])
+            V::storeu_ps(y, f);
+          else
+            V::maskstore_ps(y, d.mask[g], f);
+        } else if (d.whole[g]) {
+          V::storeu(dst, v);
+        } else {
           V::maskstore32(dst, d.mask[g], v);
+        }
       }
   }
 
   static I bcast(const int8_t* p) { return V::dwords(load_quad(p)); }
+
+  // The lines emit() will write, fetched for writing while the K loop runs (not those it will stream
+  // out). Each line of the output is written once per K block, rows ld apart, which the hardware
+  // prefetchers do not fetch ahead: the stores missed at the end of the call and, waiting in the store
+  // buffer, held up the next call's loads of the same 4 KB offsets (rows 4 KB apart alias the code
+  // buffer's). Measured on Zen 4 (benchmarks/panel_profile.py, 64-byte aligned outputs as ORT's):
+  // emit() from 10-20% of the avx512vnni kernel's time at M = 128-512 to 2-6%.
+  template <int MR, int NG>
+  static void prefetch_dest(const Dest& d) {
+    constexpr int kGroupsPerLine = 64 / V::kBytes > 1 ? 64 / V::kBytes : 1;
+    #pragma GCC unroll 16
+    for (int t = 0; t < MR; ++t)
+      #pragma GCC unroll 16
+      for (int g = 0; g < NG; g += kGroupsPerLine) __builtin_prefetch(d.out + t * d.ld + g * G, 1, 3);
+  }
 
   // ---- a register tile of R x NG accumulators
 
@@ -182,6 +211,7 @@ struct PanelDot {
 
   template <int MR, int NG>
   static void micro_buffered(const uint8_t* buf, int64_t nquads, const int8_t* q, int64_t ldq, const Dest& d) {
+    if (!(d.last && d.stream)) prefetch_dest<MR, NG>(d);
     I sum[MR][NG];
     for (int64_t u0 = 0; u0 < nquads; u0 += Ops::kChunkQuads) {
       const int64_t u1 = std::min(nquads, u0 + Ops::kChunkQuads);
