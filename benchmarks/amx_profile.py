@@ -24,60 +24,23 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import hashlib
-import os
 import platform
-import re
-import shutil
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import stage_profiles  # noqa: E402
 from bench_op import MODELS  # noqa: E402
 
 from bitnet_onnx.bench.host import cpu_name  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
 STAGES = ["quantize", "decode", "pack", "tiles", "epilogue"]
-
-
-def build(folder: Path) -> Path:
-    """Configures and builds the amx_profile target in `folder`; returns the executable."""
-    cmake, ninja = shutil.which("cmake", path=_tool_path()), shutil.which("ninja", path=_tool_path())
-    if not cmake or not ninja:
-        sys.exit("amx_profile: cmake and ninja are needed (pip install cmake ninja)")
-    for cmd in ([cmake, "-S", str(REPO / "customops" / "tests"), "-B", str(folder), "-G", "Ninja",
-                 f"-DCMAKE_MAKE_PROGRAM={ninja}", "-DCMAKE_BUILD_TYPE=Release"],
-                [ninja, "-C", str(folder), "amx_profile"]):
-        res = subprocess.run(cmd, capture_output=True, text=True)
-        if res.returncode != 0:
-            sys.exit(f"{' '.join(cmd)} failed:\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}")
-    return folder / "amx_profile"
-
-
-def _tool_path() -> str:
-    return os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
-
-
-LINE = re.compile(r"K=(\d+) N=(\d+) M=(\d+) (.*)")
 
 
 def run(exe: Path, shapes: list[tuple[int, int]], ms: list[int], reps: int, min_seconds: float):
     """(peak GOP/s, {(k, n, m): {field: value}}) from one run of the profiler."""
-    cmd = [str(exe), "--shapes", ",".join(f"{k}x{n}" for k, n in shapes), "--m", ",".join(map(str, ms)),
-           "--reps", str(reps), "--min-seconds", str(min_seconds)]
-    res = subprocess.run(cmd, capture_output=True, text=True)
-    if res.returncode != 0:
-        sys.exit(f"{' '.join(cmd)} failed ({res.returncode}):\n{res.stdout[-2000:]}{res.stderr[-2000:]}")
-    peak, cells = None, {}
-    for line in res.stdout.splitlines():
-        if line.startswith("peak tdpbssd"):
-            peak = float(line.split()[2])
-        elif (match := LINE.match(line)):
-            k, n, m = map(int, match.groups()[:3])
-            cells[(k, n, m)] = {key: float(value) for key, value in (f.split("=") for f in match.group(4).split())}
+    free, cells, _ = stage_profiles.run(exe, shapes, ms, reps, min_seconds)
+    peak = next(float(line.split()[2]) for line in free if line.startswith("peak tdpbssd"))
     return peak, cells
 
 
@@ -111,8 +74,7 @@ def main() -> int:
     args = parser.parse_args()
     if platform.machine() not in ("x86_64", "AMD64"):
         sys.exit("amx_profile: x86-64 with AMX-INT8 only")
-    folder = args.build or Path(tempfile.gettempdir()) / f"bitnet_onnx_amx_profile-{hashlib.sha256(str(REPO).encode()).hexdigest()[:12]}"
-    exe = build(folder)
+    exe = stage_profiles.build(args.build or stage_profiles.default_build_folder("amx_profile"), ["amx_profile"]) / "amx_profile"
     shapes = sorted({(k, n) for model in args.models for _, k, n in MODELS[model]})
     peak, cells = run(exe, shapes, args.m, args.reps, args.min_seconds)
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")

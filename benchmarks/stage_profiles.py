@@ -1,0 +1,64 @@
+"""What the kernel stage profilers share (amx_profile.py, panel_profile.py): building their programs of
+customops/tests/ (the kernel's own source compiled with its stage switches) and reading their output.
+
+A program prints free lines (its header: the kernel, a peak it measured) and one line per (K, N, M):
+`K=<k> N=<n> M=<m> field=value ...` (times in microseconds, counters), plus bare words for flags
+("direct"). Not a benchmark of its own: run one of the scripts above.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+CELL = re.compile(r"K=(\d+) N=(\d+) M=(\d+) (.*)")
+
+
+def default_build_folder(name: str) -> Path:
+    """The CMake build folder of one profiler, under the temp folder, per checkout."""
+    return Path(tempfile.gettempdir()) / f"bitnet_onnx_{name}-{hashlib.sha256(str(REPO).encode()).hexdigest()[:12]}"
+
+
+def build(folder: Path, targets: list[str]) -> Path:
+    """Configures customops/tests in `folder` and builds `targets`; returns the folder of the executables."""
+    cmake, ninja = shutil.which("cmake", path=_tool_path()), shutil.which("ninja", path=_tool_path())
+    if not cmake or not ninja:
+        sys.exit("cmake and ninja are needed (pip install cmake ninja)")
+    for cmd in ([cmake, "-S", str(REPO / "customops" / "tests"), "-B", str(folder), "-G", "Ninja",
+                 f"-DCMAKE_MAKE_PROGRAM={ninja}", "-DCMAKE_BUILD_TYPE=Release"],
+                [ninja, "-C", str(folder), *targets]):
+        res = subprocess.run(cmd, capture_output=True, text=True)
+        if res.returncode != 0:
+            sys.exit(f"{' '.join(cmd)} failed:\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}")
+    return folder
+
+
+def _tool_path() -> str:
+    return os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+
+
+def run(exe: Path, shapes: list[tuple[int, int]], ms: list[int], reps: int, min_seconds: float,
+        check: bool = True) -> tuple[list[str], dict, subprocess.CompletedProcess]:
+    """(the program's free lines, {(k, n, m): {field: value, flag: True}}, the process) of one run; exits on
+    failure when `check`."""
+    cmd = [str(exe), "--shapes", ",".join(f"{k}x{n}" for k, n in shapes), "--m", ",".join(map(str, ms)),
+           "--reps", str(reps), "--min-seconds", str(min_seconds)]
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    if check and res.returncode != 0:
+        sys.exit(f"{' '.join(cmd)} failed ({res.returncode}):\n{res.stdout[-2000:]}{res.stderr[-2000:]}")
+    free, cells = [], {}
+    for line in res.stdout.splitlines():
+        if (match := CELL.match(line)):
+            k, n, m = map(int, match.groups()[:3])
+            cells[(k, n, m)] = {key: float(value) if sep else True
+                                for key, sep, value in (f.partition("=") for f in match.group(4).split())}
+        else:
+            free.append(line)
+    return free, cells, res
