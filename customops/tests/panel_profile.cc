@@ -11,10 +11,12 @@
 //
 // Prints one line per (K, N, M): median microseconds of the whole call (quantize + every job of the driver's
 // grid) and of the call without each stage, the step instructions per call (vpdpbusd, or vpmaddubsw +
-// vpaddw), the bytes of codes unpacked per call over the packed panel's codes as bytes, the job count, and
+// vpaddw) and the multiply-adds they make (padding rows included), the bytes of codes unpacked per call over
+// the panel's codes as bytes, the job count, and
 // "direct" where the call took the few-token path, which has no separate stages (its unpack is in registers).
 // Before timing, the profiled kernel's output is checked bit for bit against the library's kernel of the
-// same name: the switches must not change what the kernel computes.
+// same name: the switches must not change what the kernel computes. Exit 3 where this CPU does not run the
+// ISA.
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
@@ -103,16 +105,18 @@ std::vector<Variant> variants() {
   return v;
 }
 
-// The profiled kernel's y against the library's kernel of the same name on the same problem, bit for bit.
-bool same_as_library(const I2SKernel& profiled, const std::vector<uint8_t>& i2s, Problem& p) {
+// The library's kernel of the profiled one's name; null (and why, on stderr) where this CPU does not run it.
+const I2SKernel* library_kernel(const I2SKernel& profiled) {
   std::string err;
   bitnet_onnx::Isa isa;
   bitnet_onnx::i2s::Family family;
   const I2SKernel* library = bitnet_onnx::i2s::kernel_named(profiled.name, &isa, &family, &err);
-  if (!library) {
-    std::fprintf(stderr, "panel_profile: %s\n", err.c_str());
-    return false;
-  }
+  if (!library) std::fprintf(stderr, "panel_profile: %s\n", err.c_str());
+  return library;
+}
+
+// The profiled kernel's y against the library's kernel on the same problem, bit for bit.
+bool same_as_library(const I2SKernel& profiled, const I2SKernel* library, const std::vector<uint8_t>& i2s, Problem& p) {
   Problem ref = p;
   ref.packed.assign(library->packed_bytes(p.n, p.k), 0);
   library->repack(i2s.data(), p.n, p.k, ref.packed.data());
@@ -134,6 +138,8 @@ int main(int argc, char** argv) {
   const int reps = flags.integer("--reps");
   const double min_seconds = flags.real("--min-seconds");
   const I2SKernel& kern = *bitnet_onnx::i2s::mul::panel_profiled_kernel();
+  const I2SKernel* library = library_kernel(kern);
+  if (!library) return 3;
   std::printf("kernel %s\n", kern.name);
   std::mt19937 rng(0);
   const std::vector<Variant> all = variants();
@@ -157,7 +163,7 @@ int main(int argc, char** argv) {
       p.qsum.resize(static_cast<size_t>(p.m));
       p.y.resize(static_cast<size_t>(p.m * p.n));
       g_stages = PanelStages{};
-      if (!same_as_library(kern, i2s, p)) return 1;
+      if (!same_as_library(kern, library, i2s, p)) return 1;
       g_counts = PanelCounters{};
       double t0 = thread_cpu_seconds();
       call(kern, p, true);
@@ -179,10 +185,11 @@ int main(int argc, char** argv) {
         std::sort(times[v].begin(), times[v].end());
         std::printf(" %s=%.2f", all[v].name, times[v][times[v].size() / 2] * 1e6);
       }
-      const int64_t codes = static_cast<int64_t>(kern.packed_bytes(p.n, p.k)) * 4;  // one byte per code of the panel
-      std::printf(" steps=%" PRId64 " unpacked_over_codes=%.2f jobs=%" PRId64 "%s\n", per_call.steps,
-                  static_cast<double>(per_call.unpacked_bytes) / static_cast<double>(codes), jobs_of(kern, p.m, p.n),
-                  direct ? " direct" : "");
+      // the panel's codes, one byte each when unpacked: padded rows x K
+      const int64_t codes = static_cast<int64_t>(kern.packed_bytes(p.n, p.k)) * 4;
+      std::printf(" steps=%" PRId64 " macs=%" PRId64 " unpacked_over_codes=%.2f jobs=%" PRId64 "%s\n", per_call.steps,
+                  p.m * codes, static_cast<double>(per_call.unpacked_bytes) / static_cast<double>(codes),
+                  jobs_of(kern, p.m, p.n), direct ? " direct" : "");
       std::fflush(stdout);
     }
   }

@@ -1,5 +1,5 @@
 // AVX2 kernel (no VNNI): the 8-row panel layout, dot() from i2s_panel/x86_dot.h's PanelDot with its
-// Avx2Ops (vpmaddubsw + vpaddw, widened every 32 quads), the quantizer from x86_quantize.h. Compiled
+// Avx2Ops (vpmaddubsw + vpaddw, widened every 64 quads), the quantizer from x86_quantize.h. Compiled
 // with -mavx2 -mfma -mf16c only; selected at run time by dispatch.cc.
 #pragma GCC diagnostic ignored "-Wuninitialized"  // GCC 12 intrinsic headers (bug 105593)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
