@@ -1,7 +1,8 @@
 """Where the multiply SIMD kernels' time goes (issue 40): avx512vnni, avxvnni, avx2, stage by stage, on one thread.
 
-Builds customops/tests/panel_profile.cc, one program per ISA (CMake targets panel_profile_<isa>: the ISA's
-kernel file, i2s/mul/<isa>.cc, compiled with its own flags and the panel's stage switches) and runs each on
+Builds customops/tests/panel_profile.cc, one program per ISA whose multiply kernel is the panel's (CMake target
+panel_profiles: panel_profile_<isa>, the ISA's kernel file, i2s/mul/<isa>.cc, compiled with its own flags and
+the panel's stage switches) and runs each on
 the 7 projections of one layer of each model of bench_op.py (MODELS), then sums the projections per (ISA,
 model, M), as bench_op.py's rows do. A stage's cost is what it adds to the call: the whole call's time minus
 the call's time with that stage left out (CPU time of the thread, median of interleaved repetitions), so the
@@ -37,7 +38,6 @@ from bench_op import MODELS, OP_NAME, run_peak_loop  # noqa: E402
 
 from bitnet_onnx.bench.host import cpu_name  # noqa: E402
 
-ISAS = ["avx512vnni", "avxvnni", "avx2"]  # the multiply kernels over i2s_panel/x86_dot.h, widest first
 STAGES = ["quantize", "unpack", "steps", "widen", "emit"]
 NOT_RUN_HERE = 3  # panel_profile's exit code where this CPU does not run the ISA
 
@@ -67,7 +67,8 @@ def table(isa: str, model: str, peak: float, cells: dict, ms: list[int]) -> list
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--isa", nargs="+", choices=ISAS, default=ISAS, help="default: every one this CPU runs")
+    parser.add_argument("--isa", nargs="+", help="of the panel kernels' ISAs (avx512vnni, avxvnni, avx2; default: every "
+                        "one this CPU runs)")
     parser.add_argument("--models", nargs="+", choices=list(MODELS), default=list(MODELS))
     parser.add_argument("--m", type=int, nargs="+", default=[16, 128, 512, 2048])
     parser.add_argument("--reps", type=int, default=7, help="interleaved repetitions (default 7); the median is kept")
@@ -76,14 +77,16 @@ def main() -> int:
     args = parser.parse_args()
     if platform.machine() not in ("x86_64", "AMD64"):
         sys.exit("panel_profile: x86-64 only (the panel kernels are the x86 multiply kernels)")
-    folder = stage_profiles.build(args.build or stage_profiles.default_build_folder("panel_profile"),
-                                  [f"panel_profile_{isa}" for isa in args.isa])
+    folder = stage_profiles.build(args.build or stage_profiles.default_build_folder("panel_profile"), ["panel_profiles"])
+    isas = stage_profiles.panel_isas(folder)
+    if unknown := set(args.isa or []) - set(isas):
+        sys.exit(f"panel_profile: --isa {' '.join(sorted(unknown))}: not a panel kernel's ISA (those: {', '.join(isas)})")
     shapes = sorted({(k, n) for model in args.models for _, k, n in MODELS[model]})
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     print(f"# multiply kernels' stages, 1 thread, CPU time | CPU: {cpu_name()} | {date}")
     print(f"# {args.reps} interleaved repetitions, median | command: python {' '.join(sys.argv)}")
     rows, notes = [], []
-    for isa in args.isa:
+    for isa in args.isa or isas:
         peak, what = run_peak_loop(OP_NAME, isa)
         _, cells, res = stage_profiles.run(folder / f"panel_profile_{isa}", shapes, args.m, args.reps, args.min_seconds,
                                            check=False)

@@ -1,7 +1,7 @@
 """What the kernel stage profilers share (amx_profile.py, panel_profile.py): building their programs of
 customops/tests/ (the kernel's own source compiled with its stage switches) and reading their output.
 
-A program prints free lines (its header: the kernel, a peak it measured) and one line per (K, N, M):
+A program prints free lines (its header: the kernel, a peak it measured, `name=value` facts) and one line per (K, N, M):
 `K=<k> N=<n> M=<m> field=value ...` (times in microseconds, counters), plus bare words for flags
 ("direct"). Not a benchmark of its own: run one of the scripts above.
 """
@@ -38,6 +38,12 @@ def build(folder: Path, targets: list[str]) -> Path:
         if res.returncode != 0:
             sys.exit(f"{' '.join(cmd)} failed:\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}")
     return folder
+
+
+def panel_isas(folder: Path) -> list[str]:
+    """The ISAs with a panel_profile_<isa> program in a build of the target panel_profiles, widest first (the
+    kernels' list I2S_PANEL_ISAS, customops/kernels/i2s/CMakeLists.txt, as the build wrote it)."""
+    return (folder / "panel_profile_isas.txt").read_text().strip().split(";")
 
 
 def _tool_path() -> str:

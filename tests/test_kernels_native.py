@@ -259,33 +259,33 @@ def test_avxvnni_code_as_evex(vectors):
     assert "runtime error" not in res.stderr and "AddressSanitizer" not in res.stderr, res.stderr[-6000:]
 
 
-# The multiply SIMD kernels' stage profiler (customops/tests/panel_profile.cc, run by benchmarks/panel_profile.py):
-# ISA -> rows per panel group (the vector's int32 lanes)
-PANEL_ISAS = {"avx512vnni": 16, "avxvnni": 8, "avx2": 8}
-
-
 @pytest.mark.skipif(not ON_X86, reason="the panel kernels are the x86 multiply kernels")
 def test_panel_profile_times_the_stages_of_the_library_kernel():
-    """Each ISA's program on Gemma3-270M's 7 projections: it checks its kernel bit for bit against the
-    library's (exit 1 otherwise), counts exactly one step per token, panel group and quad, unpacks the panel
-    once per job row, reports the few-token path as such, and panel_profile.py tabulates what it prints; on
-    a CPU without the ISA it says so (exit 3). avxvnni on Zen 4/5 from the EVEX build, as test_avxvnni_code_as_evex."""
+    """Each panel ISA's stage profiler (customops/tests/panel_profile.cc, run by benchmarks/panel_profile.py) on
+    Gemma3-270M's 7 projections: it checks its kernel bit for bit against the library's (exit 1 otherwise),
+    counts exactly one step per token, panel group and quad, unpacks the panel once per job row, reports the
+    few-token path as such, and panel_profile.py tabulates what it prints; on a CPU without the ISA it says so
+    (exit 3). avxvnni on Zen 4/5 from the EVEX build, as test_avxvnni_code_as_evex."""
     sys.path.insert(0, str(REPO / "benchmarks"))
     import panel_profile
     import stage_profiles
 
-    builds = {"native": _build("native", targets=tuple(f"panel_profile_{isa}" for isa in PANEL_ISAS))}
+    builds = {"native": _build("native", targets=("panel_profiles",))}
     if AVXVNNI_BY_EVEX_ONLY:
-        builds["avxvnni"] = _build("avxvnni-evex", "-DBITNET_ONNX_AVXVNNI_AS_EVEX=ON", targets=("panel_profile_avxvnni",))
+        builds["avxvnni"] = _build("avxvnni-evex", "-DBITNET_ONNX_AVXVNNI_AS_EVEX=ON", targets=("panel_profiles",))
+    isas = stage_profiles.panel_isas(builds["native"])
+    assert {"avx2", "avx512vnni"} <= set(isas), isas
     shapes = [(k, n) for _, k, n in panel_profile.MODELS["gemma3"]]
     ms = [4, 16, 301]  # the direct path; the buffered one, one job row and two (tile_m = 256) with a token tail
-    for isa, rows_per_group in PANEL_ISAS.items():
+    for isa in isas:
         exe = builds.get(isa, builds["native"]) / f"panel_profile_{isa}"
-        _, cells, res = stage_profiles.run(exe, shapes, ms, reps=1, min_seconds=0.001, check=False)
+        header, cells, res = stage_profiles.run(exe, shapes, ms, reps=1, min_seconds=0.001, check=False)
         if isa not in _native_kernels() and not (isa == "avxvnni" and AVXVNNI_BY_EVEX_ONLY):
             assert res.returncode == panel_profile.NOT_RUN_HERE and "lacks" in res.stderr, res.stdout + res.stderr
             continue
         assert res.returncode == 0 and set(cells) == {(k, n, m) for k, n in shapes for m in ms}, res.stdout + res.stderr
+        rows_per_group = int(header[0].split("rows_per_group=")[1])
+        assert header[0].startswith(f"kernel {isa} ") and rows_per_group in (8, 16), header
         for (k, n, m), cell in cells.items():
             assert cell["full"] > 0 and cell["macs"] == m * k * -(-n // rows_per_group) * rows_per_group
             if m == 4:

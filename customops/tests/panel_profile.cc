@@ -140,7 +140,8 @@ int main(int argc, char** argv) {
   const I2SKernel& kern = *bitnet_onnx::i2s::mul::panel_profiled_kernel();
   const I2SKernel* library = library_kernel(kern);
   if (!library) return 3;
-  std::printf("kernel %s\n", kern.name);
+  // rows per panel group: the padded rows of a one-row weight
+  std::printf("kernel %s rows_per_group=%zu\n", kern.name, kern.packed_bytes(1, 128) * 4 / 128);
   std::mt19937 rng(0);
   const std::vector<Variant> all = variants();
   for (const std::string& shape : split(shapes, ',')) {
