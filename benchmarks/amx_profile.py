@@ -22,7 +22,6 @@ minus their sum). Columns, in % of the whole call:
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import platform
 import sys
@@ -30,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import stage_profiles  # noqa: E402
-from bench_op import MODELS  # noqa: E402
+from stage_profiles import MODELS  # noqa: E402
 
 from bitnet_onnx.bench.host import cpu_name  # noqa: E402
 
@@ -65,17 +64,12 @@ def table(model: str, peak: float, cells: dict, ms: list[int]) -> list[str]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--models", nargs="+", choices=list(MODELS), default=list(MODELS))
-    parser.add_argument("--m", type=int, nargs="+", default=[16, 128, 512, 2048])
-    parser.add_argument("--reps", type=int, default=7, help="interleaved repetitions (default 7); the median is kept")
-    parser.add_argument("--min-seconds", type=float, default=0.05, help="per timed sample (default 0.05)")
-    parser.add_argument("--build", type=Path, help="CMake build folder (default: under the temp folder, per checkout)")
+    parser = stage_profiles.arguments(__doc__)
     args = parser.parse_args()
     if platform.machine() not in ("x86_64", "AMD64"):
         sys.exit("amx_profile: x86-64 with AMX-INT8 only")
     exe = stage_profiles.build(args.build or stage_profiles.default_build_folder("amx_profile"), ["amx_profile"]) / "amx_profile"
-    shapes = sorted({(k, n) for model in args.models for _, k, n in MODELS[model]})
+    shapes = stage_profiles.shapes_of(args.models)
     peak, cells = run(exe, shapes, args.m, args.reps, args.min_seconds)
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     print(f"# amx kernel stages, 1 thread, CPU time | CPU: {cpu_name()} | {date} | tdpbssd peak {peak:.0f} GOP/s")

@@ -26,7 +26,6 @@ Columns, in % of the whole call unless named:
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import platform
 import sys
@@ -34,7 +33,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import stage_profiles  # noqa: E402
-from bench_op import MODELS, OP_NAME, run_peak_loop  # noqa: E402
+from bench_op import OP_NAME, run_peak_loop  # noqa: E402
+from stage_profiles import MODELS  # noqa: E402
 
 from bitnet_onnx.bench.host import cpu_name  # noqa: E402
 
@@ -66,14 +66,9 @@ def table(isa: str, model: str, peak: float, cells: dict, ms: list[int]) -> list
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = stage_profiles.arguments(__doc__)
     parser.add_argument("--isa", nargs="+", help="of the panel kernels' ISAs (avx512vnni, avxvnni, avx2; default: every "
                         "one this CPU runs)")
-    parser.add_argument("--models", nargs="+", choices=list(MODELS), default=list(MODELS))
-    parser.add_argument("--m", type=int, nargs="+", default=[16, 128, 512, 2048])
-    parser.add_argument("--reps", type=int, default=7, help="interleaved repetitions (default 7); the median is kept")
-    parser.add_argument("--min-seconds", type=float, default=0.05, help="per timed sample (default 0.05)")
-    parser.add_argument("--build", type=Path, help="CMake build folder (default: under the temp folder, per checkout)")
     args = parser.parse_args()
     if platform.machine() not in ("x86_64", "AMD64"):
         sys.exit("panel_profile: x86-64 only (the panel kernels are the x86 multiply kernels)")
@@ -81,7 +76,7 @@ def main() -> int:
     isas = stage_profiles.panel_isas(folder)
     if unknown := set(args.isa or []) - set(isas):
         sys.exit(f"panel_profile: --isa {' '.join(sorted(unknown))}: not a panel kernel's ISA (those: {', '.join(isas)})")
-    shapes = sorted({(k, n) for model in args.models for _, k, n in MODELS[model]})
+    shapes = stage_profiles.shapes_of(args.models)
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     print(f"# multiply kernels' stages, 1 thread, CPU time | CPU: {cpu_name()} | {date}")
     print(f"# {args.reps} interleaved repetitions, median | command: python {' '.join(sys.argv)}")

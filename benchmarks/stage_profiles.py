@@ -8,6 +8,7 @@ A program prints free lines (its header: the kernel, a peak it measured, `name=v
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import os
 import re
@@ -17,8 +18,27 @@ import sys
 import tempfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_op import MODELS  # noqa: E402 - the layers' projections, bench_op.py's
+
 REPO = Path(__file__).resolve().parents[1]
 CELL = re.compile(r"K=(\d+) N=(\d+) M=(\d+) (.*)")
+
+
+def arguments(doc: str) -> argparse.ArgumentParser:
+    """The arguments every stage profiler takes (a script adds its own)."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--models", nargs="+", choices=list(MODELS), default=list(MODELS))
+    parser.add_argument("--m", type=int, nargs="+", default=[16, 128, 512, 2048])
+    parser.add_argument("--reps", type=int, default=7, help="interleaved repetitions (default 7); the median is kept")
+    parser.add_argument("--min-seconds", type=float, default=0.05, help="per timed sample (default 0.05)")
+    parser.add_argument("--build", type=Path, help="CMake build folder (default: under the temp folder, per checkout)")
+    return parser
+
+
+def shapes_of(models: list[str]) -> list[tuple[int, int]]:
+    """The distinct (K, N) of the models' projections."""
+    return sorted({(k, n) for model in models for _, k, n in MODELS[model]})
 
 
 def default_build_folder(name: str) -> Path:

@@ -45,14 +45,12 @@ AmxCounters g_counts;
 #include "amx.cc"
 #undef amx_kernel
 #include "cpu_features.h"
-#include "i2s_bench_support.h"
-#include "tool_support.h"
+#include "stage_profile.h"
 
 namespace {
 
 using bitnet_onnx::i2s::I2SKernel;
-using bitnet_onnx::i2s::QuantizedRows;
-using tool_support::split;
+using stage_profile::Problem;
 using tool_support::thread_cpu_seconds;
 
 // GOP/s of tdpbssd on four independent accumulator tiles, operands in registers.
@@ -84,63 +82,11 @@ double tdp_peak_gops() {
   return best;
 }
 
-struct Problem {
-  int64_t m, n, k;
-  std::vector<uint8_t> packed;
-  std::vector<float> x, a, y;
-  std::vector<int8_t> q;
-  std::vector<int32_t> qsum;
-};
-
-// The driver's job grid on one thread (driver.cc: tiles of the kernel's tile_m x tile_n).
-int64_t jobs_of(const I2SKernel& kern, int64_t m, int64_t n) {
-  return (m + kern.tile_m - 1) / kern.tile_m * ((n + kern.tile_n - 1) / kern.tile_n);
-}
-
-// One op call on one thread: quantize (when asked), then the multiply over the driver's grid.
-void call(const I2SKernel& kern, Problem& p, bool quantize) {
-  if (quantize) kern.quantize(p.x.data(), p.m, p.k, nullptr, 1e-6f, p.q.data(), p.a.data(), p.qsum.data());
-  i2s_bench::dot_grid(kern, p.packed.data(), p.n, p.k, QuantizedRows{p.q.data(), p.a.data(), p.qsum.data(), p.m, p.k},
-                      p.y.data());
-}
-
-// Variants of a call: everything, then without one stage each, then nothing but the loops.
-struct Variant {
-  const char* name;
-  AmxStages stages;
-  bool quantize;
-};
-
-std::vector<Variant> variants() {
-  std::vector<Variant> v;
-  v.push_back({"full", AmxStages{}, true});
-  v.push_back({"-quantize", AmxStages{}, false});
-  AmxStages s;
-  s.decode = false;
-  v.push_back({"-decode", s, true});
-  s = AmxStages{};
-  s.pack = false;
-  v.push_back({"-pack", s, true});
-  s = AmxStages{};
-  s.tiles = false;
-  v.push_back({"-tiles", s, true});
-  s = AmxStages{};
-  s.epilogue = false;
-  v.push_back({"-epilogue", s, true});
-  s = AmxStages{false, false, false, false};
-  v.push_back({"loops", s, false});
-  return v;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  const tool_support::Flags flags(argc, argv, {{"--shapes", "1024x2048"}, {"--m", "16,128,512,2048"}, {"--reps", "7"},
-                                               {"--min-seconds", "0.05"}});
-  if (!flags.ok()) return 2;
-  const std::string shapes = flags.text("--shapes"), ms = flags.text("--m");
-  const int reps = flags.integer("--reps");
-  const double min_seconds = flags.real("--min-seconds");
+  stage_profile::Options opt;
+  if (!stage_profile::parse_options(argc, argv, &opt)) return 2;
   if (!bitnet_onnx::cpu_features().amx) {
     std::fprintf(stderr, "amx_profile: this CPU (or OS) does not run AMX-INT8\n");
     return 3;
@@ -148,46 +94,26 @@ int main(int argc, char** argv) {
   const I2SKernel& kern = *bitnet_onnx::i2s::mul::amx_kernel_profiled();
   std::printf("peak tdpbssd %.0f GOP/s\n", tdp_peak_gops());
   std::mt19937 rng(0);
-  const std::vector<Variant> all = variants();
-  for (const std::string& shape : split(shapes, ',')) {
+  const auto all = stage_profile::variants<AmxStages>({{"decode", &AmxStages::decode}, {"pack", &AmxStages::pack},
+                                                       {"tiles", &AmxStages::tiles}, {"epilogue", &AmxStages::epilogue}});
+  for (const std::string& shape : opt.shapes) {
     Problem p;
-    if (!i2s_bench::parse_shape(shape, &p.k, &p.n)) return 2;
-    const std::vector<uint8_t> i2s = i2s_bench::random_codes(p.n, p.k, rng);
-    p.packed.resize(kern.packed_bytes(p.n, p.k));
-    kern.repack(i2s.data(), p.n, p.k, p.packed.data());
-    for (const std::string& mstr : split(ms, ',')) {
-      p.m = std::atoll(mstr.c_str());
-      p.x.resize(static_cast<size_t>(p.m * p.k));
-      std::normal_distribution<float> normal;
-      for (auto& v : p.x) v = normal(rng);
-      p.q.resize(static_cast<size_t>(p.m * p.k));
-      p.a.resize(static_cast<size_t>(p.m));
-      p.qsum.resize(static_cast<size_t>(p.m));
-      p.y.resize(static_cast<size_t>(p.m * p.n));
+    std::vector<uint8_t> i2s;
+    if (!stage_profile::set_shape(kern, shape, rng, &p, &i2s)) return 2;
+    for (const std::string& mstr : opt.ms) {
+      p.set_tokens(std::atoll(mstr.c_str()), rng);
       g_stages = AmxStages{};
       g_counts = AmxCounters{};
-      double t0 = thread_cpu_seconds();
-      call(kern, p, true);  // also fills q and a for the variants that skip quantize
+      const double t0 = thread_cpu_seconds();
+      stage_profile::call(kern, p, true);  // also fills q and a for the variants that skip quantize
       const AmxCounters per_call = g_counts;
-      const int64_t calls = std::max<int64_t>(1, static_cast<int64_t>(min_seconds / std::max(thread_cpu_seconds() - t0, 1e-7)));
-      std::vector<std::vector<double>> times(all.size());
-      for (int r = 0; r < reps; ++r)  // variants interleaved within each repetition
-        for (size_t v = 0; v < all.size(); ++v) {
-          g_stages = all[v].stages;
-          call(kern, p, all[v].quantize);
-          t0 = thread_cpu_seconds();
-          for (int64_t i = 0; i < calls; ++i) call(kern, p, all[v].quantize);
-          times[v].push_back((thread_cpu_seconds() - t0) / calls);
-        }
-      g_stages = AmxStages{};
+      const int64_t calls = stage_profile::calls_per_sample(opt.min_seconds, thread_cpu_seconds() - t0);
       std::printf("K=%" PRId64 " N=%" PRId64 " M=%" PRId64, p.k, p.n, p.m);
-      for (size_t v = 0; v < all.size(); ++v) {
-        std::sort(times[v].begin(), times[v].end());
-        std::printf(" %s=%.2f", all[v].name, times[v][times[v].size() / 2] * 1e6);
-      }
+      stage_profile::print_medians(kern, p, all, all.size(), g_stages, opt.reps, calls);
       const int64_t panel = (p.n + 15) / 16 * 16 * p.k;  // int8 bytes of the whole decoded W
       std::printf(" tdp=%" PRId64 " decoded_over_panel=%.2f jobs=%" PRId64 "\n", per_call.tdp,
-                  static_cast<double>(per_call.decoded_bytes) / static_cast<double>(panel), jobs_of(kern, p.m, p.n));
+                  static_cast<double>(per_call.decoded_bytes) / static_cast<double>(panel),
+                  stage_profile::jobs_of(kern, p.m, p.n));
       std::fflush(stdout);
     }
   }

@@ -1,5 +1,6 @@
-// What the ternary kernels' timing programs (kernel_bench, amx_profile) share: random weights, and the
-// multiply of one op call on one thread over the kernel's tile grid.
+// What the ternary kernels' timing programs (kernel_bench; amx_profile and panel_profile, through
+// stage_profile.h) share: random weights, 64-byte aligned vectors, and the multiply of one op call on one
+// thread over the kernel's tile grid.
 #pragma once
 
 #include <algorithm>

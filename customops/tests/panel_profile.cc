@@ -17,7 +17,6 @@
 // Before timing, the profiled kernel's output is checked bit for bit against the library's kernel of the
 // same name: the switches must not change what the kernel computes. Exit 3 where this CPU does not run the
 // ISA.
-#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
@@ -47,63 +46,12 @@ PanelCounters g_counts;
 #define PANEL_SOURCE(file) PANEL_QUOTE(file)
 #include PANEL_SOURCE(PANEL_KERNEL_FILE)
 #include "families.h"
-#include "i2s_bench_support.h"
-#include "tool_support.h"
+#include "stage_profile.h"
 
 namespace {
 
 using bitnet_onnx::i2s::I2SKernel;
-using bitnet_onnx::i2s::QuantizedRows;
-using tool_support::split;
-using tool_support::thread_cpu_seconds;
-
-struct Problem {
-  int64_t m, n, k;
-  std::vector<uint8_t> packed;
-  std::vector<float> x, a;
-  i2s_bench::AlignedVector<float> y;  // 64-byte aligned, as ORT allocates tensors
-  i2s_bench::AlignedVector<int8_t> q;
-  std::vector<int32_t> qsum;
-};
-
-// The driver's job grid on one thread (driver.cc: tiles of the kernel's tile_m x tile_n).
-int64_t jobs_of(const I2SKernel& kern, int64_t m, int64_t n) {
-  return (m + kern.tile_m - 1) / kern.tile_m * ((n + kern.tile_n - 1) / kern.tile_n);
-}
-
-// One op call on one thread: quantize (when asked), then the multiply over the driver's grid.
-void call(const I2SKernel& kern, Problem& p, bool quantize) {
-  if (quantize) kern.quantize(p.x.data(), p.m, p.k, nullptr, 1e-6f, p.q.data(), p.a.data(), p.qsum.data());
-  i2s_bench::dot_grid(kern, p.packed.data(), p.n, p.k, QuantizedRows{p.q.data(), p.a.data(), p.qsum.data(), p.m, p.k},
-                      p.y.data());
-}
-
-// Variants of a call: everything, then without one stage each, then nothing but the loops.
-struct Variant {
-  const char* name;
-  PanelStages stages;
-  bool quantize;
-};
-
-std::vector<Variant> variants() {
-  std::vector<Variant> v;
-  v.push_back({"full", PanelStages{}, true});
-  v.push_back({"-quantize", PanelStages{}, false});
-  PanelStages s;
-  s.unpack = false;
-  v.push_back({"-unpack", s, true});
-  s = PanelStages{};
-  s.steps = false;
-  v.push_back({"-steps", s, true});
-  s = PanelStages{};
-  s.widen = false;
-  v.push_back({"-widen", s, true});
-  s = PanelStages{};
-  s.emit = false;
-  v.push_back({"-emit", s, true});
-  v.push_back({"loops", PanelStages{false, false, false, false}, false});
-  return v;
-}
+using stage_profile::Problem;
 
 // The library's kernel of the profiled one's name; null (and why, on stderr) where this CPU does not run it.
 const I2SKernel* library_kernel(const I2SKernel& profiled) {
@@ -120,8 +68,8 @@ bool same_as_library(const I2SKernel& profiled, const I2SKernel* library, const 
   Problem ref = p;
   ref.packed.assign(library->packed_bytes(p.n, p.k), 0);
   library->repack(i2s.data(), p.n, p.k, ref.packed.data());
-  call(*library, ref, true);
-  call(profiled, p, true);
+  stage_profile::call(*library, ref, true);
+  stage_profile::call(profiled, p, true);
   if (std::memcmp(ref.y.data(), p.y.data(), p.y.size() * sizeof(float)) == 0) return true;
   std::fprintf(stderr, "panel_profile: the profiled %s kernel differs from the library's at K=%" PRId64 " N=%" PRId64
                " M=%" PRId64 "\n", profiled.name, p.k, p.n, p.m);
@@ -131,66 +79,43 @@ bool same_as_library(const I2SKernel& profiled, const I2SKernel* library, const 
 }  // namespace
 
 int main(int argc, char** argv) {
-  const tool_support::Flags flags(argc, argv, {{"--shapes", "1024x2048"}, {"--m", "16,128,512,2048"}, {"--reps", "7"},
-                                               {"--min-seconds", "0.05"}});
-  if (!flags.ok()) return 2;
-  const std::string shapes = flags.text("--shapes"), ms = flags.text("--m");
-  const int reps = flags.integer("--reps");
-  const double min_seconds = flags.real("--min-seconds");
+  stage_profile::Options opt;
+  if (!stage_profile::parse_options(argc, argv, &opt)) return 2;
   const I2SKernel& kern = *bitnet_onnx::i2s::mul::panel_profiled_kernel();
   const I2SKernel* library = library_kernel(kern);
   if (!library) return 3;
   // rows per panel group: the padded rows of a one-row weight
   std::printf("kernel %s rows_per_group=%zu\n", kern.name, kern.packed_bytes(1, 128) * 4 / 128);
   std::mt19937 rng(0);
-  const std::vector<Variant> all = variants();
-  for (const std::string& shape : split(shapes, ',')) {
+  const auto all = stage_profile::variants<PanelStages>(
+      {{"unpack", &PanelStages::unpack}, {"steps", &PanelStages::steps}, {"widen", &PanelStages::widen},
+       {"emit", &PanelStages::emit}});
+  for (const std::string& shape : opt.shapes) {
     Problem p;
-    if (!i2s_bench::parse_shape(shape, &p.k, &p.n)) return 2;
-    const std::vector<uint8_t> i2s = i2s_bench::random_codes(p.n, p.k, rng);
-    p.packed.resize(kern.packed_bytes(p.n, p.k));
-    kern.repack(i2s.data(), p.n, p.k, p.packed.data());
-    for (const std::string& mstr : split(ms, ',')) {
-      p.m = std::atoll(mstr.c_str());
-      if (p.m <= 0) {
+    std::vector<uint8_t> i2s;
+    if (!stage_profile::set_shape(kern, shape, rng, &p, &i2s)) return 2;
+    for (const std::string& mstr : opt.ms) {
+      const int64_t m = std::atoll(mstr.c_str());
+      if (m <= 0) {
         std::fprintf(stderr, "bad M %s (a positive token count)\n", mstr.c_str());
         return 2;
       }
-      p.x.resize(static_cast<size_t>(p.m * p.k));
-      std::normal_distribution<float> normal;
-      for (auto& v : p.x) v = normal(rng);
-      p.q.resize(static_cast<size_t>(p.m * p.k));
-      p.a.resize(static_cast<size_t>(p.m));
-      p.qsum.resize(static_cast<size_t>(p.m));
-      p.y.resize(static_cast<size_t>(p.m * p.n));
+      p.set_tokens(m, rng);
       g_stages = PanelStages{};
       if (!same_as_library(kern, library, i2s, p)) return 1;
       g_counts = PanelCounters{};
-      double t0 = thread_cpu_seconds();
-      call(kern, p, true);
+      const double t0 = tool_support::thread_cpu_seconds();
+      stage_profile::call(kern, p, true);
       const PanelCounters per_call = g_counts;
-      const int64_t calls = std::max<int64_t>(1, static_cast<int64_t>(min_seconds / std::max(thread_cpu_seconds() - t0, 1e-7)));
-      const bool direct = per_call.steps == 0;  // the few-token path: one variant, the whole call
-      std::vector<std::vector<double>> times(direct ? 1 : all.size());
-      for (int r = 0; r < reps; ++r)  // variants interleaved within each repetition
-        for (size_t v = 0; v < times.size(); ++v) {
-          g_stages = all[v].stages;
-          call(kern, p, all[v].quantize);
-          t0 = thread_cpu_seconds();
-          for (int64_t i = 0; i < calls; ++i) call(kern, p, all[v].quantize);
-          times[v].push_back((thread_cpu_seconds() - t0) / calls);
-        }
-      g_stages = PanelStages{};
+      const int64_t calls = stage_profile::calls_per_sample(opt.min_seconds, tool_support::thread_cpu_seconds() - t0);
+      const bool direct = per_call.steps == 0;  // the few-token path: no stages to leave out, the whole call only
       std::printf("K=%" PRId64 " N=%" PRId64 " M=%" PRId64, p.k, p.n, p.m);
-      for (size_t v = 0; v < times.size(); ++v) {
-        std::sort(times[v].begin(), times[v].end());
-        std::printf(" %s=%.2f", all[v].name, times[v][times[v].size() / 2] * 1e6);
-      }
+      stage_profile::print_medians(kern, p, all, direct ? 1 : all.size(), g_stages, opt.reps, calls);
       // the panel's codes, one byte each when unpacked: padded rows x K
       const int64_t codes = static_cast<int64_t>(kern.packed_bytes(p.n, p.k)) * 4;
       std::printf(" steps=%" PRId64 " macs=%" PRId64 " unpacked_over_codes=%.2f jobs=%" PRId64 "%s\n", per_call.steps,
                   p.m * codes, static_cast<double>(per_call.unpacked_bytes) / static_cast<double>(codes),
-                  jobs_of(kern, p.m, p.n), direct ? " direct" : "");
+                  stage_profile::jobs_of(kern, p.m, p.n), direct ? " direct" : "");
       std::fflush(stdout);
     }
   }
