@@ -71,8 +71,9 @@ int main(int argc, char** argv) {
       std::vector<float> x(static_cast<size_t>(m * k));
       std::normal_distribution<float> normal;
       for (auto& v : x) v = normal(rng);
-      std::vector<int8_t> q(static_cast<size_t>(m * k));
-      std::vector<float> a(static_cast<size_t>(m)), y(static_cast<size_t>(m * n));
+      i2s_bench::AlignedVector<int8_t> q(static_cast<size_t>(m * k));  // as ORT allocates the op's tensors
+      i2s_bench::AlignedVector<float> y(static_cast<size_t>(m * n));
+      std::vector<float> a(static_cast<size_t>(m));
       std::vector<int32_t> qsum(static_cast<size_t>(m));
       std::vector<Case> cases;
       for (const std::string& name : split(kernels, ',')) {
