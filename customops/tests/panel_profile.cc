@@ -9,14 +9,13 @@
 //
 //   panel_profile_avx2 --shapes 1024x2048,640x256 --m 16,128,512,2048 [--reps 7] [--min-seconds 0.05]
 //
-// Prints one line per (K, N, M): median microseconds of the whole call (quantize + every job of the driver's
-// grid) and of the call without each stage, the step instructions per call (vpdpbusd, or vpmaddubsw +
-// vpaddw) and the multiply-adds they make (padding rows included), the bytes of codes unpacked per call over
-// the panel's codes as bytes, the job count, and
-// "direct" where the call took the few-token path, which has no separate stages (its unpack is in registers).
-// Before timing, the profiled kernel's output is checked bit for bit against the library's kernel of the
-// same name: the switches must not change what the kernel computes. Exit 3 where this CPU does not run the
-// ISA.
+// Prints the kernel's name and rows per panel group, then one line per (K, N, M): median microseconds of the
+// whole call (quantize + every job of the driver's grid) and of the call without each stage, the step
+// instructions per call (vpdpbusd, or vpmaddubsw + vpaddw) and the multiply-adds they make (padding rows
+// included), the bytes of codes unpacked per call over the panel's codes as bytes, the job count, and "direct"
+// where the call took the few-token path, which has no separate stages (its unpack is in registers). Before
+// timing, the profiled kernel's output is checked bit for bit against the library's kernel of the same name:
+// the switches must not change what the kernel computes. Exit 3 where this CPU does not run the ISA.
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
