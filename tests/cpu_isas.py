@@ -26,6 +26,10 @@ ISA_FLAGS = {
     "aarch64": {"neon": {"asimd"}, "dotprod": {"asimd", "asimddp"}, "i8mm": {"asimd", "asimddp", "i8mm"}},
 }
 
+# the co-issued kernel's GFNI build (customops/kernels/i2s/mixed/avx512vnni_gfni.cc), which its dispatch runs in
+# place of the plain one on a CPU with these flags
+MIXED_GFNI_FLAGS = _AVX512 | {"gfni"}
+
 
 # qemu-aarch64 CPU models (the wheel's and the kernels' emulated runs) -> the /proc/cpuinfo flags each has:
 # -cpu max has dotprod and i8mm, neoverse-n1 dotprod only, cortex-a72 neither

@@ -44,7 +44,7 @@ from typing import NamedTuple
 
 import pytest
 from build_cache import build_cache, ccache_cmake_args, ccache_env, via_checkout_link
-from cpu_isas import ALL_ISAS, ISA_FLAGS, QEMU_CPU_FLAGS, isas_of_this_cpu
+from cpu_isas import ALL_ISAS, ISA_FLAGS, MIXED_GFNI_FLAGS, QEMU_CPU_FLAGS, cpu_flags, isas_of_this_cpu
 from venvs import locked
 
 from bitnet_onnx import customops
@@ -297,6 +297,43 @@ def test_panel_profile_times_the_stages_of_the_library_kernel():
         table = panel_profile.table(isa, "gemma3", 100.0, cells, ms)
         assert len(table) == 3 and "direct path" in table[0], table
         assert all(row.startswith(f"| {isa} | gemma3 | {m} | ") and row.count("|") == 16 for row, m in zip(table[1:], ms[1:]))
+
+
+@pytest.mark.skipif(not ON_X86 or "avx512vnni" not in isas_of_this_cpu(), reason="an AVX512-VNNI kernel")
+def test_mixed_profile_times_the_stages_of_the_library_kernel():
+    """Both builds of the co-issued kernel's stage profiler (customops/tests/mixed_profile.cc, run by
+    benchmarks/mixed_profile.py) on Gemma3-270M's 7 projections: each checks its kernel bit for bit against the
+    library's, which is the GFNI build on a CPU with GFNI (so the plain build's output is checked against it
+    there), counts every multiply-add once over each token block's lanes (32, or 16 for a last block of <= 16)
+    split 1:2 between vpdpbusd and lookup rows, and the 8 tables of a K block once per token block; the script
+    tabulates what they print. The GFNI build exits 3 on a CPU without GFNI."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import mixed_profile
+    import stage_profiles
+
+    folder = _build("native", targets=("mixed_profiles",))
+    has_gfni = MIXED_GFNI_FLAGS <= cpu_flags()
+    shapes = [(k, n) for _, k, n in mixed_profile.MODELS["gemma3"]]
+    ms = [16, 45, 301]  # one ymm block; a zmm block and a ymm tail; 9 zmm blocks and a ymm tail
+    lanes = {16: 16, 45: 32 + 16, 301: 9 * 32 + 16}  # token lanes of the blocks
+    for program, build in mixed_profile.BUILDS.items():
+        header, cells, res = stage_profiles.run(folder / program, shapes, ms, reps=1, min_seconds=0.001, check=False)
+        if build == "gfni" and not has_gfni:
+            assert res.returncode == mixed_profile.NOT_RUN_HERE and "lacks" in res.stderr, res.stdout + res.stderr
+            continue
+        assert res.returncode == 0 and set(cells) == {(k, n, m) for k, n in shapes for m in ms}, res.stdout + res.stderr
+        assert header[0] == (f"kernel mixed-avx512vnni gfni={int(build == 'gfni')} mul_rows=1 lut_rows=2 "
+                             f"cpu_gfni={int(has_gfni)}"), header
+        for (k, n, m), cell in cells.items():
+            assert cell["mul_macs"] == lanes[m] * k * (n // 3), (build, k, n, m, cell)
+            assert cell["mul_macs"] + cell["lookup_macs"] == lanes[m] * k * n, (build, k, n, m, cell)
+            assert cell["table_entries"] == -(-m // 32) * (k // 32) * 8 * 81, (build, k, n, m, cell)
+            assert cell["full"] > 0 and all(cell[f"-{stage}"] > 0 for stage in mixed_profile.STAGES)
+            assert 0 < cell["loops"] < cell["full"], (build, k, n, m, cell)
+        peaks = {"mixed-avx512vnni": 700.0, "avx512vnni": 470.0, "lut-avx512": 780.0}
+        table = mixed_profile.table(build, "gemma3", peaks, cells, ms)
+        assert len(table) == 3 and all(row.startswith(f"| {build} | gemma3 | {m} | ") for row, m in zip(table, ms))
+        assert all(row.count("|") == 19 for row in table), table
 
 
 UBSAN = "-fsanitize=undefined -fno-sanitize-recover=all"  # ASan does not run under qemu-user

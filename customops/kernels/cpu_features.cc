@@ -63,7 +63,7 @@ CpuFeatures detect() {
   const bool os_zmm = (xcr0 & 0xe6) == 0xe6;   // + opmask, ZMM_Hi256, Hi16_ZMM
   if (!os_ymm || !__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return f;
   const bool avx2 = bit(ebx, 5), avx512f = bit(ebx, 16), avx512dq = bit(ebx, 17),
-             avx512bw = bit(ebx, 30), avx512vl = bit(ebx, 31), avx512vnni = bit(ecx, 11);
+             avx512bw = bit(ebx, 30), avx512vl = bit(ebx, 31), avx512vnni = bit(ecx, 11), gfni = bit(ecx, 8);
   const bool amx_tile = bit(edx, 24), amx_int8 = bit(edx, 25), amx_bf16 = bit(edx, 22);
   const bool os_tiles = (xcr0 & (3u << 17)) == (3u << 17);  // XTILECFG + XTILEDATA
   const unsigned max_sub = eax;
@@ -77,6 +77,7 @@ CpuFeatures detect() {
   f.avxvnni = f.avx2 && avxvnni;
   f.avx512vnni = f.avx2 && os_zmm && avx512f && avx512bw && avx512vl && avx512dq && avx512vnni;
   f.avx512bf16 = f.avx512vnni && avx512bf16;
+  f.avx512vnni_gfni = f.avx512vnni && gfni;
   f.amx = f.avx512vnni && amx_tile && amx_int8 && os_tiles && os_permits_tiles();
   f.amxbf16 = f.amx && amx_bf16;
   return f;

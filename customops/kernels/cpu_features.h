@@ -13,6 +13,8 @@ struct CpuFeatures {
   bool amx = false;         // AMX-TILE + AMX-INT8 on top of avx512vnni, tile state enabled in XCR0
                             // and (Linux) granted to this process by arch_prctl
   bool avx512bf16 = false;  // AVX512-BF16 (vdpbf16ps, vcvtne2ps2bf16) on top of avx512vnni
+  bool avx512vnni_gfni = false;  // GFNI (vgf2p8affineqb, EVEX form) on top of avx512vnni: Ice Lake and Zen 4 on,
+                                 // not Cascade or Cooper Lake
   bool amxbf16 = false;     // AMX-BF16 (tdpbf16ps) on top of amx
   // The x86 CPU class, for rules measured on one class only (attention/dispatch.cc's auto precision)
   bool amd = false;            // CPUID vendor "AuthenticAMD"

@@ -18,11 +18,7 @@
 // the switches must not change what the kernel computes. Exit 3 where this CPU does not run the ISA.
 #include <cinttypes>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <random>
 #include <string>
-#include <vector>
 
 // The stages the profile can leave out, and what the kernel counts.
 struct PanelStages {
@@ -44,79 +40,25 @@ PanelCounters g_counts;
 #define PANEL_QUOTE(file) #file
 #define PANEL_SOURCE(file) PANEL_QUOTE(file)
 #include PANEL_SOURCE(PANEL_KERNEL_FILE)
-#include "families.h"
 #include "stage_profile.h"
 
-namespace {
-
-using bitnet_onnx::i2s::I2SKernel;
-using stage_profile::Problem;
-
-// The library's kernel of the profiled one's name; null (and why, on stderr) where this CPU does not run it.
-const I2SKernel* library_kernel(const I2SKernel& profiled) {
-  std::string err;
-  bitnet_onnx::Isa isa;
-  bitnet_onnx::i2s::Family family;
-  const I2SKernel* library = bitnet_onnx::i2s::kernel_named(profiled.name, &isa, &family, &err);
-  if (!library) std::fprintf(stderr, "panel_profile: %s\n", err.c_str());
-  return library;
-}
-
-// The profiled kernel's y against the library's kernel on the same problem, bit for bit.
-bool same_as_library(const I2SKernel& profiled, const I2SKernel* library, const std::vector<uint8_t>& i2s, Problem& p) {
-  Problem ref = p;
-  ref.packed.assign(library->packed_bytes(p.n, p.k), 0);
-  library->repack(i2s.data(), p.n, p.k, ref.packed.data());
-  stage_profile::call(*library, ref, true);
-  stage_profile::call(profiled, p, true);
-  if (std::memcmp(ref.y.data(), p.y.data(), p.y.size() * sizeof(float)) == 0) return true;
-  std::fprintf(stderr, "panel_profile: the profiled %s kernel differs from the library's at K=%" PRId64 " N=%" PRId64
-               " M=%" PRId64 "\n", profiled.name, p.k, p.n, p.m);
-  return false;
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
-  stage_profile::Options opt;
-  if (!stage_profile::parse_options(argc, argv, &opt)) return 2;
-  const I2SKernel& kern = *bitnet_onnx::i2s::mul::panel_profiled_kernel();
-  const I2SKernel* library = library_kernel(kern);
-  if (!library) return 3;
+  const bitnet_onnx::i2s::I2SKernel& kern = *bitnet_onnx::i2s::mul::panel_profiled_kernel();
   // rows per panel group: the padded rows of a one-row weight
-  std::printf("kernel %s rows_per_group=%zu\n", kern.name, kern.packed_bytes(1, 128) * 4 / 128);
-  std::mt19937 rng(0);
+  const std::string header =
+      std::string("kernel ") + kern.name + " rows_per_group=" + std::to_string(kern.packed_bytes(1, 128) * 4 / 128);
   const auto all = stage_profile::variants<PanelStages>(
       {{"unpack", &PanelStages::unpack}, {"steps", &PanelStages::steps}, {"widen", &PanelStages::widen},
        {"emit", &PanelStages::emit}});
-  for (const std::string& shape : opt.shapes) {
-    Problem p;
-    std::vector<uint8_t> i2s;
-    if (!stage_profile::set_shape(kern, shape, rng, &p, &i2s)) return 2;
-    for (const std::string& mstr : opt.ms) {
-      const int64_t m = std::atoll(mstr.c_str());
-      if (m <= 0) {
-        std::fprintf(stderr, "bad M %s (a positive token count)\n", mstr.c_str());
-        return 2;
-      }
-      p.set_tokens(m, rng);
-      g_stages = PanelStages{};
-      if (!same_as_library(kern, library, i2s, p)) return 1;
-      g_counts = PanelCounters{};
-      const double t0 = tool_support::thread_cpu_seconds();
-      stage_profile::call(kern, p, true);
-      const PanelCounters per_call = g_counts;
-      const int64_t calls = stage_profile::calls_per_sample(opt.min_seconds, tool_support::thread_cpu_seconds() - t0);
-      const bool direct = per_call.steps == 0;  // the few-token path: no stages to leave out, the whole call only
-      std::printf("K=%" PRId64 " N=%" PRId64 " M=%" PRId64, p.k, p.n, p.m);
-      stage_profile::print_medians(kern, p, all, direct ? 1 : all.size(), g_stages, opt.reps, calls);
-      // the panel's codes, one byte each when unpacked: padded rows x K
-      const int64_t codes = static_cast<int64_t>(kern.packed_bytes(p.n, p.k)) * 4;
-      std::printf(" steps=%" PRId64 " macs=%" PRId64 " unpacked_over_codes=%.2f jobs=%" PRId64 "%s\n", per_call.steps,
-                  p.m * codes, static_cast<double>(per_call.unpacked_bytes) / static_cast<double>(codes),
-                  stage_profile::jobs_of(kern, p.m, p.n), direct ? " direct" : "");
-      std::fflush(stdout);
-    }
-  }
-  return 0;
+  auto describe = [&](const stage_profile::Problem& p, const PanelCounters& per_call, bool* whole_only) {
+    *whole_only = per_call.steps == 0;  // the few-token path: no stages to leave out, the whole call only
+    // the panel's codes, one byte each when unpacked: padded rows x K
+    const int64_t codes = static_cast<int64_t>(kern.packed_bytes(p.n, p.k)) * 4;
+    char text[200];
+    std::snprintf(text, sizeof text, "steps=%" PRId64 " macs=%" PRId64 " unpacked_over_codes=%.2f jobs=%" PRId64 "%s",
+                  per_call.steps, p.m * codes, static_cast<double>(per_call.unpacked_bytes) / static_cast<double>(codes),
+                  stage_profile::jobs_of(kern, p.m, p.n), *whole_only ? " direct" : "");
+    return std::string(text);
+  };
+  return stage_profile::profile("panel_profile", argc, argv, kern, header, all, g_stages, g_counts, describe);
 }

@@ -1,5 +1,5 @@
-// What the kernels' stage profilers share (amx_profile.cc, panel_profile.cc): one op call on one thread, as the
-// op makes it, and its timing whole and with stages left out. A profiler compiles a kernel's own source with
+// What the kernels' stage profilers share (amx_profile.cc, panel_profile.cc, mixed_profile.cc): one op call on one
+// thread, as the op makes it, and its timing whole and with stages left out. A profiler compiles a kernel's own source with
 // that kernel's stage switches bound to a global struct of flags (Stages: a bool per stage, true = runs) and
 // names its stages here; everything else is this file's.
 #pragma once
@@ -7,11 +7,14 @@
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <random>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "families.h"
 #include "i2s_bench_support.h"
 #include "tool_support.h"
 
@@ -19,6 +22,7 @@ namespace stage_profile {
 
 using bitnet_onnx::i2s::I2SKernel;
 using bitnet_onnx::i2s::QuantizedRows;
+using bitnet_onnx::i2s::QuantizeFn;
 
 // One projection's call: its packed weight and, for the current M, its buffers (outputs and int8 rows 64-byte
 // aligned, as ONNX Runtime allocates tensors).
@@ -29,6 +33,7 @@ struct Problem {
   i2s_bench::AlignedVector<float> y;
   i2s_bench::AlignedVector<int8_t> q;
   std::vector<int32_t> qsum;
+  QuantizeFn quantize = nullptr;  // the activations' quantizer the driver uses with this kernel; null: the kernel's own
 
   // Buffers for m tokens, x drawn from a standard normal.
   void set_tokens(int64_t tokens, std::mt19937& rng) {
@@ -80,7 +85,7 @@ inline int64_t jobs_of(const I2SKernel& kern, int64_t m, int64_t n) {
 
 // One op call on one thread: quantize (when asked), then the multiply over the driver's grid.
 inline void call(const I2SKernel& kern, Problem& p, bool quantize) {
-  if (quantize) kern.quantize(p.x.data(), p.m, p.k, nullptr, 1e-6f, p.q.data(), p.a.data(), p.qsum.data());
+  if (quantize) (p.quantize ? p.quantize : kern.quantize)(p.x.data(), p.m, p.k, nullptr, 1e-6f, p.q.data(), p.a.data(), p.qsum.data());
   i2s_bench::dot_grid(kern, p.packed.data(), p.n, p.k, QuantizedRows{p.q.data(), p.a.data(), p.qsum.data(), p.m, p.k},
                       p.y.data());
 }
@@ -134,6 +139,81 @@ void print_medians(const I2SKernel& kern, Problem& p, const std::vector<Variant<
     std::sort(times[v].begin(), times[v].end());
     std::printf(" %s=%.2f", all[v].name.c_str(), times[v][times[v].size() / 2] * 1e6);
   }
+}
+
+// The library's kernel of the profiled one's name, and the activations' quantizer the driver uses with it; null
+// (and why, on stderr) where this CPU does not run it.
+inline const I2SKernel* library_kernel(const char* tool, const I2SKernel& profiled, QuantizeFn* quantize) {
+  std::string err;
+  bitnet_onnx::Isa isa;
+  bitnet_onnx::i2s::Family family;
+  const I2SKernel* library = bitnet_onnx::i2s::kernel_named(profiled.name, &isa, &family, &err);
+  if (!library) {
+    std::fprintf(stderr, "%s: %s\n", tool, err.c_str());
+    return nullptr;
+  }
+  *quantize = library->quantize ? library->quantize : bitnet_onnx::i2s::quantizer(isa);
+  return library;
+}
+
+// The profiled kernel's y against the library's kernel on the same problem, bit for bit.
+inline bool same_as_library(const char* tool, const I2SKernel& profiled, const I2SKernel& library,
+                            const std::vector<uint8_t>& codes, Problem& p) {
+  Problem ref = p;
+  ref.packed.assign(library.packed_bytes(p.n, p.k), 0);
+  library.repack(codes.data(), p.n, p.k, ref.packed.data());
+  call(library, ref, true);
+  call(profiled, p, true);
+  if (std::memcmp(ref.y.data(), p.y.data(), p.y.size() * sizeof(float)) == 0) return true;
+  std::fprintf(stderr, "%s: the profiled %s kernel differs from the library's at K=%" PRId64 " N=%" PRId64
+               " M=%" PRId64 "\n", tool, profiled.name, p.k, p.n, p.m);
+  return false;
+}
+
+// A profiler's whole run over its command line: for every --shapes item at every --m, the kernel checked against
+// the library's (its stage switches must not change what it computes), one call counted, then its time whole and
+// without each stage of `all` (print_medians) and `describe(problem, counters of one call, &whole_only)`: the
+// counters as text; whole_only set where the call has no separate stages (only "full" is timed). `header` is
+// printed first. Returns the exit code: 0, 1 (the kernel differs from the library's), 2 (a bad argument), 3
+// (this CPU does not run the kernel).
+template <class Stages, class Counters, class Describe>
+int profile(const char* tool, int argc, char** argv, const I2SKernel& kern, const std::string& header,
+            const std::vector<Variant<Stages>>& all, Stages& switches, Counters& counters, Describe describe) {
+  Options opt;
+  if (!parse_options(argc, argv, &opt)) return 2;
+  QuantizeFn quantize = nullptr;
+  const I2SKernel* library = library_kernel(tool, kern, &quantize);
+  if (!library) return 3;
+  std::printf("%s\n", header.c_str());
+  std::mt19937 rng(0);
+  for (const std::string& shape : opt.shapes) {
+    Problem p;
+    p.quantize = quantize;
+    std::vector<uint8_t> codes;
+    if (!set_shape(kern, shape, rng, &p, &codes)) return 2;
+    for (const std::string& mstr : opt.ms) {
+      const int64_t m = std::atoll(mstr.c_str());
+      if (m <= 0) {
+        std::fprintf(stderr, "%s: bad M %s (a positive token count)\n", tool, mstr.c_str());
+        return 2;
+      }
+      p.set_tokens(m, rng);
+      switches = Stages{};
+      if (!same_as_library(tool, kern, *library, codes, p)) return 1;
+      counters = Counters{};
+      const double t0 = tool_support::thread_cpu_seconds();
+      call(kern, p, true);
+      const Counters per_call = counters;
+      const int64_t calls = calls_per_sample(opt.min_seconds, tool_support::thread_cpu_seconds() - t0);
+      bool whole_only = false;
+      const std::string described = describe(p, per_call, &whole_only);
+      std::printf("K=%" PRId64 " N=%" PRId64 " M=%" PRId64, p.k, p.n, p.m);
+      print_medians(kern, p, all, whole_only ? 1 : all.size(), switches, opt.reps, calls);
+      std::printf(" %s\n", described.c_str());
+      std::fflush(stdout);
+    }
+  }
+  return 0;
 }
 
 }  // namespace stage_profile

@@ -3,7 +3,7 @@
 // with an int face (I, Mask: the int8 / int16 / int32 lane operations) and a float face (F, D,
 // FMask: the _ps / _pd operations). Each struct, and each part of it that needs more than its
 // width's base ISA, exists only where the translation unit's -m flags provide it (__AVX2__,
-// __AVX512F__, __AVX512BW__, the VNNI macros). Everything sits in an anonymous namespace: each ISA's
+// __AVX512F__, __AVX512BW__, the VNNI macros, __GFNI__). Everything sits in an anonymous namespace: each ISA's
 // file keeps its own copy, so no copy compiled with wider flags can stand in for a narrower file's.
 // The math written once over either width (the epilogue, bf16 rounding, exp, the transpose) is
 // simd/vector_math.h's, included below.
@@ -18,6 +18,12 @@
 namespace bitnet_onnx {
 namespace simd {
 namespace {
+
+// The GF(2) matrix of vgf2p8affineqb (one per qword: bit i of a result byte is the parity of the source
+// byte AND matrix byte 7 - i) that moves bits 2s and 2s + 1 of each byte to bits 0 and 1 and clears the rest.
+constexpr long long crumb_matrix(int s) {
+  return static_cast<long long>((uint64_t{1} << (2 * s)) << 56 | (uint64_t{1} << (2 * s + 1)) << 48);
+}
 
 #if defined(__AVX2__)
 struct Ymm {
@@ -48,6 +54,10 @@ struct Ymm {
   static I sub32(I a, I b) { return _mm256_sub_epi32(a, b); }
   static I max_u32(I a, I b) { return _mm256_max_epu32(a, b); }
   static I srli16(I a, int s) { return _mm256_srli_epi16(a, s); }
+#if defined(__GFNI__)
+  // 2-bit field s of every byte in bits 0-1 (GFNI): one instruction for a shift and a mask
+  template <int s> static I crumb(I a) { return _mm256_gf2p8affine_epi64_epi8(a, _mm256_set1_epi64x(crumb_matrix(s)), 0); }
+#endif
   static I srli32(I a, int s) { return _mm256_srli_epi32(a, s); }
   template <int s> static I slli32(I a) { return _mm256_slli_epi32(a, s); }
   template <int s> static I srai32(I a) { return _mm256_srai_epi32(a, s); }
@@ -255,6 +265,10 @@ struct Zmm {
     const I b = _mm512_packs_epi16(_mm512_packs_epi32(v[0], v[1]), _mm512_packs_epi32(v[2], v[3]));
     return _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), b);
   }
+#endif
+#if defined(__GFNI__)
+  // 2-bit field s of every byte in bits 0-1 (GFNI): one instruction for a shift and a mask
+  template <int s> static I crumb(I a) { return _mm512_gf2p8affine_epi64_epi8(a, _mm512_set1_epi64(crumb_matrix(s)), 0); }
 #endif
 #if defined(__AVX512VNNI__)
   static I dpbusd(I acc, I u8, I s8) { return _mm512_dpbusd_epi32(acc, u8, s8); }

@@ -135,6 +135,7 @@ struct LutDot {
       // output's cache misses overlap the lookups (all at the end, they cost 15% at M = 128).
       for (int64_t j = 0; j < nr; j += kEpilogueRows) {
         const int64_t rows_here = std::min(kEpilogueRows, nr - j);
+        Lanes::prefetch_out(out + j, rows_here, count, i0 - m0, ld);
         with_const<kBlockGroups>(gb, [&](auto GB) {
           sweep<GB>(idx + j * gb, rows_here, tables, acc16 + j * T, acc32 + j * T, ph);
         });

@@ -24,9 +24,10 @@
 #include "family.h"
 
 namespace bitnet_onnx::i2s::mixed {
-// Each vector class's table, in its own file (scalar.cc, avx512vnni.cc).
+// Each vector class's table, in its own file (scalar.cc, avx512vnni.cc, avx512vnni_gfni.cc).
 const I2SKernel* scalar_kernel();
 #if defined(__x86_64__) || defined(_M_X64)
-const I2SKernel* avx512vnni_kernel();
+const I2SKernel* avx512vnni_kernel();       // any AVX512-VNNI CPU
+const I2SKernel* avx512vnni_gfni_kernel();  // the same kernel where the CPU also has GFNI
 #endif
 }  // namespace bitnet_onnx::i2s::mixed

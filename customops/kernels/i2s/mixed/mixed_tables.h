@@ -14,6 +14,13 @@
 #include "mixed_kernels.h"
 #include "mixed_layout.h"
 
+// Stage switches and counters for customops/tests/mixed_profile.cc, which compiles avx512vnni.cc with its own
+// definitions to time the kernel with stages left out; in the library every stage runs and nothing is counted.
+#ifndef BITNET_MIXED_RUN
+#define BITNET_MIXED_RUN(stage) true
+#define BITNET_MIXED_COUNT(counter, n) ((void)0)
+#endif
+
 namespace bitnet_onnx::i2s::mixed {
 namespace {
 
@@ -31,8 +38,9 @@ inline uint64_t load_word(const uint8_t* p) {
 
 // kMulRows rows on vpdpbusd, then kLutRows rows on lookups, in every step of kMulRows + kLutRows rows
 // of a job's row range (the rows a range leaves after its last whole step run on lookups); a K block
-// is mixed_layout.h's kBlockSpans spans of 16 columns.
-template <class V, int kMulRows, int kLutRows>
+// is mixed_layout.h's kBlockSpans spans of 16 columns. kGfni: the multiply rows cut their codes out of
+// the bytes with V::crumb (GFNI; only a file compiled with -mgfni has it).
+template <class V, int kMulRows, int kLutRows, bool kGfni>
 struct MixedDot {
   using I = typename V::I;
   using Lanes = i2s_lut::TokenLanes<V>;
@@ -90,17 +98,34 @@ struct MixedDot {
       #pragma GCC unroll 4
       for (int s = 0; s < 4; ++s) {
         const int8_t* at = q + sp * kSpan + 4 * s;
-        xs[s][0] = V::gather32(at, ldq, std::min(count, H));
-        xs[s][1] = V::gather32(count > H ? at + H * ldq : at, ldq, std::max(0, count - H));
+        const bool gather = BITNET_MIXED_RUN(gathers);
+        xs[s][0] = gather ? V::gather32(at, ldq, std::min(count, H)) : V::zero();
+        xs[s][1] = gather ? V::gather32(count > H ? at + H * ldq : at, ldq, std::max(0, count - H)) : V::zero();
         x[4 * sp + s][0] = xs[s][0];
         x[4 * sp + s][1] = xs[s][1];
       }
       char* t = tables + 4 * sp * kTableBytes;
+      BITNET_MIXED_COUNT(table_entries, 4 * 81);
+      if (!BITNET_MIXED_RUN(tables)) continue;
       build_table<0>(xs, t);
       build_table<1>(xs, t + kTableBytes);
       build_table<2>(xs, t + 2 * kTableBytes);
       build_table<3>(xs, t + 3 * kTableBytes);
     }
+  }
+
+  // The codes of quad s of a multiply row's dword b (bits 2s, 2s + 1 of every byte) in bits 0-1. The
+  // vector pipes bound the step (the lookups' vpaddw and the multiply rows' work share them), so
+  // one GFNI instruction instead of a shift and a mask is worth 3-5% of the kernel's time (Zen 4,
+  // benchmarks/mixed_profile.py).
+  template <int s>
+  static I codes(I b, I mask3) {
+    if constexpr (s == 0)
+      return V::and_(b, mask3);
+    else if constexpr (kGfni)
+      return V::template crumb<s>(b);
+    else
+      return V::and_(V::srli16(b, 2 * s), mask3);
   }
 
   // Byte j of a row's word of a block (its table index) times the entry size.
@@ -115,6 +140,9 @@ struct MixedDot {
   template <int MR, int LR>
   [[gnu::always_inline]] static inline void step(const uint8_t* rows_at, const char* tables,
                    const I (&x)[4 * kBlockSpans][2], const I (&negq)[2], int16_t* acc16, int32_t* acc32, Phase ph) {
+    BITNET_MIXED_COUNT(mul_macs, MR * T * kBlockCols);  // the block's token lanes, padding included
+    BITNET_MIXED_COUNT(lookup_macs, LR * T * kBlockCols);
+    const bool multiply = BITNET_MIXED_RUN(multiplies), look_up = BITNET_MIXED_RUN(lookups);
     I lo[MR > 0 ? MR : 1], hi[MR > 0 ? MR : 1], acc[LR > 0 ? LR : 1];
     #pragma GCC unroll 8
     for (int m = 0; m < MR; ++m) {
@@ -136,14 +164,19 @@ struct MixedDot {
       const char* t = tables + 4 * sp * kTableBytes;
       auto quad = [&](auto S) {
         constexpr int s = decltype(S)::value;
-        #pragma GCC unroll 8
-        for (int m = 0; m < MR; ++m) {
-          const I c = V::and_(s == 0 ? b[m] : V::srli16(b[m], 2 * s), mask3);
-          lo[m] = V::dpbusd(lo[m], c, x[4 * sp + s][0]);
-          hi[m] = V::dpbusd(hi[m], c, x[4 * sp + s][1]);
+        if (multiply) {
+          #pragma GCC unroll 8
+          for (int m = 0; m < MR; ++m) {
+            const I c = codes<s>(b[m], mask3);
+            lo[m] = V::dpbusd(lo[m], c, x[4 * sp + s][0]);
+            hi[m] = V::dpbusd(hi[m], c, x[4 * sp + s][1]);
+          }
         }
-        #pragma GCC unroll 8
-        for (int l = 0; l < LR; ++l) acc[l] = V::add16(acc[l], V::load(t + s * kTableBytes + entry_offset<4 * sp + s>(w[l])));
+        if (look_up) {
+          #pragma GCC unroll 8
+          for (int l = 0; l < LR; ++l)
+            acc[l] = V::add16(acc[l], V::load(t + s * kTableBytes + entry_offset<4 * sp + s>(w[l])));
+        }
       };
       quad(std::integral_constant<int, 0>{});
       quad(std::integral_constant<int, 1>{});
@@ -160,7 +193,7 @@ struct MixedDot {
     }
     #pragma GCC unroll 8
     for (int l = 0; l < LR; ++l) {
-      if (ph.widen)
+      if (ph.widen && BITNET_MIXED_RUN(widen))
         Lanes::widen(acc[l], acc32 + (MR + l) * T, ph.first_widen);
       else
         V::store(acc16 + (MR + l) * T, acc[l]);
@@ -212,8 +245,9 @@ struct MixedDot {
       // kernels do: the output's cache misses overlap the work).
       for (int64_t j = 0; j < nr; j += kEpilogueRows) {
         const int64_t rows_here = std::min(kEpilogueRows, nr - j);
+        if (BITNET_MIXED_RUN(prefetch)) Lanes::prefetch_out(out + j, rows_here, count, i0 - m0, ld);
         sweep(at, n0, j, rows_here, tables, x, negq, acc16, acc32, ph);
-        Lanes::epilogue(acc32 + j * T, rows_here, count, i0 - m0, out + j, ld, a ? a + i0 : nullptr, s_w);
+        if (BITNET_MIXED_RUN(emit)) Lanes::epilogue(acc32 + j * T, rows_here, count, i0 - m0, out + j, ld, a ? a + i0 : nullptr, s_w);
       }
     }
   }
