@@ -125,8 +125,8 @@ struct TokenLanes {
 
   // The output lines epilogue() will write for `rows` rows and tokens [0, count), fetched for writing while
   // the chunk's last sweep runs: each token's row of a chunk is a few lines, rows ld apart, which the hardware
-  // prefetchers do not fetch ahead, so the epilogue's stores otherwise miss. Measured on Zen 4
-  // (benchmarks/mixed_profile.py, the mixed kernel): 2-6% of the call at M >= 512.
+  // prefetchers do not fetch ahead, so the epilogue's stores otherwise miss. Measured on Zen 4: 0-5% of the
+  // mixed kernel's call at M >= 128 (benchmarks/mixed_profile.py's `prefetch`), 0-3% of the lookup kernels'.
   static void prefetch_out(const int32_t* out, int64_t rows, int count, int64_t row0, int64_t ld) {
     constexpr int kPerLine = 64 / sizeof(int32_t);  // int32 sums or floats: 4 bytes each
     for (int t = 0; t < count; ++t)

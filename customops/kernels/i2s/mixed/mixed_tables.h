@@ -115,9 +115,9 @@ struct MixedDot {
   }
 
   // The codes of quad s of a multiply row's dword b (bits 2s, 2s + 1 of every byte) in bits 0-1. The
-  // vector pipes bound the step (the lookups' vpaddw and the multiply rows' work share them), so
-  // one GFNI instruction instead of a shift and a mask is worth 3-5% of the kernel's time (Zen 4,
-  // benchmarks/mixed_profile.py).
+  // lookups' vpaddw and the multiply rows' work share the vector pipes, so one GFNI instruction instead
+  // of a shift and a mask lets more of the lookups run alongside: 1.03-1.10x the kernel's speed on
+  // Zen 4 (BENCHMARKS.md, "The co-issued kernel stage by stage").
   template <int s>
   static I codes(I b, I mask3) {
     if constexpr (s == 0)
