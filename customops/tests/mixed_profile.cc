@@ -73,8 +73,10 @@ int main(int argc, char** argv) {
   auto describe = [&](const stage_profile::Problem& p, const MixedCounters& per_call, bool* whole_only) {
     *whole_only = false;
     char text[200];
-    std::snprintf(text, sizeof text, "mul_macs=%" PRId64 " lookup_macs=%" PRId64 " table_entries=%" PRId64 " jobs=%" PRId64,
-                  per_call.mul_macs, per_call.lookup_macs, per_call.table_entries, stage_profile::jobs_of(kern, p.m, p.n));
+    std::snprintf(text, sizeof text,
+                  "mul_macs=%" PRId64 " lookup_macs=%" PRId64 " table_entries=%" PRId64 " jobs=%" PRId64,
+                  per_call.mul_macs, per_call.lookup_macs, per_call.table_entries,
+                  stage_profile::jobs_of(kern, p.m, p.n));
     return std::string(text);
   };
   return stage_profile::profile("mixed_profile", argc, argv, kern, header, all, g_stages, g_counts, describe);

@@ -1,7 +1,7 @@
-// What the kernels' stage profilers share (amx_profile.cc, panel_profile.cc, mixed_profile.cc): one op call on one
-// thread, as the op makes it, and its timing whole and with stages left out. A profiler compiles a kernel's own source with
-// that kernel's stage switches bound to a global struct of flags (Stages: a bool per stage, true = runs) and
-// names its stages here; everything else is this file's.
+// What the kernels' stage profilers share (amx_profile.cc, panel_profile.cc, mixed_profile.cc): one op call on
+// one thread, as the op makes it, and its timing whole and with stages left out. A profiler compiles a kernel's
+// own source with that kernel's stage switches bound to a global struct of flags (Stages: a bool per stage, true
+// = runs) and names its stages here; everything else is this file's.
 #pragma once
 
 #include <algorithm>
@@ -85,7 +85,8 @@ inline int64_t jobs_of(const I2SKernel& kern, int64_t m, int64_t n) {
 
 // One op call on one thread: quantize (when asked), then the multiply over the driver's grid.
 inline void call(const I2SKernel& kern, Problem& p, bool quantize) {
-  if (quantize) (p.quantize ? p.quantize : kern.quantize)(p.x.data(), p.m, p.k, nullptr, 1e-6f, p.q.data(), p.a.data(), p.qsum.data());
+  const QuantizeFn quantizer = p.quantize ? p.quantize : kern.quantize;
+  if (quantize) quantizer(p.x.data(), p.m, p.k, nullptr, 1e-6f, p.q.data(), p.a.data(), p.qsum.data());
   i2s_bench::dot_grid(kern, p.packed.data(), p.n, p.k, QuantizedRows{p.q.data(), p.a.data(), p.qsum.data(), p.m, p.k},
                       p.y.data());
 }

@@ -56,7 +56,9 @@ struct Ymm {
   static I srli16(I a, int s) { return _mm256_srli_epi16(a, s); }
 #if defined(__GFNI__)
   // 2-bit field s of every byte in bits 0-1 (GFNI): one instruction for a shift and a mask
-  template <int s> static I crumb(I a) { return _mm256_gf2p8affine_epi64_epi8(a, _mm256_set1_epi64x(crumb_matrix(s)), 0); }
+  template <int s> static I crumb(I a) {
+    return _mm256_gf2p8affine_epi64_epi8(a, _mm256_set1_epi64x(crumb_matrix(s)), 0);
+  }
 #endif
   static I srli32(I a, int s) { return _mm256_srli_epi32(a, s); }
   template <int s> static I slli32(I a) { return _mm256_slli_epi32(a, s); }
@@ -268,7 +270,9 @@ struct Zmm {
 #endif
 #if defined(__GFNI__)
   // 2-bit field s of every byte in bits 0-1 (GFNI): one instruction for a shift and a mask
-  template <int s> static I crumb(I a) { return _mm512_gf2p8affine_epi64_epi8(a, _mm512_set1_epi64(crumb_matrix(s)), 0); }
+  template <int s> static I crumb(I a) {
+    return _mm512_gf2p8affine_epi64_epi8(a, _mm512_set1_epi64(crumb_matrix(s)), 0);
+  }
 #endif
 #if defined(__AVX512VNNI__)
   static I dpbusd(I acc, I u8, I s8) { return _mm512_dpbusd_epi32(acc, u8, s8); }

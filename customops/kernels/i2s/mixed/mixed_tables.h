@@ -14,8 +14,9 @@
 #include "mixed_kernels.h"
 #include "mixed_layout.h"
 
-// Stage switches and counters for customops/tests/mixed_profile.cc, which compiles avx512vnni.cc with its own
-// definitions to time the kernel with stages left out; in the library every stage runs and nothing is counted.
+// Stage switches and counters for customops/tests/mixed_profile.cc, which compiles avx512vnni.cc (or
+// avx512vnni_gfni.cc) with its own definitions to time the kernel with stages left out and count its work; in
+// the library every stage runs and nothing is counted.
 #ifndef BITNET_MIXED_RUN
 #define BITNET_MIXED_RUN(stage) true
 #define BITNET_MIXED_COUNT(counter, n) ((void)0)
@@ -247,7 +248,8 @@ struct MixedDot {
         const int64_t rows_here = std::min(kEpilogueRows, nr - j);
         if (BITNET_MIXED_RUN(prefetch)) Lanes::prefetch_out(out + j, rows_here, count, i0 - m0, ld);
         sweep(at, n0, j, rows_here, tables, x, negq, acc16, acc32, ph);
-        if (BITNET_MIXED_RUN(emit)) Lanes::epilogue(acc32 + j * T, rows_here, count, i0 - m0, out + j, ld, a ? a + i0 : nullptr, s_w);
+        if (BITNET_MIXED_RUN(emit))
+          Lanes::epilogue(acc32 + j * T, rows_here, count, i0 - m0, out + j, ld, a ? a + i0 : nullptr, s_w);
       }
     }
   }
