@@ -304,7 +304,8 @@ def test_mixed_profile_times_the_stages_of_the_library_kernel():
     """Both builds of the co-issued kernel's stage profiler (customops/tests/mixed_profile.cc, run by
     benchmarks/mixed_profile.py) on Gemma3-270M's 7 projections: each checks its kernel bit for bit against the
     library's, which is the GFNI build on a CPU with GFNI (so the plain build's output is checked against it
-    there), counts every multiply-add once over each token block's lanes (32, or 16 for a last block of <= 16)
+    there) and says which build the library's dispatch runs (the GFNI one exactly where /proc/cpuinfo has GFNI),
+    counts every multiply-add once over each token block's lanes (32, or 16 for a last block of <= 16)
     split 1:2 between vpdpbusd and lookup rows, and the 8 tables of a K block once per token block; the script
     tabulates what they print. The GFNI build exits 3 on a CPU without GFNI."""
     sys.path.insert(0, str(REPO / "benchmarks"))
@@ -322,8 +323,9 @@ def test_mixed_profile_times_the_stages_of_the_library_kernel():
             assert res.returncode == mixed_profile.NOT_RUN_HERE and "lacks" in res.stderr, res.stdout + res.stderr
             continue
         assert res.returncode == 0 and set(cells) == {(k, n, m) for k, n in shapes for m in ms}, res.stdout + res.stderr
+        # the library's dispatch runs the GFNI build exactly where the /proc/cpuinfo oracle says the CPU has GFNI
         assert header[0] == (f"kernel mixed-avx512vnni gfni={int(build == 'gfni')} mul_rows=1 lut_rows=2 "
-                             f"cpu_gfni={int(has_gfni)}"), header
+                             f"library_gfni={int(has_gfni)}"), header
         for (k, n, m), cell in cells.items():
             assert cell["mul_macs"] == lanes[m] * k * (n // 3), (build, k, n, m, cell)
             assert cell["mul_macs"] + cell["lookup_macs"] == lanes[m] * k * n, (build, k, n, m, cell)

@@ -9,8 +9,8 @@
 //
 //   mixed_profile_gfni --shapes 1024x2048,640x256 --m 16,128,512,2048 [--reps 7] [--min-seconds 0.05]
 //
-// Prints the kernel's name, its build, its split (vpdpbusd rows, lookup rows of each step) and whether the library
-// runs the GFNI build on this CPU, then one line per (K, N, M):
+// Prints the kernel's name, its build, its split (vpdpbusd rows, lookup rows of each step) and whether the library's
+// dispatch runs the GFNI build on this CPU (its kernel against the library's accessors), then one line per (K, N, M):
 // median microseconds of the whole call (quantize + every job of the driver's grid) and of the call without each
 // stage, then per call the multiply-adds of the vpdpbusd rows and of the lookup rows (over each token block's
 // lanes: 32 tokens, or 16 for a last block of <= 16), the table entries built and the jobs. Before
@@ -45,13 +45,26 @@ MixedCounters g_counts;
 #define MIXED_QUOTE(file) #file
 #define MIXED_SOURCE(file) MIXED_QUOTE(file)
 #include MIXED_SOURCE(MIXED_KERNEL_FILE)
-#if defined(__GFNI__)
-#define MIXED_GFNI true
-#else
-#define MIXED_GFNI false
-#endif
 #include "cpu_features.h"
 #include "stage_profile.h"
+
+namespace {
+
+namespace mixed = bitnet_onnx::i2s::mixed;
+
+#if defined(__GFNI__)
+constexpr bool kGfniBuild = true;
+// Whether the library's dispatch runs the GFNI build: here, anything but the library's plain build (the GFNI
+// build's accessor is this program's, renamed)
+bool library_runs_gfni(const bitnet_onnx::i2s::I2SKernel& library) { return &library != mixed::avx512vnni_kernel(); }
+#else
+constexpr bool kGfniBuild = false;
+bool library_runs_gfni(const bitnet_onnx::i2s::I2SKernel& library) {
+  return &library == mixed::avx512vnni_gfni_kernel();
+}
+#endif
+
+}  // namespace
 
 int main(int argc, char** argv) {
 #if defined(__GFNI__)
@@ -60,12 +73,12 @@ int main(int argc, char** argv) {
     return 3;
   }
 #endif
-  const bitnet_onnx::i2s::I2SKernel& kern = *bitnet_onnx::i2s::mixed::mixed_profiled_kernel();
-  const std::string header = std::string("kernel ") + kern.name + " gfni=" + (MIXED_GFNI ? "1" : "0") + " mul_rows=" +
-                             std::to_string(bitnet_onnx::i2s::mixed::kMulRows) +
-                             " lut_rows=" + std::to_string(bitnet_onnx::i2s::mixed::kLutRows) +
-                             // the CPU feature by which the library's dispatch runs the GFNI build
-                             " cpu_gfni=" + (bitnet_onnx::cpu_features().avx512vnni_gfni ? "1" : "0");
+  const bitnet_onnx::i2s::I2SKernel& kern = *mixed::mixed_profiled_kernel();
+  auto header = [&](const bitnet_onnx::i2s::I2SKernel& library) {
+    return std::string("kernel ") + kern.name + " gfni=" + (kGfniBuild ? "1" : "0") + " mul_rows=" +
+           std::to_string(mixed::kMulRows) + " lut_rows=" + std::to_string(mixed::kLutRows) +
+           " library_gfni=" + (library_runs_gfni(library) ? "1" : "0");
+  };
   const auto all = stage_profile::variants<MixedStages>(
       {{"gathers", &MixedStages::gathers}, {"tables", &MixedStages::tables}, {"multiplies", &MixedStages::multiplies},
        {"lookups", &MixedStages::lookups}, {"widen", &MixedStages::widen}, {"emit", &MixedStages::emit},

@@ -45,8 +45,9 @@ PanelCounters g_counts;
 int main(int argc, char** argv) {
   const bitnet_onnx::i2s::I2SKernel& kern = *bitnet_onnx::i2s::mul::panel_profiled_kernel();
   // rows per panel group: the padded rows of a one-row weight
-  const std::string header =
-      std::string("kernel ") + kern.name + " rows_per_group=" + std::to_string(kern.packed_bytes(1, 128) * 4 / 128);
+  auto header = [&](const bitnet_onnx::i2s::I2SKernel&) {
+    return std::string("kernel ") + kern.name + " rows_per_group=" + std::to_string(kern.packed_bytes(1, 128) * 4 / 128);
+  };
   const auto all = stage_profile::variants<PanelStages>(
       {{"unpack", &PanelStages::unpack}, {"steps", &PanelStages::steps}, {"widen", &PanelStages::widen},
        {"emit", &PanelStages::emit}});
