@@ -26,6 +26,14 @@ the whole minus their sum and "loops"). Columns, in % of the whole call unless n
 
     python benchmarks/mixed_profile.py                          # the builds this CPU runs, both models
     python benchmarks/mixed_profile.py --models qwen3 --m 512 --reps 5
+
+--splits: the split search instead. The kernel's split (of every step's rows, how many run on vpdpbusd and how
+many on lookups; i2s/mixed/avx512vnni_kernel.h) is a compile-time constant; the build the library runs on this CPU
+times its own split ("full") and the same source instantiated at every other split of mixed_profile.cc's kSplits,
+each checked bit for bit against the library and timed whole, interleaved. One row per model and M over the sum
+of its 7 projections: the library's split's time, then each split's time over it (> 1: slower).
+
+    python benchmarks/mixed_profile.py --splits --m 128 512 2048
 """
 
 from __future__ import annotations
@@ -67,15 +75,53 @@ def table(build: str, model: str, peaks: dict[str, float], cells: dict, ms: list
     return rows
 
 
+def split_table(model: str, cells: dict, ms: list[int]) -> list[str]:
+    """The split search's rows of one model, one per M, over the sum of its 7 projections."""
+    rows = []
+    for m in ms:
+        projections = [cells[(k, n, m)] for _, k, n in MODELS[model]]
+        full = sum(c["full"] for c in projections)
+        ratios = [f"{sum(c[split] for c in projections) / full:.3f}" for split in splits_of(cells)]
+        rows.append(f"| {model} | {m} | {full / 1e3:.3f} | " + " | ".join(ratios) + " |")
+    return rows
+
+
+def splits_of(cells: dict) -> list[str]:
+    """The other splits a --splits run timed (its fields `split_<a>:<b>`), in the program's order."""
+    return [field for field in next(iter(cells.values())) if field.startswith("split_")]
+
+
+def search_splits(args, folder: Path) -> int:
+    """--splits: the build the library runs here (GFNI where the CPU has it), its split against the others."""
+    for program, build in reversed(BUILDS.items()):
+        free, cells, res = stage_profiles.run(folder / program, stage_profiles.shapes_of(args.models), args.m,
+                                              args.reps, args.min_seconds, check=False, mode=("--splits",))
+        if res.returncode != NOT_RUN_HERE:
+            break
+    if res.returncode != 0:
+        sys.exit(f"{program} --splits failed ({res.returncode}): {res.stderr.strip()[-2000:]}")
+    print(f"# build: {build} | {free[0]}")
+    splits = [split.removeprefix("split_") for split in splits_of(cells)]
+    print("| model | M | ms (library's split) | " + " | ".join(splits) + " |")
+    print("|---|---|---|" + "---|" * len(splits))
+    print("\n".join(row for model in args.models for row in split_table(model, cells, args.m)))
+    return 0
+
+
 def main() -> int:
-    args = stage_profiles.arguments(__doc__).parse_args()
+    parser = stage_profiles.arguments(__doc__)
+    parser.add_argument("--splits", action="store_true", help="the split search instead of the stages")
+    args = parser.parse_args()
     if platform.machine() not in ("x86_64", "AMD64"):
         sys.exit("mixed_profile: x86-64 only (the co-issued kernel is an AVX512-VNNI kernel)")
     folder = stage_profiles.build(args.build or stage_profiles.default_build_folder("mixed_profile"), ["mixed_profiles"])
     shapes = stage_profiles.shapes_of(args.models)
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    print(f"# co-issued kernel's stages, 1 thread, CPU time | CPU: {cpu_name()} | {date}")
+    what = "splits" if args.splits else "stages"
+    print(f"# co-issued kernel's {what}, 1 thread, CPU time | CPU: {cpu_name()} | {date}")
     print(f"# {args.reps} interleaved repetitions, median | command: python {' '.join(sys.argv)}")
+    if args.splits:
+        return search_splits(args, folder)
     rows, notes, peaks = [], [], {}
     for program, build in BUILDS.items():
         _, cells, res = stage_profiles.run(folder / program, shapes, args.m, args.reps, args.min_seconds, check=False)

@@ -71,10 +71,10 @@ def _tool_path() -> str:
 
 
 def run(exe: Path, shapes: list[tuple[int, int]], ms: list[int], reps: int, min_seconds: float,
-        check: bool = True) -> tuple[list[str], dict, subprocess.CompletedProcess]:
-    """(the program's free lines, {(k, n, m): {field: value, flag: True}}, the process) of one run; exits on
-    failure when `check`."""
-    cmd = [str(exe), "--shapes", ",".join(f"{k}x{n}" for k, n in shapes), "--m", ",".join(map(str, ms)),
+        check: bool = True, mode: tuple[str, ...] = ()) -> tuple[list[str], dict, subprocess.CompletedProcess]:
+    """(the program's free lines, {(k, n, m): {field: value, flag: True}}, the process) of one run (`mode`: the
+    program's own leading flags, e.g. mixed_profile's --splits); exits on failure when `check`."""
+    cmd = [str(exe), *mode, "--shapes", ",".join(f"{k}x{n}" for k, n in shapes), "--m", ",".join(map(str, ms)),
            "--reps", str(reps), "--min-seconds", str(min_seconds)]
     res = subprocess.run(cmd, capture_output=True, text=True)
     if check and res.returncode != 0:

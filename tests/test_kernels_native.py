@@ -338,6 +338,36 @@ def test_mixed_profile_times_the_stages_of_the_library_kernel():
         assert all(row.count("|") == 19 for row in table), table
 
 
+@pytest.mark.skipif(not ON_X86 or "avx512vnni" not in isas_of_this_cpu(), reason="an AVX512-VNNI kernel")
+def test_mixed_profile_splits_search_times_every_split_against_the_library():
+    """The co-issued kernel's split search (mixed_profile.cc --splits, benchmarks/mixed_profile.py --splits) on
+    Gemma3-270M's 7 projections, with the build the library runs on this CPU: the kernel's source instantiated at
+    every other split, from every row on vpdpbusd (1:0) to every row on lookups (0:1), each checked bit for bit
+    against the library's kernel (the program exits 1 otherwise) and timed whole beside the library's split
+    ("full"); the script's table gives each split's time over the library's."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import mixed_profile
+    import stage_profiles
+
+    folder = _build("native", targets=("mixed_profiles",))
+    program = "mixed_profile_gfni" if MIXED_GFNI_FLAGS <= cpu_flags() else "mixed_profile"
+    shapes = [(k, n) for _, k, n in mixed_profile.MODELS["gemma3"]]
+    ms = [16, 45, 301]  # one ymm block; a zmm block and a ymm tail; 9 zmm blocks and a ymm tail
+    header, cells, res = stage_profiles.run(folder / program, shapes, ms, reps=1, min_seconds=0.001,
+                                            mode=("--splits",))
+    assert header[0].startswith("kernel mixed-avx512vnni ") and "mul_rows=1 lut_rows=2" in header[0], header
+    splits = ["1:1", "1:3", "1:4", "2:1", "2:2", "2:3", "3:4", "1:0", "0:1"]  # kSplits but the library's 1:2
+    assert set(cells) == {(k, n, m) for k, n in shapes for m in ms}, res.stdout
+    assert mixed_profile.splits_of(cells) == [f"split_{s}" for s in splits]
+    for cell in cells.values():
+        assert cell["full"] > 0 and all(cell[f"split_{s}"] > 0 for s in splits), cell
+        assert not any(f.startswith("-") for f in cell), cell  # the whole call only: no stage left out
+    table = mixed_profile.split_table("gemma3", cells, ms)
+    assert [row.split(" | ")[:2] for row in table] == [["| gemma3", str(m)] for m in ms], table
+    assert all(row.count("|") == 4 + len(splits) for row in table), table
+
+
+
 UBSAN = "-fsanitize=undefined -fno-sanitize-recover=all"  # ASan does not run under qemu-user
 
 

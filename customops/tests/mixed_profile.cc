@@ -7,7 +7,7 @@
 // cost is the time it adds to the call (full time minus the time without it). Built and run by
 // benchmarks/mixed_profile.py.
 //
-//   mixed_profile_gfni --shapes 1024x2048,640x256 --m 16,128,512,2048 [--reps 7] [--min-seconds 0.05]
+//   mixed_profile_gfni [--splits] --shapes 1024x2048,640x256 --m 16,128,512,2048 [--reps 7] [--min-seconds 0.05]
 //
 // Prints the kernel's name, its build, its split (vpdpbusd rows, lookup rows of each step) and whether the library's
 // dispatch runs the GFNI build on this CPU (its kernel against the library's accessors), then one line per (K, N, M):
@@ -17,9 +17,16 @@
 // timing, the profiled kernel's output is checked bit for bit against the library's kernel of the same name (on
 // a CPU with GFNI the library runs the GFNI build: mixed_profile then checks the other against it). Exit 3
 // where this CPU does not run the profiled build.
+//
+// --splits (first): the split search instead of the stages. The kernel's split (how many of every step's rows
+// run on vpdpbusd and how many on lookups, avx512vnni_kernel.h) is a compile-time constant; this program
+// instantiates the same source at the other splits of kSplits, checks each bit for bit against the library, and
+// times each one's whole call (`split_<vpdpbusd rows>:<lookup rows>=<us>`) interleaved with the library's split
+// (`full`).
 #include <cinttypes>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 // The stages the profile can leave out, and what the kernel counts.
 struct MixedStages {
@@ -64,6 +71,34 @@ bool library_runs_gfni(const bitnet_onnx::i2s::I2SKernel& library) {
 }
 #endif
 
+// The splits --splits times besides the kernel's own: (vpdpbusd rows, lookup rows) per step, 0 meaning that
+// half is not used at all (every row on lookups, or every row on vpdpbusd).
+template <int kMul, int kLut>
+const bitnet_onnx::i2s::I2SKernel* split_kernel(const char* name) {
+  static const bitnet_onnx::i2s::I2SKernel kernel =
+      mixed::mixed_kernel<mixed::MixedDot<bitnet_onnx::simd::Zmm, kMul, kLut, kGfniBuild>,
+                          mixed::MixedDot<bitnet_onnx::simd::Ymm, kMul, kLut, kGfniBuild>>(name);
+  return &kernel;
+}
+#define MIXED_SPLIT(mul, lut) {mul, lut, split_kernel<mul, lut>("mixed-avx512vnni split " #mul ":" #lut)}
+struct Split {
+  int mul_rows, lut_rows;
+  const bitnet_onnx::i2s::I2SKernel* kernel;
+};
+const Split kSplits[] = {MIXED_SPLIT(1, 1), MIXED_SPLIT(1, 2), MIXED_SPLIT(1, 3), MIXED_SPLIT(1, 4),
+                         MIXED_SPLIT(2, 1), MIXED_SPLIT(2, 2), MIXED_SPLIT(2, 3), MIXED_SPLIT(3, 4),
+                         MIXED_SPLIT(1, 0), MIXED_SPLIT(0, 1)};
+
+// The whole call of every split of kSplits but the kernel's own (the variant "full").
+std::vector<stage_profile::Variant<MixedStages>> split_variants() {
+  std::vector<stage_profile::Variant<MixedStages>> all{{"full", MixedStages{}, true}};
+  for (const Split& s : kSplits)
+    if (s.mul_rows != mixed::kMulRows || s.lut_rows != mixed::kLutRows)
+      all.push_back({"split_" + std::to_string(s.mul_rows) + ":" + std::to_string(s.lut_rows), MixedStages{}, true,
+                     s.kernel});
+  return all;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -79,10 +114,14 @@ int main(int argc, char** argv) {
            std::to_string(mixed::kMulRows) + " lut_rows=" + std::to_string(mixed::kLutRows) +
            " library_gfni=" + (library_runs_gfni(library) ? "1" : "0");
   };
-  const auto all = stage_profile::variants<MixedStages>(
-      {{"gathers", &MixedStages::gathers}, {"tables", &MixedStages::tables}, {"multiplies", &MixedStages::multiplies},
-       {"lookups", &MixedStages::lookups}, {"widen", &MixedStages::widen}, {"emit", &MixedStages::emit},
-       {"prefetch", &MixedStages::prefetch}});
+  const bool splits = argc > 1 && std::string(argv[1]) == "--splits";
+  if (splits) --argc, ++argv;  // the rest is the profilers' command line (stage_profile.h)
+  const auto all = splits ? split_variants()
+                          : stage_profile::variants<MixedStages>(
+                                {{"gathers", &MixedStages::gathers}, {"tables", &MixedStages::tables},
+                                 {"multiplies", &MixedStages::multiplies}, {"lookups", &MixedStages::lookups},
+                                 {"widen", &MixedStages::widen}, {"emit", &MixedStages::emit},
+                                 {"prefetch", &MixedStages::prefetch}});
   auto describe = [&](const stage_profile::Problem& p, const MixedCounters& per_call, bool* whole_only) {
     *whole_only = false;
     char text[200];

@@ -91,12 +91,15 @@ inline void call(const I2SKernel& kern, Problem& p, bool quantize) {
                       p.y.data());
 }
 
-// A way to make the call: its name in the output, the stages that run, and whether quantize does.
+// A way to make the call: its name in the output, the stages that run, whether quantize does, and the kernel
+// that runs (null: the profiled one; else another instantiation of its source that reads the same packed bytes,
+// e.g. mixed_profile's other splits).
 template <class Stages>
 struct Variant {
   std::string name;
   Stages stages;
   bool quantize;
+  const I2SKernel* kernel = nullptr;
 };
 
 // The call whole ("full"), without quantize, without each of `stages` (name, its flag) in turn ("-<name>"),
@@ -130,9 +133,10 @@ void print_medians(const I2SKernel& kern, Problem& p, const std::vector<Variant<
   for (int r = 0; r < reps; ++r)
     for (size_t v = 0; v < count; ++v) {
       switches = all[v].stages;
-      call(kern, p, all[v].quantize);
+      const I2SKernel& runs = all[v].kernel ? *all[v].kernel : kern;
+      call(runs, p, all[v].quantize);
       const double t0 = tool_support::thread_cpu_seconds();
-      for (int64_t i = 0; i < calls; ++i) call(kern, p, all[v].quantize);
+      for (int64_t i = 0; i < calls; ++i) call(runs, p, all[v].quantize);
       times[v].push_back((tool_support::thread_cpu_seconds() - t0) / static_cast<double>(calls));
     }
   switches = Stages{};
@@ -171,8 +175,9 @@ inline bool same_as_library(const char* tool, const I2SKernel& profiled, const I
   return false;
 }
 
-// A profiler's whole run over its command line: for every --shapes item at every --m, the kernel checked against
-// the library's (its stage switches must not change what it computes), one call counted, then its time whole and
+// A profiler's whole run over its command line: for every --shapes item at every --m, the kernel (and every
+// variant's own kernel) checked against the library's (its stage switches must not change what it computes), one
+// call counted, then its time whole and
 // without each stage of `all` (print_medians) and `describe(problem, counters of one call, &whole_only)`: the
 // counters as text; whole_only set where the call has no separate stages (only "full" is timed). First it prints
 // `header(the library's kernel of that name)`. Returns the exit code: 0, 1 (the kernel differs from the
@@ -201,6 +206,8 @@ int profile(const char* tool, int argc, char** argv, const I2SKernel& kern, Head
       p.set_tokens(m, rng);
       switches = Stages{};
       if (!same_as_library(tool, kern, *library, codes, p)) return 1;
+      for (const Variant<Stages>& v : all)
+        if (v.kernel && !same_as_library(tool, *v.kernel, *library, codes, p)) return 1;
       counters = Counters{};
       const double t0 = tool_support::thread_cpu_seconds();
       call(kern, p, true);

@@ -12,15 +12,13 @@
 
 // The split: of every 3 output rows, 1 on vpdpbusd and 2 on lookups (a third of the MACs on the
 // multiply pipes; PATH 15 of benchmarks/register_peaks.c puts two thirds there, but this kernel's lookups
-// cost fewer instructions per MAC than its vpdpbusd rows, which shift and mask their codes). Measured on
-// Zen 4 (EPYC, 1 thread, 2026-12-06, loaded machine) with a scratch binary (not in the tree)
-// instantiating MixedDot at (vpdpbusd rows, lookup rows) = 1:2, 1:1, 1:3, 2:3, 2:1, 2:2, 1:4, 1:0, 0:1
-// next to the avx512vnni and lut-avx512 kernels, interleaved, best of 15, K x N x M = 1024x3072x512,
-// 2048x640x512, 1024x1024x128, 3072x1024x128; time over avx512vnni's, range over the shapes and 3 runs:
-// 1:2 0.71-0.86 (the fastest or tied at every shape and run), 2:3 0.72-0.87, 1:3 0.73-0.90, 1:1
-// 0.75-0.94, 2:2 0.75-0.94, 1:4 0.74-0.93, 2:1 0.80-1.00, lookups only (0:1) 0.81-1.00, vpdpbusd only
-// (1:0) 1.00-1.23; lut-avx512 0.78-1.00. The macros below exist only to measure (kernel_bench, one build
-// per value).
+// cost fewer instructions per MAC than its vpdpbusd rows). Searched with `benchmarks/mixed_profile.py
+// --splits` (customops/tests/mixed_profile.cc instantiates this source at every split of its kSplits, from
+// 1:0 to 0:1, checked bit for bit against the library and timed interleaved): on Zen 4 with the GFNI build
+// (2026-12-07, BENCHMARKS.md "The co-issued kernel's split, searched again with GFNI") 1:2 was the fastest in
+// 5 of 6 (model, M) rows (M = 128-2048; the sixth within the run-to-run spread), the runner-up 1.035-1.12x its
+// time, lookups alone (0:1) 1.07-1.20x, vpdpbusd alone (1:0) 1.5-1.8x. The macros below exist only to measure
+// (one build per value).
 #ifndef BITNET_MIXED_MUL_ROWS
 #define BITNET_MIXED_MUL_ROWS 1
 #endif
