@@ -177,11 +177,10 @@ inline bool same_as_library(const char* tool, const I2SKernel& profiled, const I
 
 // A profiler's whole run over its command line: for every --shapes item at every --m, the kernel (and every
 // variant's own kernel) checked against the library's (its stage switches must not change what it computes), one
-// call counted, then its time whole and
-// without each stage of `all` (print_medians) and `describe(problem, counters of one call, &whole_only)`: the
-// counters as text; whole_only set where the call has no separate stages (only "full" is timed). First it prints
-// `header(the library's kernel of that name)`. Returns the exit code: 0, 1 (the kernel differs from the
-// library's), 2 (a bad argument), 3 (this CPU does not run the kernel).
+// call counted, then its time whole and without each stage of `all` (print_medians) and `describe(problem,
+// counters of one call, &whole_only)`: the counters as text; whole_only set where the call has no separate stages
+// (only "full" is timed). First it prints `header(the library's kernel of that name)`. Returns the exit code: 0,
+// 1 (the kernel differs from the library's), 2 (a bad argument), 3 (this CPU does not run the kernel).
 template <class Stages, class Counters, class Header, class Describe>
 int profile(const char* tool, int argc, char** argv, const I2SKernel& kern, Header header,
             const std::vector<Variant<Stages>>& all, Stages& switches, Counters& counters, Describe describe) {

@@ -17,20 +17,13 @@
 // 1:0 to 0:1, checked bit for bit against the library and timed interleaved): on Zen 4 with the GFNI build
 // (2026-12-07, BENCHMARKS.md "The co-issued kernel's split, searched again with GFNI") 1:2 was the fastest in
 // 5 of 6 (model, M) rows (M = 128-2048; the sixth within the run-to-run spread), the runner-up 1.035-1.12x its
-// time, lookups alone (0:1) 1.07-1.20x, vpdpbusd alone (1:0) 1.5-1.8x. The macros below exist only to measure
-// (one build per value).
-#ifndef BITNET_MIXED_MUL_ROWS
-#define BITNET_MIXED_MUL_ROWS 1
-#endif
-#ifndef BITNET_MIXED_LUT_ROWS
-#define BITNET_MIXED_LUT_ROWS 2
-#endif
+// time, lookups alone (0:1) 1.07-1.20x, vpdpbusd alone (1:0) 1.5-1.8x.
 
 namespace bitnet_onnx::i2s::mixed {
 namespace {
 
-constexpr int kMulRows = BITNET_MIXED_MUL_ROWS;
-constexpr int kLutRows = BITNET_MIXED_LUT_ROWS;
+constexpr int kMulRows = 1;
+constexpr int kLutRows = 2;
 
 template <bool kGfni>
 constexpr I2SKernel kAvx512Vnni = mixed_kernel<MixedDot<simd::Zmm, kMulRows, kLutRows, kGfni>,
