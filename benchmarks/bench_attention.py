@@ -46,7 +46,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import onnxruntime as ort
-from onnx import TensorProto, helper
+from onnx import TensorProto
 
 from bitnet_onnx import customops
 from bitnet_onnx.arch import FULL, REAL_SHAPES, SLIDING
